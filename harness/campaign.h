@@ -1,0 +1,85 @@
+// Campaign: fuzz one op's variants on one GPU with several lanes (host
+// threads, each with its own stream and buffers), shrink each failure with
+// RapidCheck's shrink tree (children evaluated in parallel batches, first
+// failing child in order taken, so the result equals sequential shrinking),
+// and store the minimal case in the corpus.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "harness/case.h"
+#include "harness/spec.h"
+#include "harness/status.h"
+#include "harness/verdict.h"
+
+namespace assay {
+
+struct CampaignProgress {
+  int64_t cases = 0;
+  int64_t failures = 0;
+  double elapsed_s = 0;
+  double time_left_s = -1;  ///< -1: bounded by cases, not time
+  bool shrinking = false;
+};
+
+struct CampaignOptions {
+  std::vector<std::string> variants;  ///< empty: the spec's default (non-mutant) variants
+  int64_t max_cases = 0;              ///< 0: no case limit
+  double max_seconds = 0;             ///< 0: no time limit (both 0: 1000 cases)
+  uint64_t seed = 1;
+  int lanes = 4;
+  int device = 0;
+  GenConfig gen;
+  std::string corpus_dir = "corpora";  ///< empty: do not store
+  bool keep_going = false;             ///< keep fuzzing a variant after its first failure
+  int max_shrink_evals = 4000;
+  double max_shrink_seconds = 120;
+  std::function<void(const CampaignProgress&)> progress;  ///< called about once a second
+};
+
+struct FoundFailure {
+  std::string variant;
+  Case original;
+  Case shrunk;
+  Verdict verdict;            ///< of the shrunk case
+  int64_t case_index = 0;     ///< which generated case first failed
+  int shrink_steps = 0;
+  int shrink_evals = 0;
+  double seconds_to_find = 0;
+  double seconds_to_shrink = 0;
+  std::string path;           ///< corpus entry, if stored
+};
+
+struct VariantStats {
+  int64_t cases = 0;
+  int64_t failures = 0;
+  double max_ratio = 0;  ///< worst error/bound over passing cases
+};
+
+struct CampaignReport {
+  std::string op;
+  std::string device;
+  int lanes = 0;
+  int64_t cases = 0;
+  double seconds = 0;
+  int64_t exact_cases = 0;
+  int64_t device_ref_cases = 0;
+  int64_t vendor_disagreements = 0;  ///< cases where cuBLAS itself broke the bound
+  std::map<std::string, VariantStats> per_variant;
+  std::vector<FoundFailure> failures;
+  double cases_per_second() const { return seconds > 0 ? static_cast<double>(cases) / seconds : 0; }
+};
+
+/// Runs a campaign on `opts.device`. A non-ok Status is an infrastructure
+/// error (no GPU, a lane could not start, a CUDA context was lost); failures
+/// found in kernels are in the report.
+StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions& opts);
+
+/// Provenance stored with a corpus entry: verdict, device, campaign seed and index.
+nlohmann::json found_json(const FoundFailure& f, const std::string& device, uint64_t seed);
+
+}  // namespace assay

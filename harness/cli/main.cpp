@@ -1,0 +1,274 @@
+// assay command-line tool. Exit codes: 0 all passed, 1 failures found,
+// 2 usage or input error, 3 infrastructure error (no GPU where required,
+// CUDA failure).
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "harness/campaign.h"
+#include "harness/corpus.h"
+#include "harness/gpu/lane.h"
+#include "harness/spec.h"
+
+namespace {
+
+using namespace assay;
+
+constexpr int kExitPass = 0, kExitFail = 1, kExitUsage = 2, kExitInfra = 3;
+
+int exit_for(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kOk: return kExitPass;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+    case StatusCode::kDataLoss: return kExitUsage;
+    default: return kExitInfra;
+  }
+}
+
+int error(const Status& s) {
+  fmt::print(stderr, "assay: error: {}\n", s.message());
+  return exit_for(s);
+}
+
+int self_check(const std::vector<const OpSpec*>& specs) {
+  int rc = kExitPass;
+  for (const OpSpec* spec : specs) {
+    std::string report;
+    const Status s = spec->self_check(report);
+    fmt::print("{}", report);
+    if (!s.ok()) {
+      fmt::print(stderr, "assay: self-check of {} failed: {}\n", spec->name(), s.message());
+      rc = kExitFail;
+    }
+  }
+  return rc;
+}
+
+struct FuzzArgs {
+  std::string op;
+  std::vector<std::string> variants;
+  int64_t cases = 0;
+  double seconds = 0;
+  uint64_t seed = 1;
+  int64_t max_dim = 2048;
+  int lanes = 4;
+  int device = 0;
+  std::string corpus = "corpora";
+  bool keep_going = false;
+  bool require_gpu = false;
+  std::string json;
+};
+
+int cmd_fuzz(const FuzzArgs& a) {
+  const OpSpec* spec = find_spec(a.op);
+  if (spec == nullptr) return error(not_found(fmt::format("unknown op '{}' (see 'assay list')", a.op)));
+  for (const auto& v : a.variants)
+    if (!spec->has_variant(v)) return error(not_found(fmt::format("op '{}' has no variant '{}'", a.op, v)));
+  auto ndev = gpu::device_count();
+  if (!ndev.ok()) {
+    fmt::print(stderr, "assay: {}\n", ndev.status().message());
+    if (a.require_gpu) return kExitInfra;
+    fmt::print(stderr, "assay: running the CPU self-checks of the {} references instead (no kernel was run)\n", a.op);
+    return self_check({spec});
+  }
+  CampaignOptions o;
+  o.variants = a.variants;
+  o.max_cases = a.cases;
+  o.max_seconds = a.seconds;
+  o.seed = a.seed;
+  o.lanes = a.lanes;
+  o.device = a.device;
+  o.gen.max_dim = a.max_dim;
+  o.corpus_dir = a.corpus;
+  o.keep_going = a.keep_going;
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  double last_line = -1e9;
+  o.progress = [&](const CampaignProgress& p) {
+    const std::string line =
+        fmt::format("{}: {} cases, {} failures, {:.0f} cases/s, {:.0f} s{}{}", a.op, p.cases, p.failures,
+                    p.elapsed_s > 0 ? static_cast<double>(p.cases) / p.elapsed_s : 0.0, p.elapsed_s,
+                    p.time_left_s >= 0 ? fmt::format(", {:.0f} s left", p.time_left_s) : "",
+                    p.shrinking ? ", shrinking" : "");
+    if (tty) {
+      fmt::print(stderr, "\r{:<100}", line);
+    } else if (p.elapsed_s - last_line >= 10) {
+      fmt::print(stderr, "{}\n", line);
+      last_line = p.elapsed_s;
+    }
+  };
+  auto rep = run_campaign(*spec, o);
+  if (tty) fmt::print(stderr, "\n");
+  if (!rep.ok()) return error(rep.status());
+  const CampaignReport& r = *rep;
+  fmt::print("{} on {}, {} lanes, seed {}: {} cases in {:.1f} s ({:.0f} cases/s); exact tier {}, device fp64 "
+             "reference {}, cuBLAS outside the bound {}\n",
+             r.op, r.device, r.lanes, a.seed, r.cases, r.seconds, r.cases_per_second(), r.exact_cases,
+             r.device_ref_cases, r.vendor_disagreements);
+  fmt::print("{:<28} {:>10} {:>9} {:>16}\n", "variant", "cases", "failures", "max err/bound");
+  for (const auto& [name, st] : r.per_variant)
+    fmt::print("{:<28} {:>10} {:>9} {:>16.4g}\n", name, st.cases, st.failures, st.max_ratio);
+  for (const auto& f : r.failures) {
+    fmt::print("FAIL {}: {}\n  first failing case #{} after {:.2f} s; shrunk in {} steps ({} runs, {:.2f} s) to: {}\n",
+               f.variant, f.verdict.summary(), f.case_index, f.seconds_to_find, f.shrink_steps, f.shrink_evals,
+               f.seconds_to_shrink, f.shrunk.summary());
+    if (!f.path.empty()) fmt::print("  stored: {}\n  replay: assay replay {}\n", f.path, f.path);
+  }
+  if (!a.json.empty()) {
+    nlohmann::json j;
+    j["op"] = r.op;
+    j["device"] = r.device;
+    j["lanes"] = r.lanes;
+    j["seed"] = a.seed;
+    j["cases"] = r.cases;
+    j["seconds"] = r.seconds;
+    j["cases_per_second"] = r.cases_per_second();
+    j["exact_cases"] = r.exact_cases;
+    j["device_ref_cases"] = r.device_ref_cases;
+    j["vendor_disagreements"] = r.vendor_disagreements;
+    for (const auto& [name, st] : r.per_variant)
+      j["variants"][name] = {{"cases", st.cases}, {"failures", st.failures}, {"max_ratio", st.max_ratio}};
+    j["failures"] = nlohmann::json::array();
+    for (const auto& f : r.failures) {
+      nlohmann::json jf = found_json(f, r.device, a.seed);
+      jf["seconds_to_find"] = f.seconds_to_find;
+      jf["seconds_to_shrink"] = f.seconds_to_shrink;
+      jf["shrunk"] = f.shrunk.to_json();
+      jf["path"] = f.path;
+      j["failures"].push_back(jf);
+    }
+    if (auto s = write_file_atomic(a.json, j.dump(2) + "\n"); !s.ok()) return error(s);
+  }
+  return r.failures.empty() ? kExitPass : kExitFail;
+}
+
+int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu) {
+  if (paths.empty()) paths.push_back("corpora");
+  auto files = list_entries(paths);
+  if (!files.ok()) return error(files.status());
+  auto ndev = gpu::device_count();
+  std::unique_ptr<gpu::Lane> lane;
+  if (ndev.ok()) {
+    auto l = gpu::Lane::create(device);
+    if (!l.ok()) return error(l.status());
+    lane = std::move(l).value();
+  } else {
+    fmt::print(stderr, "assay: {}: entries are read and validated, not run\n", ndev.status().message());
+  }
+  int bad = 0, failing = 0, fixed = 0, passed = 0;
+  for (const auto& path : *files) {
+    auto e = read_entry(path);
+    if (!e.ok()) {
+      fmt::print(stderr, "assay: error: {}\n", e.status().message());
+      ++bad;
+      continue;
+    }
+    const OpSpec* spec = find_spec(e->c.op);
+    if (spec == nullptr) {
+      fmt::print(stderr, "assay: error: {}: $.case.op: unknown op '{}'\n", path, e->c.op);
+      ++bad;
+      continue;
+    }
+    if (auto s = spec->validate(e->c); !s.ok()) {
+      fmt::print(stderr, "assay: error: {}: {}\n", path, s.message());
+      ++bad;
+      continue;
+    }
+    std::vector<std::string> variants =
+        e->c.variant.empty() ? spec->default_variants() : std::vector<std::string>{e->c.variant};
+    for (const auto& v : variants)
+      if (!spec->has_variant(v)) {
+        fmt::print(stderr, "assay: error: {}: $.case.variant: op '{}' has no variant '{}'\n", path, e->c.op, v);
+        ++bad;
+        variants.clear();
+      }
+    if (variants.empty() || !lane) continue;
+    auto verdicts = spec->run(e->c, variants, *lane);
+    if (!verdicts.ok()) return error(verdicts.status());
+    const bool was_failure = e->found.is_object() && e->found.contains("verdict") &&
+                             e->found["verdict"].value("passed", true) == false;
+    for (const auto& v : *verdicts) {
+      if (!v.passed()) {
+        ++failing;
+        fmt::print("FAIL {} [{}]: {}\n", path, v.variant, v.summary());
+      } else if (was_failure) {
+        ++fixed;
+        fmt::print("fixed {} [{}]: the stored failure now passes (kept as a regression case)\n", path, v.variant);
+      } else {
+        ++passed;
+        fmt::print("pass {} [{}]\n", path, v.variant);
+      }
+    }
+  }
+  fmt::print("replay: {} entries: {} failing, {} fixed, {} passing, {} unreadable{}\n", files->size(), failing, fixed,
+             passed, bad, lane ? "" : " (not run: no GPU)");
+  if (bad > 0) return kExitUsage;
+  if (failing > 0) return kExitFail;
+  if (!lane && require_gpu) return kExitInfra;
+  return kExitPass;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"assay: proves or disproves the numerical correctness of custom GPU kernels"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Show help for every subcommand");
+
+  auto* list = app.add_subcommand("list", "List ops and their kernel variants");
+
+  FuzzArgs fa;
+  auto* fuzz = app.add_subcommand("fuzz", "Fuzz an op's kernel variants against references; shrink and store failures");
+  fuzz->add_option("op", fa.op, "Op to fuzz (see 'assay list')")->required();
+  fuzz->add_option("--variant", fa.variants, "Variant(s) to fuzz (default: all but mutants)");
+  fuzz->add_option("--cases", fa.cases, "Stop after this many cases")->check(CLI::NonNegativeNumber);
+  fuzz->add_option("--time", fa.seconds, "Stop after this many seconds")->check(CLI::NonNegativeNumber);
+  fuzz->add_option("--seed", fa.seed, "Campaign seed (the same seed replays the same cases)");
+  fuzz->add_option("--max-dim", fa.max_dim, "Largest extent of any dimension")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  fuzz->add_option("--lanes", fa.lanes, "Concurrent lanes (host threads + streams) on the GPU")->check(CLI::Range(1, 64));
+  fuzz->add_option("--device", fa.device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  fuzz->add_option("--corpus", fa.corpus, "Folder for shrunk failing cases (empty: do not store)");
+  fuzz->add_flag("--keep-going", fa.keep_going, "Keep fuzzing a variant after its first failure");
+  fuzz->add_flag("--require-gpu", fa.require_gpu, "Exit 3 instead of self-checking when no GPU is present");
+  fuzz->add_option("--json", fa.json, "Write the campaign report as JSON to this file");
+
+  std::vector<std::string> replay_paths;
+  int replay_device = 0;
+  bool replay_require_gpu = false;
+  auto* replay = app.add_subcommand("replay", "Replay stored cases (files or folders; default: corpora)");
+  replay->add_option("paths", replay_paths, "Corpus entries or folders");
+  replay->add_option("--device", replay_device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  replay->add_flag("--require-gpu", replay_require_gpu, "Exit 3 when no GPU is present");
+
+  auto* selfcheck = app.add_subcommand("selfcheck", "CPU-only self-check of every op's host references");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "assay: usage error: {} (see 'assay --help')\n", e.what());
+    return kExitUsage;
+  }
+
+  if (list->parsed()) {
+    for (const OpSpec* s : all_specs()) {
+      fmt::print("{}: {}\n", s->name(), s->description());
+      for (const auto& v : s->variants())
+        fmt::print("  {:<26} {}{}\n", v.name, v.mutant ? "[mutant] " : "", v.description);
+    }
+    return kExitPass;
+  }
+  if (fuzz->parsed()) return cmd_fuzz(fa);
+  if (replay->parsed()) return cmd_replay(replay_paths, replay_device, replay_require_gpu);
+  if (selfcheck->parsed()) return self_check(all_specs());
+  return kExitUsage;
+}

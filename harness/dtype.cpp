@@ -1,0 +1,418 @@
+// Bit-exact host conversions between fp32/fp64 and the narrow element types.
+//
+// Everything here is integer manipulation of IEEE bit patterns so that the
+// result does not depend on the host FPU, the compiler's flags or the current
+// rounding mode. The reference we must agree with is CUDA's host-side code in
+// cuda_fp16.hpp, cuda_bf16.hpp and cuda_fp8.hpp (which is itself the same as
+// what the device's cvt instructions produce); tests/harness/dtype_test.cpp
+// checks that exhaustively. Deliberately no CUDA headers: this file is built
+// by the host compiler into a library that must not depend on the toolkit.
+//
+// NaN outputs follow CUDA, not a textbook canonical NaN:
+//   fp32 -> fp16  any NaN gives 0x7FFF (sign dropped)      (__float2half_rn)
+//   fp32 -> bf16  any NaN gives 0x7FFF (sign dropped)      (__float2bfloat16_rn)
+//   fp32 -> e4m3  any NaN gives 0x7F   (sign dropped)      (__nv_cvt_float_to_fp8)
+//   fp32 -> e5m2  any NaN gives 0x7F   (sign dropped)      (__nv_cvt_float_to_fp8)
+//   fp16/e4m3/e5m2 -> fp32  any NaN gives 0x7FFFFFFF       (__half2float, fp8 operator float)
+//   bf16 -> fp32  bits shifted left by 16, payload and sign kept (__bfloat162float)
+
+#include "harness/dtype.h"
+
+#include <cfloat>
+#include <climits>
+#include <cmath>
+#include <cstring>
+
+namespace assay {
+
+namespace {
+
+uint32_t float_bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+float bits_float(uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+constexpr uint32_t kF32AbsMask = 0x7FFFFFFFu;
+constexpr uint32_t kF32Inf = 0x7F800000u;
+
+/// Magnitude encoding of a finite, nonzero |x| (fp32 bits `a`, sign cleared)
+/// in a binary format with `mant_bits` stored mantissa bits and exponent
+/// `bias`, with IEEE gradual underflow and round-to-nearest-even. The
+/// exponent range is unbounded above: a result beyond the format's largest
+/// finite encoding means overflow and is the caller's to handle. Works
+/// because a carry out of the rounded mantissa increments the exponent
+/// field, which is exactly the IEEE encoding of the rounded-up value.
+uint32_t encode_magnitude_rne(uint32_t a, int mant_bits, int bias) {
+  const int fe = static_cast<int>(a >> 23);
+  // Significand as an integer, scaled by 2^-23; fp32 subnormals have no hidden bit.
+  const uint64_t sig = fe != 0 ? ((a & 0x7FFFFFu) | 0x800000u) : (a & 0x7FFFFFu);
+  const int e = (fe != 0 ? fe : 1) - 127;                 // unbiased exponent of sig's bit 23
+  const int min_e = 1 - bias;                             // target's smallest normal exponent
+  const int eff_e = e > min_e ? e : min_e;                // below it the quantum stops shrinking
+  const int shift = 23 - mant_bits + (eff_e - e);         // bits of sig below the target quantum
+  // sig < 2^24 <= half a quantum: rounds to zero (also keeps the shift in range).
+  if (shift >= 25) return 0;
+  uint64_t q = sig >> shift;
+  const uint64_t rem = sig & ((uint64_t{1} << shift) - 1);
+  const uint64_t half = uint64_t{1} << (shift - 1);
+  if (rem > half || (rem == half && (q & 1u) != 0)) ++q;  // ties to even
+  // For a subnormal target eff_e + bias - 1 == 0 and q is the whole encoding;
+  // for a normal one q carries the hidden bit, which bumps the field by one.
+  return (static_cast<uint32_t>(eff_e + bias - 1) << mant_bits) + static_cast<uint32_t>(q);
+}
+
+/// Decodes a magnitude encoding (no Inf/NaN: the callers handle those) of
+/// fp16, e4m3 or e5m2 into fp32, exactly. Bit arithmetic rather than ldexp
+/// because tensors are decoded element by element.
+float decode_magnitude(uint32_t mag, int mant_bits, int bias) {
+  const uint32_t field = mag >> mant_bits;
+  if (field != 0) {
+    // Normal: widen the mantissa and rebias the exponent to fp32's 127.
+    return bits_float((mag << (23 - mant_bits)) + (static_cast<uint32_t>(127 - bias) << 23));
+  }
+  // Subnormal: frac * 2^(1 - bias - mant_bits); the scale is an fp32 normal
+  // power of two for these formats (>= 2^-24), so the product is exact.
+  const float scale = bits_float(static_cast<uint32_t>(127 + 1 - bias - mant_bits) << 23);
+  return static_cast<float>(mag) * scale;
+}
+
+/// Clamps an overflowed (infinite) narrowing result to +-`max` for kSaturate.
+float saturate_if(float r, float max, Overflow mode) {
+  if (mode == Overflow::kSaturate && std::isinf(r)) return std::signbit(r) ? -max : max;
+  return r;
+}
+
+constexpr float kTf32Max = 0x1.ffcp127f;  // bits 0x7F7FE000: (2 - 2^-10) * 2^127
+constexpr float kBf16Max = 0x1.fep127f;   // bits 0x7F7F0000: (2 - 2^-7) * 2^127
+
+}  // namespace
+
+std::string_view dtype_name(DType t) {
+  switch (t) {
+    case DType::kF64: return "fp64";
+    case DType::kF32: return "fp32";
+    case DType::kTF32: return "tf32";
+    case DType::kF16: return "fp16";
+    case DType::kBF16: return "bf16";
+    case DType::kE4M3: return "e4m3";
+    case DType::kE5M2: return "e5m2";
+    case DType::kI8: return "int8";
+    case DType::kI32: return "int32";
+  }
+  return "unknown";
+}
+
+std::optional<DType> parse_dtype(std::string_view name) {
+  for (DType t : kAllDTypes) {
+    if (dtype_name(t) == name) return t;
+  }
+  return std::nullopt;
+}
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::kF64: return 8;
+    case DType::kF32:
+    case DType::kTF32:
+    case DType::kI32: return 4;
+    case DType::kF16:
+    case DType::kBF16: return 2;
+    case DType::kE4M3:
+    case DType::kE5M2:
+    case DType::kI8: return 1;
+  }
+  return 0;
+}
+
+bool dtype_is_float(DType t) { return t != DType::kI8 && t != DType::kI32; }
+
+double unit_roundoff(DType t) {
+  switch (t) {
+    case DType::kF64: return std::ldexp(1.0, -53);
+    case DType::kF32: return std::ldexp(1.0, -24);
+    case DType::kTF32:
+    case DType::kF16: return std::ldexp(1.0, -11);
+    case DType::kBF16: return std::ldexp(1.0, -8);
+    case DType::kE4M3: return std::ldexp(1.0, -4);
+    case DType::kE5M2: return std::ldexp(1.0, -3);
+    case DType::kI8:
+    case DType::kI32: return 0.0;
+  }
+  return 0.0;
+}
+
+double max_finite(DType t) {
+  switch (t) {
+    case DType::kF64: return DBL_MAX;
+    case DType::kF32: return FLT_MAX;
+    case DType::kTF32: return kTf32Max;
+    case DType::kF16: return 65504.0;
+    case DType::kBF16: return kBf16Max;
+    case DType::kE4M3: return 448.0;
+    case DType::kE5M2: return 57344.0;
+    case DType::kI8: return 127.0;
+    case DType::kI32: return 2147483647.0;
+  }
+  return 0.0;
+}
+
+double min_normal(DType t) {
+  switch (t) {
+    case DType::kF64: return DBL_MIN;
+    case DType::kF32:
+    case DType::kTF32:
+    case DType::kBF16: return std::ldexp(1.0, -126);
+    case DType::kF16:
+    case DType::kE5M2: return std::ldexp(1.0, -14);
+    case DType::kE4M3: return std::ldexp(1.0, -6);
+    case DType::kI8:
+    case DType::kI32: return 0.0;
+  }
+  return 0.0;
+}
+
+double min_subnormal(DType t) {
+  switch (t) {
+    case DType::kF64: return std::ldexp(1.0, -1074);
+    case DType::kF32: return std::ldexp(1.0, -149);
+    case DType::kTF32: return std::ldexp(1.0, -136);  // fp32 exponent range, 10-bit mantissa field
+    case DType::kF16: return std::ldexp(1.0, -24);
+    case DType::kBF16: return std::ldexp(1.0, -133);
+    case DType::kE4M3: return std::ldexp(1.0, -9);
+    case DType::kE5M2: return std::ldexp(1.0, -16);
+    case DType::kI8:
+    case DType::kI32: return 0.0;
+  }
+  return 0.0;
+}
+
+uint16_t f32_to_f16_bits(float x) {
+  const uint32_t u = float_bits(x);
+  const uint32_t a = u & kF32AbsMask;
+  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  if (a > kF32Inf) return 0x7FFF;  // CUDA: one NaN for every input NaN, sign dropped
+  if (a == kF32Inf) return sign | 0x7C00;
+  if (a == 0) return sign;
+  const uint32_t m = encode_magnitude_rne(a, 10, 15);
+  if (m > 0x7BFF) return sign | 0x7C00;  // rounded beyond 65504: IEEE overflow to Inf
+  return static_cast<uint16_t>(sign | m);
+}
+
+float f16_bits_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t mag = h & 0x7FFFu;
+  if (mag > 0x7C00u) return bits_float(0x7FFFFFFFu);  // CUDA: canonical NaN, sign dropped
+  if (mag == 0x7C00u) return bits_float(sign | kF32Inf);
+  return bits_float(sign | float_bits(decode_magnitude(mag, 10, 15)));
+}
+
+uint16_t f32_to_bf16_bits(float x) {
+  const uint32_t u = float_bits(x);
+  const uint32_t a = u & kF32AbsMask;
+  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  if (a > kF32Inf) return 0x7FFF;  // CUDA: one NaN for every input NaN, sign dropped
+  if (a == kF32Inf) return sign | 0x7F80;
+  if (a == 0) return sign;
+  const uint32_t m = encode_magnitude_rne(a, 7, 127);
+  if (m > 0x7F7F) return sign | 0x7F80;  // rounded beyond bf16 max: IEEE overflow to Inf
+  return static_cast<uint16_t>(sign | m);
+}
+
+float bf16_bits_to_f32(uint16_t h) {
+  // bf16 is the top half of an fp32; this keeps NaN payloads, as CUDA does.
+  return bits_float(static_cast<uint32_t>(h) << 16);
+}
+
+float round_to_tf32(float x) {
+  const uint32_t u = float_bits(x);
+  if ((u & kF32AbsMask) >= kF32Inf) return x;  // NaN (payload kept) and Inf pass through
+  // Round off the low 13 mantissa bits, ties to even. A carry into the
+  // exponent field is the correct next binade, and out of the top binade
+  // it produces exactly the Inf encoding 0x7F800000.
+  const uint32_t lsb = (u >> 13) & 1u;
+  const uint32_t r = (u + 0x0FFFu + lsb) & ~uint32_t{0x1FFF};
+  return bits_float(r);
+}
+
+uint8_t f32_to_e4m3_bits(float x, Overflow mode) {
+  const uint32_t u = float_bits(x);
+  const uint32_t a = u & kF32AbsMask;
+  const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
+  // CUDA (__nv_cvt_float_to_fp8) canonicalises NaN input to +NaN, giving 0x7F.
+  if (a > kF32Inf) return 0x7F;
+  if (a == 0) return sign;
+  // Inf behaves like any overflowing value: max finite under SATFINITE,
+  // sign|NaN (there is no Inf in e4m3) under NOSAT.
+  const uint32_t m = a == kF32Inf ? 0x7F : encode_magnitude_rne(a, 3, 7);
+  if (m > 0x7E) return sign | (mode == Overflow::kSaturate ? 0x7E : 0x7F);
+  return static_cast<uint8_t>(sign | m);
+}
+
+float e4m3_bits_to_f32(uint8_t b) {
+  const uint32_t sign = static_cast<uint32_t>(b & 0x80u) << 24;
+  const uint32_t mag = b & 0x7Fu;
+  if (mag == 0x7F) return bits_float(0x7FFFFFFFu);  // CUDA: canonical NaN, sign dropped
+  return bits_float(sign | float_bits(decode_magnitude(mag, 3, 7)));
+}
+
+uint8_t f32_to_e5m2_bits(float x, Overflow mode) {
+  const uint32_t u = float_bits(x);
+  const uint32_t a = u & kF32AbsMask;
+  const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
+  // CUDA (__nv_cvt_float_to_fp8) canonicalises NaN input to +NaN, giving 0x7F.
+  if (a > kF32Inf) return 0x7F;
+  if (a == 0) return sign;
+  // Inf behaves like any overflowing value: max finite under SATFINITE
+  // (so -Inf gives -57344, not -Inf), sign|Inf under NOSAT.
+  const uint32_t m = a == kF32Inf ? 0x7C : encode_magnitude_rne(a, 2, 15);
+  if (m > 0x7B) return sign | (mode == Overflow::kSaturate ? 0x7B : 0x7C);
+  return static_cast<uint8_t>(sign | m);
+}
+
+float e5m2_bits_to_f32(uint8_t b) {
+  const uint32_t sign = static_cast<uint32_t>(b & 0x80u) << 24;
+  const uint32_t mag = b & 0x7Fu;
+  if (mag > 0x7C) return bits_float(0x7FFFFFFFu);  // CUDA: canonical NaN, sign dropped
+  if (mag == 0x7C) return bits_float(sign | kF32Inf);
+  return bits_float(sign | float_bits(decode_magnitude(mag, 2, 15)));
+}
+
+int8_t f32_to_i8(float x) {
+  if (std::isnan(x)) return 0;
+  if (x >= 127.0f) return 127;    // also 127.5, which would round to 128
+  if (x <= -128.0f) return -128;  // -128.5 ties to -128 anyway
+  // Explicit ties-to-even so the result does not depend on the FP environment;
+  // floor and the difference are exact for |x| < 2^23.
+  const float fl = std::floor(x);
+  const float diff = x - fl;
+  int r = static_cast<int>(fl);
+  if (diff > 0.5f || (diff == 0.5f && (r & 1) != 0)) ++r;
+  return static_cast<int8_t>(r);
+}
+
+int32_t f64_to_i32(double x) {
+  if (std::isnan(x)) return 0;
+  if (x >= 2147483647.0) return INT32_MAX;   // also ...647.5, which would round up
+  if (x <= -2147483648.0) return INT32_MIN;  // ...648.5 ties to even, i.e. INT32_MIN
+  // As in f32_to_i8: floor and the difference are exact for |x| < 2^52.
+  const double fl = std::floor(x);
+  const double diff = x - fl;
+  int64_t r = static_cast<int64_t>(fl);
+  if (diff > 0.5 || (diff == 0.5 && (r & 1) != 0)) ++r;
+  return static_cast<int32_t>(r);
+}
+
+float round_to(DType t, float x, Overflow mode) {
+  // kSaturate is applied to every narrowing float format, not only fp8: the
+  // point of the mode is "never produce Inf from a finite-range conversion",
+  // and, as CUDA's SATFINITE does for fp8, an Inf input also becomes +-max.
+  // fp32/fp64 are not narrowed from a float and ignore the mode; so do the
+  // integer types, which always saturate.
+  switch (t) {
+    case DType::kF64:
+    case DType::kF32: return x;
+    case DType::kTF32: return saturate_if(round_to_tf32(x), kTf32Max, mode);
+    case DType::kF16: return saturate_if(f16_bits_to_f32(f32_to_f16_bits(x)), 65504.0f, mode);
+    case DType::kBF16: return saturate_if(bf16_bits_to_f32(f32_to_bf16_bits(x)), kBf16Max, mode);
+    case DType::kE4M3: return e4m3_bits_to_f32(f32_to_e4m3_bits(x, mode));
+    case DType::kE5M2: return e5m2_bits_to_f32(f32_to_e5m2_bits(x, mode));
+    case DType::kI8: return static_cast<float>(f32_to_i8(x));
+    case DType::kI32: return static_cast<float>(f64_to_i32(static_cast<double>(x)));
+  }
+  return x;
+}
+
+void store_as(DType t, double x, void* dst, Overflow mode) {
+  // Narrow formats go through (float)x, i.e. two roundings. That is exact for
+  // assay's use, which generates every value as a float first (so (float)x
+  // is x); for a general double it can differ from one direct rounding in the
+  // last place at a tie. fp32 is a plain (float)x, so a double beyond
+  // FLT_MAX becomes Inf whatever the mode.
+  const float f = static_cast<float>(x);
+  switch (t) {
+    case DType::kF64: std::memcpy(dst, &x, sizeof x); return;
+    case DType::kF32: std::memcpy(dst, &f, sizeof f); return;
+    case DType::kTF32: {
+      const float r = round_to(DType::kTF32, f, mode);
+      std::memcpy(dst, &r, sizeof r);
+      return;
+    }
+    case DType::kF16:
+    case DType::kBF16: {
+      uint16_t b = t == DType::kF16 ? f32_to_f16_bits(f) : f32_to_bf16_bits(f);
+      const uint16_t inf = t == DType::kF16 ? 0x7C00 : 0x7F80;
+      // Saturate as round_to does: an infinite result becomes sign | max finite.
+      if (mode == Overflow::kSaturate && (b & 0x7FFFu) == inf) b = static_cast<uint16_t>(b - 1);
+      std::memcpy(dst, &b, sizeof b);
+      return;
+    }
+    case DType::kE4M3: {
+      const uint8_t b = f32_to_e4m3_bits(f, mode);
+      std::memcpy(dst, &b, sizeof b);
+      return;
+    }
+    case DType::kE5M2: {
+      const uint8_t b = f32_to_e5m2_bits(f, mode);
+      std::memcpy(dst, &b, sizeof b);
+      return;
+    }
+    case DType::kI8: {
+      const int8_t b = f32_to_i8(f);
+      std::memcpy(dst, &b, sizeof b);
+      return;
+    }
+    case DType::kI32: {
+      const int32_t b = f64_to_i32(x);  // direct from double: int32 needs more than 24 bits
+      std::memcpy(dst, &b, sizeof b);
+      return;
+    }
+  }
+}
+
+double load_as_double(DType t, const void* src) {
+  switch (t) {
+    case DType::kF64: {
+      double d;
+      std::memcpy(&d, src, sizeof d);
+      return d;
+    }
+    case DType::kF32:
+    case DType::kTF32: {
+      float f;
+      std::memcpy(&f, src, sizeof f);
+      return f;
+    }
+    case DType::kF16:
+    case DType::kBF16: {
+      uint16_t b;
+      std::memcpy(&b, src, sizeof b);
+      return t == DType::kF16 ? f16_bits_to_f32(b) : bf16_bits_to_f32(b);
+    }
+    case DType::kE4M3:
+    case DType::kE5M2: {
+      uint8_t b;
+      std::memcpy(&b, src, sizeof b);
+      return t == DType::kE4M3 ? e4m3_bits_to_f32(b) : e5m2_bits_to_f32(b);
+    }
+    case DType::kI8: {
+      int8_t b;
+      std::memcpy(&b, src, sizeof b);
+      return b;
+    }
+    case DType::kI32: {
+      int32_t b;
+      std::memcpy(&b, src, sizeof b);
+      return b;
+    }
+  }
+  return 0.0;
+}
+
+}  // namespace assay

@@ -1,0 +1,188 @@
+#include "harness/gpu/check_kernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <algorithm>
+
+namespace assay::gpu {
+namespace {
+
+__device__ double load_elem(int dtype, const void* base, int64_t i) {
+  switch (dtype) {
+    case 0: return static_cast<const double*>(base)[i];
+    case 1:
+    case 2: return static_cast<double>(static_cast<const float*>(base)[i]);
+    case 3: return static_cast<double>(__half2float(static_cast<const __half*>(base)[i]));
+    case 4: return static_cast<double>(__bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]));
+    case 5: {
+      __nv_fp8_e4m3 v;
+      v.__x = static_cast<const unsigned char*>(base)[i];
+      return static_cast<double>(static_cast<float>(v));
+    }
+    case 6: {
+      __nv_fp8_e5m2 v;
+      v.__x = static_cast<const unsigned char*>(base)[i];
+      return static_cast<double>(static_cast<float>(v));
+    }
+    case 7: return static_cast<double>(static_cast<const int8_t*>(base)[i]);
+    case 8: return static_cast<double>(static_cast<const int32_t*>(base)[i]);
+  }
+  return 0;
+}
+
+__device__ int elem_size_of(int dtype) {
+  switch (dtype) {
+    case 0: return 8;
+    case 1:
+    case 2:
+    case 8: return 4;
+    case 3:
+    case 4: return 2;
+    default: return 1;
+  }
+}
+
+__device__ bool same_bits(const void* a, const void* b, int64_t i, int es) {
+  switch (es) {
+    case 8: return static_cast<const unsigned long long*>(a)[i] == static_cast<const unsigned long long*>(b)[i];
+    case 4: return static_cast<const unsigned*>(a)[i] == static_cast<const unsigned*>(b)[i];
+    case 2: return static_cast<const unsigned short*>(a)[i] == static_cast<const unsigned short*>(b)[i];
+    default: return static_cast<const unsigned char*>(a)[i] == static_cast<const unsigned char*>(b)[i];
+  }
+}
+
+// Counter + first index, aggregated per warp to keep atomics off the hot path.
+__device__ void note(bool hit, int64_t index, unsigned long long* count, unsigned long long* first) {
+  const unsigned mask = __ballot_sync(0xffffffffu, hit);
+  if (mask == 0) return;
+  // Smallest index among the warp's hits: indices rise with lane id in every
+  // loop below, so the lowest set lane holds it.
+  const int leader = __ffs(mask) - 1;
+  const long long first_idx = __shfl_sync(0xffffffffu, static_cast<long long>(index), leader);
+  if ((threadIdx.x & 31) == leader) {
+    atomicAdd(count, static_cast<unsigned long long>(__popc(mask)));
+    atomicMax(first, ~static_cast<unsigned long long>(first_idx));
+  }
+}
+
+__device__ void check_region(const CheckParams& p, const DevRegion& r, RegionResult* out) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const unsigned char* a = p.arena + r.byte_begin;
+  const unsigned char* s = p.snapshot + r.byte_begin;
+  if (r.kind == DevRegion::kBytesEqual) {
+    const int64_t words = (r.byte_end - r.byte_begin) / 4;
+    const int64_t limit = (words + 31) / 32 * 32;  // whole warps stay in the loop for the ballot
+    for (int64_t w = tid; w < limit; w += stride) {
+      const bool hit = w < words && reinterpret_cast<const unsigned*>(a)[w] != reinterpret_cast<const unsigned*>(s)[w];
+      note(hit, w, &out->changed, &out->changed_first);
+    }
+    return;
+  }
+  const int64_t n = (r.byte_end - r.byte_begin) / r.elem_size;
+  const int64_t limit = (n + 31) / 32 * 32;
+  for (int64_t e = tid; e < limit; e += stride) {
+    bool covered = false, same = true;
+    if (e < n) {
+      if (r.mask != nullptr) {
+        covered = r.mask[e] != 0;
+      } else {
+        const int64_t rel = e - r.off;
+        if (rel >= 0 && r.ld > 0) covered = rel / r.ld < r.rows && rel % r.ld < r.cols;
+      }
+      same = same_bits(a, s, e, r.elem_size);
+    }
+    note(e < n && covered && same && r.check_unwritten, e, &out->unwritten, &out->unwritten_first);
+    note(e < n && !covered && !same, e, &out->changed, &out->changed_first);
+  }
+}
+
+__device__ void check_compare(const DevCompare& c, CompareResult* out) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t n = c.rows * c.cols;
+  const int64_t limit = (n + 31) / 32 * 32;
+  const int es = elem_size_of(c.out_dtype);
+  unsigned long long worst = 0;
+  double max_abs = 0;
+  for (int64_t idx = tid; idx < limit; idx += stride) {
+    bool bad_bound = false, bad_naninf = false, bad_exact = false, bad_det = false;
+    if (idx < n) {
+      const int64_t i = idx / c.cols, j = idx % c.cols;
+      const int64_t e = c.off + i * c.ld + j;
+      const double o = load_elem(c.out_dtype, c.out, e);
+      const double r = c.ref[idx];
+      const double m = c.mag != nullptr ? c.mag[idx] : 0.0;
+      if (c.prev != nullptr) bad_det = !same_bits(c.out, c.prev, e, es);
+      if (isnan(r)) {
+        bad_naninf = !isnan(o);
+      } else if (isinf(r)) {
+        bad_naninf = !(isinf(o) && signbit(o) == signbit(r));
+      } else {
+        const double tol = c.rel_out * fabs(r) + c.rel_mag * m + c.floor;
+        if (isnan(o)) {
+          bad_naninf = true;
+        } else if (isinf(o)) {
+          // Overflow is correct only where the exact result may round past the
+          // largest finite value, and only with the reference's sign.
+          bad_naninf = !(fabs(r) + tol > c.out_max && signbit(o) == signbit(r));
+        } else {
+          const double err = fabs(o - r);
+          if (c.check_bound) bad_bound = err > tol;
+          if (c.exact) bad_exact = o != r;
+          max_abs = fmax(max_abs, err);
+          const float ratio = static_cast<float>(tol > 0 ? err / tol : (err > 0 ? INFINITY : 0.0));
+          const unsigned long long key = (static_cast<unsigned long long>(__float_as_uint(ratio)) << 32) |
+                                         (~static_cast<unsigned>(idx) & 0xffffffffull);
+          if (key > worst) worst = key;
+        }
+      }
+    }
+    note(bad_bound, idx, &out->bound, &out->bound_first);
+    note(bad_naninf, idx, &out->naninf, &out->naninf_first);
+    note(bad_exact, idx, &out->exact, &out->exact_first);
+    note(bad_det, idx, &out->nondet, &out->nondet_first);
+  }
+  // Non-negative floats and doubles order like their bit patterns.
+  for (int o = 16; o > 0; o >>= 1) {
+    worst = max(worst, __shfl_xor_sync(0xffffffffu, worst, o));
+    max_abs = fmax(max_abs, __shfl_xor_sync(0xffffffffu, max_abs, o));
+  }
+  if ((threadIdx.x & 31) == 0) {
+    if (worst != 0) atomicMax(&out->worst_key, worst);
+    if (max_abs > 0) atomicMax(&out->max_abs_bits, static_cast<unsigned long long>(__double_as_longlong(max_abs)));
+  }
+}
+
+__global__ void check_kernel(const CheckParams p, CheckResult* result) {
+  const int task = static_cast<int>(blockIdx.y);
+  if (task < p.nregions) {
+    check_region(p, p.regions[task], &result->regions[task]);
+  } else if (task - p.nregions < p.ncompares) {
+    const int c = task - p.nregions;
+    check_compare(p.compares[c], &result->compares[c]);
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_check(const CheckParams& params, CheckResult* result, cudaStream_t stream) {
+  cudaError_t e = cudaMemsetAsync(result, 0, sizeof(CheckResult), stream);
+  if (e != cudaSuccess) return e;
+  const int tasks = params.nregions + params.ncompares;
+  if (tasks == 0) return cudaSuccess;
+  int64_t largest = 1;
+  for (int i = 0; i < params.nregions; ++i)
+    largest = std::max(largest, (params.regions[i].byte_end - params.regions[i].byte_begin) / 4);
+  for (int i = 0; i < params.ncompares; ++i)
+    largest = std::max(largest, params.compares[i].rows * params.compares[i].cols);
+  const int threads = 256;
+  const int64_t blocks = std::min<int64_t>((largest + threads - 1) / threads, 1024);
+  check_kernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(tasks)), threads, 0, stream>>>(params,
+                                                                                                        result);
+  return cudaGetLastError();
+}
+
+}  // namespace assay::gpu

@@ -1,0 +1,89 @@
+// One device pass that checks a whole case's arena after a launch: guard
+// bands and inputs against their snapshot, outputs for poison left behind
+// (unwritten) and gaps changed, and each output against its reference under
+// the per-element bound, the NaN/Inf pattern, the exact tier and a previous
+// launch (determinism). Results are a few counters copied back once.
+// Plain structs so both nvcc and g++ translation units can use them.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+namespace assay::gpu {
+
+inline constexpr int kMaxRegions = 24;
+inline constexpr int kMaxCompares = 4;
+
+/// A byte range of the arena and how it may change during a launch.
+struct DevRegion {
+  int64_t byte_begin = 0;  ///< in the arena
+  int64_t byte_end = 0;
+  int32_t kind = 0;        ///< kBytesEqual or kOutput
+  int32_t elem_size = 4;   ///< for kOutput
+  int32_t check_unwritten = 0;  ///< kOutput: covered elements must differ from the snapshot (poison)
+  int32_t pad_ = 0;
+  // kOutput coverage: a dense 2-D view (row stride ld, column stride 1) or,
+  // when mask != nullptr, one byte per element (1 = covered).
+  int64_t off = 0, rows = 0, cols = 0, ld = 0;
+  const uint8_t* mask = nullptr;
+  static constexpr int32_t kBytesEqual = 0;
+  static constexpr int32_t kOutput = 1;
+};
+
+/// An output compared with its fp64 reference: out[off + i*ld + j] vs ref[i*cols + j].
+struct DevCompare {
+  int32_t out_dtype = 0;  ///< harness DType as int (kF64=0, kF32=1, kTF32=2, kF16=3, kBF16=4, ...)
+  int32_t exact = 0;      ///< exact tier: bitwise equality with the reference value (+0 == -0)
+  int32_t check_bound = 1;
+  int32_t pad_ = 0;
+  const void* out = nullptr;
+  int64_t off = 0, rows = 0, cols = 0, ld = 0;
+  const double* ref = nullptr;
+  const double* mag = nullptr;
+  double rel_out = 0, rel_mag = 0, floor = 0;
+  double out_max = 0;       ///< largest finite value of the output dtype (overflow zone)
+  const void* prev = nullptr;  ///< a previous launch's output (same view) for determinism; or null
+};
+
+struct CheckParams {
+  const unsigned char* arena = nullptr;
+  const unsigned char* snapshot = nullptr;
+  int32_t nregions = 0;
+  int32_t ncompares = 0;
+  DevRegion regions[kMaxRegions];
+  DevCompare compares[kMaxCompares];
+};
+
+/// Counters. "first" fields hold ~index via atomicMax so that a zero-filled
+/// struct is the neutral value; decode with first_index().
+struct RegionResult {
+  unsigned long long changed = 0;  ///< kBytesEqual: changed 4-byte words; kOutput: gap elements changed
+  unsigned long long changed_first = 0;
+  unsigned long long unwritten = 0;  ///< kOutput: covered elements still equal to the snapshot
+  unsigned long long unwritten_first = 0;
+};
+
+struct CompareResult {
+  unsigned long long bound = 0, bound_first = 0;
+  unsigned long long naninf = 0, naninf_first = 0;
+  unsigned long long exact = 0, exact_first = 0;
+  unsigned long long nondet = 0, nondet_first = 0;
+  unsigned long long worst_key = 0;    ///< (float bits of ratio << 32) | ~index32
+  unsigned long long max_abs_bits = 0; ///< double bits of max |out-ref| (finite elements)
+};
+
+struct CheckResult {
+  RegionResult regions[kMaxRegions];
+  CompareResult compares[kMaxCompares];
+};
+
+/// Index encoded in a *_first field, or -1 when the counter is zero.
+inline int64_t first_index(unsigned long long count, unsigned long long enc) {
+  return count == 0 ? -1 : static_cast<int64_t>(~enc);
+}
+
+/// Zeroes `result` and launches the check on `stream`.
+cudaError_t launch_check(const CheckParams& params, CheckResult* result, cudaStream_t stream);
+
+}  // namespace assay::gpu

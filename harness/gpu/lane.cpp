@@ -1,0 +1,185 @@
+#include "harness/gpu/lane.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "harness/gpu/cuda_check.h"
+
+namespace assay::gpu {
+
+StatusOr<int> device_count() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return unavailable(fmt::format("no CUDA GPU present ({}: {})", cudaGetErrorName(e), cudaGetErrorString(e)));
+  }
+  if (n == 0) return unavailable("no CUDA GPU present (cudaGetDeviceCount returned 0)");
+  return n;
+}
+
+std::string describe_device(int device) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return "unknown device";
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  return fmt::format("{} (sm_{}{}), driver {}.{}, runtime {}.{}, cuBLAS {}", prop.name, prop.major, prop.minor,
+                     driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10, cublasGetCudartVersion());
+}
+
+StatusOr<std::unique_ptr<Lane>> Lane::create(int device) {
+  std::unique_ptr<Lane> lane(new Lane());
+  lane->device_ = device;
+  CUDA_CHECK(cudaSetDevice(device));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&lane->stream_, cudaStreamNonBlocking));
+  CUBLAS_CHECK(cublasCreate(&lane->cublas_));
+  CUBLAS_CHECK(cublasSetStream(lane->cublas_, lane->stream_));
+  CUDA_CHECK(cudaMalloc(&lane->dev_results_, sizeof(CheckResult) * kMaxChecks));
+  CUDA_CHECK(cudaMallocHost(&lane->host_results_, sizeof(CheckResult) * kMaxChecks));
+  return lane;
+}
+
+Lane::~Lane() {
+  // Best effort: a lane destroyed after a sticky CUDA error cannot free anything.
+  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  cudaFree(dev_);
+  cudaFreeHost(host_);
+  cudaFree(dev_results_);
+  cudaFreeHost(host_results_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+Status Lane::reserve(int64_t device_bytes, int64_t host_bytes) {
+  if (device_bytes > dev_cap_) {
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    CUDA_CHECK(cudaFree(dev_));
+    dev_ = nullptr;
+    const int64_t cap = std::max(device_bytes, dev_cap_ * 2);
+    CUDA_CHECK(cudaMalloc(&dev_, static_cast<size_t>(cap)));
+    dev_cap_ = cap;
+  }
+  if (host_bytes > host_cap_) {
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    CUDA_CHECK(cudaFreeHost(host_));
+    host_ = nullptr;
+    const int64_t cap = std::max(host_bytes, host_cap_ * 2);
+    CUDA_CHECK(cudaMallocHost(&host_, static_cast<size_t>(cap)));
+    host_cap_ = cap;
+  }
+  return ok_status();
+}
+
+Status Lane::layout(const std::vector<ArenaTensor>& tensors, int64_t extra_bytes, int64_t scratch_bytes) {
+  if (2 * tensors.size() + 1 > static_cast<size_t>(kMaxRegions))
+    return invalid_argument(fmt::format("a case may have at most {} tensors", (kMaxRegions - 1) / 2));
+  tensors_ = tensors;
+  offsets_.clear();
+  sizes_.clear();
+  int64_t at = kGuardBytes;
+  for (const auto& t : tensors) {
+    offsets_.push_back(at);
+    const int64_t bytes = t.desc.extent() * static_cast<int64_t>(dtype_size(t.desc.dtype));
+    sizes_.push_back(bytes);
+    at += round_up(bytes) + kGuardBytes;
+  }
+  arena_bytes_ = at;
+  extra_bytes_ = extra_bytes;
+  scratch_bytes_ = scratch_bytes;
+  const int64_t device_bytes = 2 * arena_bytes_ + round_up(extra_bytes) + round_up(scratch_bytes);
+  ASSAY_RETURN_IF_ERROR(reserve(device_bytes, arena_bytes_ + extra_bytes));
+  // Guards and padding get the canary; tensor payloads are written by the caller.
+  auto fill = [&](int64_t b, int64_t e) {
+    for (int64_t x = b; x < e; x += 4) std::memcpy(host_ + x, &kGuardWord, 4);
+  };
+  int64_t prev = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    fill(prev, offsets_[i]);
+    const int64_t pad_begin = offsets_[i] + sizes_[i];
+    const int64_t pad_end = offsets_[i] + round_up(sizes_[i]);
+    std::memset(host_ + pad_begin, 0xA5, static_cast<size_t>(pad_end - pad_begin));
+    prev = pad_end;
+  }
+  fill(prev, arena_bytes_);
+  return ok_status();
+}
+
+Status Lane::upload() {
+  CUDA_CHECK(cudaMemcpyAsync(dev_snapshot(), host_, static_cast<size_t>(arena_bytes_ + extra_bytes_),
+                             cudaMemcpyHostToDevice, stream_));
+  return ok_status();
+}
+
+Status Lane::restore() {
+  CUDA_CHECK(cudaMemcpyAsync(dev_arena(), dev_snapshot(), static_cast<size_t>(arena_bytes_), cudaMemcpyDeviceToDevice,
+                             stream_));
+  return ok_status();
+}
+
+CheckParams Lane::check_params() const {
+  CheckParams p;
+  p.arena = dev_;
+  p.snapshot = dev_ + arena_bytes_;
+  int64_t prev = 0;
+  auto add_bytes = [&](int64_t b, int64_t e) {
+    DevRegion r;
+    r.byte_begin = b;
+    r.byte_end = e;
+    r.kind = DevRegion::kBytesEqual;
+    p.regions[p.nregions++] = r;
+  };
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    add_bytes(prev, offsets_[i]);
+    const auto& t = tensors_[i];
+    DevRegion r;
+    r.byte_begin = offsets_[i];
+    r.byte_end = offsets_[i] + round_up(sizes_[i]);
+    if (t.role == Role::kIn) {
+      r.kind = DevRegion::kBytesEqual;
+    } else {
+      r.kind = DevRegion::kOutput;
+      r.elem_size = static_cast<int32_t>(dtype_size(t.desc.dtype));
+      r.check_unwritten = t.check_unwritten ? 1 : 0;
+      // Dense 2-D views are checked analytically; others would need a mask
+      // (not yet built: outputs of the ops so far are all 2-D row-major).
+      const auto& d = t.desc;
+      r.off = d.offset;
+      if (d.rank() == 2) {
+        r.rows = d.shape[0];
+        r.cols = d.shape[1];
+        r.ld = d.shape[0] <= 1 ? std::max<int64_t>(d.shape[1], 1) : d.strides[0];
+      } else if (d.rank() == 1) {
+        r.rows = 1;
+        r.cols = d.shape[0];
+        r.ld = std::max<int64_t>(d.shape[0], 1);
+      }
+    }
+    p.regions[p.nregions++] = r;
+    prev = r.byte_end;
+  }
+  add_bytes(prev, arena_bytes_);
+  return p;
+}
+
+Status Lane::check(const CheckParams& p, int k) {
+  if (k < 0 || k >= kMaxChecks) return internal_error(fmt::format("check slot {} out of range", k));
+  CUDA_CHECK(launch_check(p, dev_results_ + k, stream_));
+  return ok_status();
+}
+
+Status Lane::fetch_results(int n) {
+  CUDA_CHECK(cudaMemcpyAsync(host_results_, dev_results_, sizeof(CheckResult) * static_cast<size_t>(n),
+                             cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return ok_status();
+}
+
+Status Lane::read_back(const void* dev, void* host, int64_t bytes) {
+  CUDA_CHECK(cudaMemcpyAsync(host, dev, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return ok_status();
+}
+
+}  // namespace assay::gpu

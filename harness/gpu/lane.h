@@ -1,0 +1,100 @@
+// Lane: one stream of work on one GPU with its reused buffers. A campaign
+// runs several lanes per GPU from parallel host threads; each lane keeps one
+// device allocation (working arena, pristine snapshot, uploaded references,
+// scratch, check results) and one pinned staging buffer, grown on demand and
+// never freed between cases, so a small case costs a few copies and launches.
+//
+// Arena layout (bytes): [guard][tensor 0, padded to 256][guard][tensor 1]...[guard].
+// Guards hold a NaN-ish canary; the snapshot is the image as uploaded, so a
+// check compares every byte of the arena against what it must still be.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "harness/case.h"
+#include "harness/gpu/check_kernels.h"
+#include "harness/status.h"
+
+namespace assay::gpu {
+
+inline constexpr int64_t kGuardBytes = 1024;   ///< guard band before and after each tensor
+inline constexpr uint32_t kGuardWord = 0x7FF5A5A5u;  ///< canary (a NaN as fp32)
+inline constexpr int kMaxChecks = 16;          ///< check results per case
+
+/// How many CUDA devices are usable; an error says why none are.
+StatusOr<int> device_count();
+/// "NVIDIA H100 80GB HBM3 (sm_90), driver 13.0, runtime 13.0, cuBLAS 130100"
+std::string describe_device(int device);
+
+struct ArenaTensor {
+  TensorDesc desc;
+  Role role = Role::kIn;
+  bool check_unwritten = false;  ///< covered elements start as poison and must be overwritten
+};
+
+class Lane {
+ public:
+  static StatusOr<std::unique_ptr<Lane>> create(int device);
+  ~Lane();
+  Lane(const Lane&) = delete;
+  Lane& operator=(const Lane&) = delete;
+
+  int device() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+  cublasHandle_t cublas() const { return cublas_; }
+
+  /// Lays out the arena for `tensors`, plus `extra_bytes` uploaded beside it
+  /// (references) and `scratch_bytes` of device-only scratch. Grows buffers if
+  /// needed. Fills guards in the host image; tensor bytes are the caller's.
+  Status layout(const std::vector<ArenaTensor>& tensors, int64_t extra_bytes, int64_t scratch_bytes);
+
+  unsigned char* host_tensor(int i) { return host_ + offsets_[i]; }
+  unsigned char* host_extra() { return host_ + arena_bytes_; }
+  unsigned char* dev_tensor(int i) { return dev_arena() + offsets_[i]; }
+  unsigned char* dev_snapshot_tensor(int i) { return dev_snapshot() + offsets_[i]; }
+  unsigned char* dev_extra() { return dev_snapshot() + arena_bytes_; }
+  unsigned char* dev_scratch() { return dev_extra() + round_up(extra_bytes_); }
+  int64_t tensor_bytes(int i) const { return sizes_[i]; }
+
+  /// One H2D copy: host image + extra -> snapshot + extra.
+  Status upload();
+  /// Resets the working arena from the snapshot (one D2D copy).
+  Status restore();
+  /// Region table for the check kernel (guards, inputs, outputs).
+  CheckParams check_params() const;
+  /// Launches the check into result slot `k`.
+  Status check(const CheckParams& p, int k);
+  /// Copies the first `n` result slots to the host and waits for the stream.
+  Status fetch_results(int n);
+  const CheckResult& result(int k) const { return host_results_[k]; }
+
+  /// Copies `bytes` from device to a host buffer synchronously (failure details).
+  Status read_back(const void* dev, void* host, int64_t bytes);
+
+ private:
+  Lane() = default;
+  static int64_t round_up(int64_t x) { return (x + 255) / 256 * 256; }
+  unsigned char* dev_arena() { return dev_; }
+  unsigned char* dev_snapshot() { return dev_ + arena_bytes_; }
+  Status reserve(int64_t device_bytes, int64_t host_bytes);
+
+  int device_ = 0;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  unsigned char* dev_ = nullptr;   // [arena][snapshot][extra][scratch]
+  unsigned char* host_ = nullptr;  // pinned [image][extra]
+  int64_t dev_cap_ = 0, host_cap_ = 0;
+  CheckResult* dev_results_ = nullptr;
+  CheckResult* host_results_ = nullptr;
+  std::vector<ArenaTensor> tensors_;
+  std::vector<int64_t> offsets_, sizes_;
+  int64_t arena_bytes_ = 0, extra_bytes_ = 0, scratch_bytes_ = 0;
+};
+
+}  // namespace assay::gpu

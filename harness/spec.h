@@ -1,0 +1,71 @@
+// OpSpec: what properties/<op>.cpp provides to the harness. Specs register
+// themselves at static-initialisation time (they are linked as an OBJECT
+// library, so the linker keeps them); adding an op touches no harness file.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <rapidcheck.h>
+
+#include "harness/case.h"
+#include "harness/status.h"
+#include "harness/verdict.h"
+
+namespace assay {
+
+namespace gpu {
+class Lane;
+}
+
+struct VariantInfo {
+  std::string name;
+  std::string description;
+  bool mutant = false;         ///< a planted bug (tests/mutants): fuzzed only when named
+  bool deterministic = true;   ///< false: the determinism rerun is not a failure
+};
+
+/// Knobs every generator honours.
+struct GenConfig {
+  int64_t max_dim = 2048;  ///< largest extent of any dimension (inclusive)
+};
+
+class OpSpec {
+ public:
+  virtual ~OpSpec() = default;
+  virtual std::string name() const = 0;
+  virtual std::string description() const = 0;
+  virtual std::vector<VariantInfo> variants() const = 0;
+  /// Shrinkable generator of valid cases (variant left empty).
+  virtual rc::Gen<Case> generator(const GenConfig& config) const = 0;
+  /// Checks that a case (e.g. read from a corpus file) is well-formed for
+  /// this op; one-line error naming the field.
+  virtual Status validate(const Case& c) const = 0;
+  /// Runs `c` through each named variant on `lane`: one verdict per variant.
+  /// A non-ok Status is an infrastructure failure (the case itself may be fine).
+  virtual StatusOr<std::vector<Verdict>> run(const Case& c, const std::vector<std::string>& variants,
+                                             gpu::Lane& lane) const = 0;
+  /// CPU-only self-check of this op's host references (no GPU); appends
+  /// human-readable lines to `report`.
+  virtual Status self_check(std::string& report) const = 0;
+
+  /// Names of the variants that a plain campaign fuzzes (all but mutants).
+  std::vector<std::string> default_variants() const;
+  bool has_variant(const std::string& v) const;
+};
+
+/// Registers a spec; returns true so it can initialise a static.
+bool register_spec(std::unique_ptr<OpSpec> spec);
+const OpSpec* find_spec(const std::string& name);
+std::vector<const OpSpec*> all_specs();
+
+}  // namespace assay
+
+#define ASSAY_CONCAT2_(a, b) a##b
+#define ASSAY_CONCAT1_(a, b) ASSAY_CONCAT2_(a, b)
+/// In properties/<op>.cpp: ASSAY_REGISTER_SPEC(GemmSpec);
+#define ASSAY_REGISTER_SPEC(Type) \
+  [[maybe_unused]] static const bool ASSAY_CONCAT1_(assay_spec_registered_, __LINE__) = \
+      ::assay::register_spec(std::make_unique<Type>())

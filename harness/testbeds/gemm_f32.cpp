@@ -1,0 +1,508 @@
+#include "harness/testbeds/gemm_f32.h"
+
+#include <algorithm>
+#include <bit>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include <boost/multiprecision/cpp_bin_float.hpp>
+#include <fmt/format.h>
+
+#include "harness/bounds.h"
+#include "harness/gpu/cuda_check.h"
+#include "harness/gpu/lane.h"
+#include "references/device/gemm_f64.h"
+#include "references/host/gemm.h"
+#include "references/vendor/cublas_gemm.h"
+
+namespace assay {
+namespace {
+
+std::vector<GemmF32Variant>& variant_registry() {
+  static std::vector<GemmF32Variant> v;  // construct on first use: static-init order safe
+  return v;
+}
+
+constexpr int64_t kMaxExtent = int64_t{1} << 31;  // elements per tensor (8 GiB of fp32)
+constexpr int kA = 0, kB = 1, kC = 2;
+constexpr int kSlotsPerVariant = 2;
+
+StatusOr<int64_t> int_param(const Case& c, const char* key, int64_t lo, int64_t hi) {
+  auto it = c.params.find(key);
+  if (it == c.params.end()) return invalid_argument(fmt::format("gemm case: params.{} is missing", key));
+  if (!it->is_number_integer())
+    return invalid_argument(fmt::format("gemm case: params.{} must be an integer, got {}", key, it->type_name()));
+  const int64_t v = it->is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(it->get<uint64_t>(), INT64_MAX))
+                                             : it->get<int64_t>();
+  if (v < lo || v > hi) return invalid_argument(fmt::format("gemm case: params.{} = {} is outside [{}, {}]", key, v, lo, hi));
+  return v;
+}
+
+StatusOr<bool> bool_param(const Case& c, const char* key) {
+  auto it = c.params.find(key);
+  if (it == c.params.end()) return invalid_argument(fmt::format("gemm case: params.{} is missing", key));
+  if (!it->is_boolean())
+    return invalid_argument(fmt::format("gemm case: params.{} must be true or false, got {}", key, it->type_name()));
+  return it->get<bool>();
+}
+
+StatusOr<double> f32_param(const Case& c, const char* key) {
+  auto it = c.params.find(key);
+  if (it == c.params.end()) return invalid_argument(fmt::format("gemm case: params.{} is missing", key));
+  if (!it->is_number()) return invalid_argument(fmt::format("gemm case: params.{} must be a number", key));
+  const double v = it->get<double>();
+  if (!std::isfinite(v) || static_cast<double>(static_cast<float>(v)) != v)
+    return invalid_argument(fmt::format("gemm case: params.{} = {} is not a finite fp32 value", key, v));
+  return v;
+}
+
+Status check_matrix(const Case& c, const char* name, int64_t rows, int64_t cols, int64_t ld) {
+  const TensorSpec* t = c.find(name);
+  if (t == nullptr) return invalid_argument(fmt::format("gemm case: tensor {} is missing", name));
+  const auto& d = t->desc;
+  if (d.dtype != DType::kF32)
+    return invalid_argument(fmt::format("gemm case: tensor {} has dtype {}, this testbed is fp32", name,
+                                        dtype_name(d.dtype)));
+  if (d.shape != std::vector<int64_t>{rows, cols})
+    return invalid_argument(fmt::format("gemm case: tensor {} must have shape [{}, {}]", name, rows, cols));
+  if (d.strides != std::vector<int64_t>{ld, 1})
+    return invalid_argument(fmt::format("gemm case: tensor {} must have strides [{}, 1]", name, ld));
+  if (ld < std::max<int64_t>(cols, 1))
+    return invalid_argument(fmt::format("gemm case: tensor {} leading dimension {} < max(1, {})", name, ld, cols));
+  if (d.extent() > kMaxExtent)
+    return invalid_argument(fmt::format("gemm case: tensor {} needs {} elements, more than 2^31", name, d.extent()));
+  return ok_status();
+}
+
+// Row and column of an element index inside a row-major view.
+std::pair<int64_t, int64_t> row_col(int64_t elem, int64_t off, int64_t ld) {
+  const int64_t rel = elem - off;
+  return {rel >= 0 ? rel / ld : -1, rel >= 0 ? rel % ld : -1};
+}
+
+}  // namespace
+
+bool register_gemm_f32_variant(GemmF32Variant v) {
+  variant_registry().push_back(std::move(v));
+  return true;
+}
+
+const std::vector<GemmF32Variant>& gemm_f32_variants() { return variant_registry(); }
+
+StatusOr<GemmParams> parse_gemm_case(const Case& c) {
+  GemmParams g;
+  constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;
+  ASSAY_ASSIGN_OR_RETURN(g.m, int_param(c, "m", 0, kMaxDim));
+  ASSAY_ASSIGN_OR_RETURN(g.n, int_param(c, "n", 0, kMaxDim));
+  ASSAY_ASSIGN_OR_RETURN(g.k, int_param(c, "k", 0, kMaxDim));
+  ASSAY_ASSIGN_OR_RETURN(g.trans_a, bool_param(c, "trans_a"));
+  ASSAY_ASSIGN_OR_RETURN(g.trans_b, bool_param(c, "trans_b"));
+  ASSAY_ASSIGN_OR_RETURN(g.alpha, f32_param(c, "alpha"));
+  ASSAY_ASSIGN_OR_RETURN(g.beta, f32_param(c, "beta"));
+  if (c.tensors.size() != 3) return invalid_argument("gemm case: expected exactly the tensors A, B and C");
+  const TensorSpec *a = c.find("A"), *b = c.find("B"), *cc = c.find("C");
+  if (a == nullptr || b == nullptr || cc == nullptr)
+    return invalid_argument("gemm case: expected exactly the tensors A, B and C");
+  if (a->desc.strides.size() != 2 || b->desc.strides.size() != 2 || cc->desc.strides.size() != 2)
+    return invalid_argument("gemm case: A, B and C must be rank 2");
+  g.lda = a->desc.strides[0];
+  g.ldb = b->desc.strides[0];
+  g.ldc = cc->desc.strides[0];
+  ASSAY_RETURN_IF_ERROR(check_matrix(c, "A", g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda));
+  ASSAY_RETURN_IF_ERROR(check_matrix(c, "B", g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb));
+  ASSAY_RETURN_IF_ERROR(check_matrix(c, "C", g.m, g.n, g.ldc));
+  if (a->role != Role::kIn || b->role != Role::kIn || cc->role != Role::kInOut)
+    return invalid_argument("gemm case: roles must be A:in, B:in, C:inout");
+  return g;
+}
+
+Case make_gemm_case(int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b, double alpha, double beta,
+                    int64_t pad_a, int64_t pad_b, int64_t pad_c, int64_t off_a, int64_t off_b, int64_t off_c,
+                    ValueClass cls, uint64_t seed) {
+  Case c;
+  c.op = "gemm";
+  c.params = {{"m", m}, {"n", n}, {"k", k}, {"trans_a", trans_a}, {"trans_b", trans_b}, {"alpha", alpha},
+              {"beta", beta}};
+  auto matrix = [&](const char* name, Role role, int64_t rows, int64_t cols, int64_t pad, int64_t off) {
+    TensorSpec t;
+    t.name = name;
+    t.role = role;
+    t.desc.dtype = DType::kF32;
+    t.desc.shape = {rows, cols};
+    t.desc.strides = {std::max<int64_t>(cols, 1) + pad, 1};
+    t.desc.offset = off;
+    t.values.cls = cls;
+    t.values.seed = seed;
+    t.values.int_range = 2;
+    return t;
+  };
+  c.tensors.push_back(matrix("A", Role::kIn, trans_a ? k : m, trans_a ? m : k, pad_a, off_a));
+  c.tensors.push_back(matrix("B", Role::kIn, trans_b ? n : k, trans_b ? k : n, pad_b, off_b));
+  c.tensors.push_back(matrix("C", Role::kInOut, m, n, pad_c, off_c));
+  return c;
+}
+
+namespace {
+
+struct Prepared {
+  GemmParams g;
+  bool beta0 = false;
+  bool device_ref = false;
+  bool exact = false;
+  ElementBound bound;
+  const double* ref_dev = nullptr;
+  const double* mag_dev = nullptr;
+  unsigned char* save_dev = nullptr;
+};
+
+thread_local std::vector<double> t_a, t_b, t_c;
+
+void decode(const TensorDesc& d, const unsigned char* src, std::vector<double>& out) {
+  const int64_t n = d.extent();
+  out.resize(static_cast<size_t>(n));
+  const float* f = reinterpret_cast<const float*>(src);
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<double>(f[i]);
+}
+
+StatusOr<Prepared> prepare(const Case& c, gpu::Lane& lane) {
+  Prepared p;
+  ASSAY_ASSIGN_OR_RETURN(p.g, parse_gemm_case(c));
+  const GemmParams& g = p.g;
+  p.beta0 = g.beta == 0;
+  const TensorSpec& ta = *c.find("A");
+  const TensorSpec& tb = *c.find("B");
+  const TensorSpec& tc = *c.find("C");
+  const int64_t mn = g.m * g.n;
+  p.device_ref = g.m * g.n * std::max<int64_t>(g.k, 1) > kDeviceRefWork;
+  std::vector<gpu::ArenaTensor> tensors = {
+      {ta.desc, Role::kIn, false},
+      {tb.desc, Role::kIn, false},
+      {tc.desc, p.beta0 ? Role::kOut : Role::kInOut, p.beta0},
+  };
+  const int64_t c_bytes = tc.desc.extent() * 4;
+  const int64_t save_bytes = (c_bytes + 255) / 256 * 256;
+  const int64_t extra = p.device_ref ? 0 : 2 * mn * 8;
+  const int64_t dev_ref_bytes =
+      p.device_ref ? 2 * mn * 8 + 8 * device_ref::gemm_f64_scratch_doubles(ta.desc.extent(), tb.desc.extent()) : 0;
+  ASSAY_RETURN_IF_ERROR(lane.layout(tensors, extra, save_bytes + dev_ref_bytes));
+
+  materialize(ta.desc, ta.values, fnv1a64("A", 1), lane.host_tensor(kA));
+  materialize(tb.desc, tb.values, fnv1a64("B", 1), lane.host_tensor(kB));
+  if (p.beta0) {
+    // Covered elements get the poison: a NaN that must neither reach the
+    // result (BLAS: C is not read when beta == 0) nor survive (unwritten).
+    materialize(tc.desc, ValueRecipe{ValueClass::kNaN}, 0, lane.host_tensor(kC));
+    const auto mask = tc.desc.coverage_mask();
+    for (size_t e = 0; e < mask.size(); ++e)
+      if (mask[e]) write_output_poison(DType::kF32, lane.host_tensor(kC) + 4 * e);
+  } else {
+    materialize(tc.desc, tc.values, fnv1a64("C", 1), lane.host_tensor(kC));
+  }
+
+  p.save_dev = lane.dev_scratch();
+  if (!p.device_ref) {
+    decode(ta.desc, lane.host_tensor(kA), t_a);
+    decode(tb.desc, lane.host_tensor(kB), t_b);
+    if (!p.beta0) decode(tc.desc, lane.host_tensor(kC), t_c);
+    ref::GemmProblem<double> rp;
+    rp.m = g.m, rp.n = g.n, rp.k = g.k, rp.trans_a = g.trans_a, rp.trans_b = g.trans_b;
+    rp.alpha = g.alpha, rp.beta = g.beta;
+    rp.a = t_a.data() + ta.desc.offset, rp.lda = g.lda;
+    rp.b = t_b.data() + tb.desc.offset, rp.ldb = g.ldb;
+    rp.c = p.beta0 ? nullptr : t_c.data() + tc.desc.offset, rp.ldc = g.ldc;
+    auto* ref = reinterpret_cast<double*>(lane.host_extra());
+    ref::gemm_reference(rp, ref, ref + mn, 1);
+    p.ref_dev = reinterpret_cast<const double*>(lane.dev_extra());
+    p.mag_dev = p.ref_dev + mn;
+  }
+  ASSAY_RETURN_IF_ERROR(lane.upload());
+  if (p.device_ref) {
+    auto* ref = reinterpret_cast<double*>(lane.dev_scratch() + save_bytes);
+    vendor::RowMajorGemm rm{g.m, g.n, g.k, g.trans_a, g.trans_b, g.lda, g.ldb, g.ldc};
+    ASSAY_RETURN_IF_ERROR(device_ref::gemm_f64_reference(
+        lane.cublas(), lane.stream(), rm, g.alpha, reinterpret_cast<const float*>(lane.dev_snapshot_tensor(kA)) + ta.desc.offset,
+        ta.desc.extent() - ta.desc.offset, reinterpret_cast<const float*>(lane.dev_snapshot_tensor(kB)) + tb.desc.offset,
+        tb.desc.extent() - tb.desc.offset, g.beta,
+        p.beta0 ? nullptr : reinterpret_cast<const float*>(lane.dev_snapshot_tensor(kC)) + tc.desc.offset, ref,
+        ref + mn, ref + 2 * mn));
+    p.ref_dev = ref;
+    p.mag_dev = ref + mn;
+  }
+
+  GemmBoundModel model;
+  model.k = g.k;
+  model.alpha_abs = std::fabs(g.alpha);
+  model.has_beta = !p.beta0;
+  p.bound = gemm_ceiling(model);
+  // mag itself is a sum of k+2 non-negative terms computed in fp64, so it may
+  // fall short of the exact magnitude by a factor (1 - gamma_{k+2}(2^-53)).
+  p.bound.rel_mag /= (1.0 - gamma_n(g.k + 2, 0x1p-53));
+
+  const bool ints = ta.values.cls == ValueClass::kSmallInt && tb.values.cls == ValueClass::kSmallInt &&
+                    (p.beta0 || tc.values.cls == ValueClass::kSmallInt);
+  const bool int_scalars = g.alpha == std::round(g.alpha) && g.beta == std::round(g.beta);
+  const int64_t range = std::max(ta.values.int_range, tb.values.int_range);
+  p.exact = ints && int_scalars &&
+            gemm_exact_tier_holds(DType::kF32, g.k, range, std::fabs(g.alpha), std::fabs(g.beta),
+                                  p.beta0 ? 0.0 : static_cast<double>(tc.values.int_range));
+  return p;
+}
+
+GemmF32Problem problem_on(const GemmParams& g, const Case& c, gpu::Lane& lane) {
+  GemmF32Problem q;
+  q.m = g.m, q.n = g.n, q.k = g.k, q.trans_a = g.trans_a, q.trans_b = g.trans_b;
+  q.alpha = static_cast<float>(g.alpha), q.beta = static_cast<float>(g.beta);
+  q.a = reinterpret_cast<const float*>(lane.dev_tensor(kA)) + c.find("A")->desc.offset, q.lda = g.lda;
+  q.b = reinterpret_cast<const float*>(lane.dev_tensor(kB)) + c.find("B")->desc.offset, q.ldb = g.ldb;
+  q.c = reinterpret_cast<float*>(lane.dev_tensor(kC)) + c.find("C")->desc.offset, q.ldc = g.ldc;
+  return q;
+}
+
+gpu::DevCompare compare_for(const Prepared& p, const Case& c, gpu::Lane& lane) {
+  gpu::DevCompare cmp;
+  cmp.out_dtype = static_cast<int32_t>(DType::kF32);
+  cmp.exact = p.exact ? 1 : 0;
+  cmp.out = lane.dev_tensor(kC);
+  cmp.off = c.find("C")->desc.offset;
+  cmp.rows = p.g.m;
+  cmp.cols = p.g.n;
+  cmp.ld = p.g.ldc;
+  cmp.ref = p.ref_dev;
+  cmp.mag = p.mag_dev;
+  cmp.rel_out = p.bound.rel_out;
+  cmp.rel_mag = p.bound.rel_mag;
+  cmp.floor = p.bound.floor;
+  cmp.out_max = FLT_MAX;
+  return cmp;
+}
+
+// Failure details: re-runs the variant once and reads its output back
+// (failure path only).
+struct Detailer {
+  const Case& c;
+  const Prepared& p;
+  gpu::Lane& lane;
+  const GemmF32Variant& v;
+  std::vector<float> out;
+  std::vector<double> ref, mag;
+  bool loaded = false;
+
+  Status load() {
+    if (loaded) return ok_status();
+    loaded = true;
+    ASSAY_RETURN_IF_ERROR(lane.restore());
+    const cudaError_t e = v.launch(problem_on(p.g, c, lane), lane.stream());
+    if (e != cudaSuccess) return ok_status();
+    const TensorDesc& dc = c.find("C")->desc;
+    out.resize(static_cast<size_t>(dc.extent()));
+    ASSAY_RETURN_IF_ERROR(lane.read_back(lane.dev_tensor(kC), out.data(), dc.extent() * 4));
+    const int64_t mn = p.g.m * p.g.n;
+    ref.resize(static_cast<size_t>(mn));
+    mag.resize(static_cast<size_t>(mn));
+    ASSAY_RETURN_IF_ERROR(lane.read_back(p.ref_dev, ref.data(), mn * 8));
+    ASSAY_RETURN_IF_ERROR(lane.read_back(p.mag_dev, mag.data(), mn * 8));
+    return ok_status();
+  }
+  // Logical index (i*n + j) -> a line with the values.
+  std::string at_logical(int64_t idx) {
+    if (!load().ok() || out.empty() || idx < 0) return "";
+    const int64_t i = idx / p.g.n, j = idx % p.g.n;
+    const float o = out[static_cast<size_t>(c.find("C")->desc.offset + i * p.g.ldc + j)];
+    const double r = ref[static_cast<size_t>(idx)], m = mag[static_cast<size_t>(idx)];
+    const double tol = p.bound.tol(std::fabs(r), m);
+    return fmt::format("C[{}][{}] = {:.9g}, reference {:.17g}, |err| {:.3g}, bound {:.3g} (|err|/bound {:.3g})", i, j,
+                       o, r, std::fabs(o - r), tol, std::fabs(o - r) / tol);
+  }
+};
+
+void add_failure(Verdict& v, FailureKind kind, std::string tensor, unsigned long long count, int64_t first,
+                 std::string detail) {
+  for (auto& f : v.failures)
+    if (f.kind == kind && f.tensor == tensor) {
+      f.count = std::max<int64_t>(f.count, static_cast<int64_t>(count));
+      return;
+    }
+  v.failures.push_back(Failure{kind, std::move(tensor), static_cast<int64_t>(count), first, std::move(detail)});
+}
+
+// Translates one check result into failures of `v`.
+void read_check(const gpu::CheckResult& r, const gpu::CheckParams& params, [[maybe_unused]] const Case& c, const Prepared& p,
+                Detailer& d, bool deterministic, Verdict& v) {
+  static const char* names[] = {"A", "B", "C"};
+  for (int ri = 0; ri < params.nregions; ++ri) {
+    const auto& reg = params.regions[ri];
+    const auto& rr = r.regions[ri];
+    const bool is_guard = ri % 2 == 0;
+    const int t = ri / 2;  // tensor after this guard, or the tensor itself
+    if (rr.changed > 0) {
+      const int64_t first = gpu::first_index(rr.changed, rr.changed_first);
+      if (is_guard) {
+        const std::string where = t < 3 ? fmt::format("guard before {}", names[t]) : "guard after C";
+        add_failure(v, FailureKind::kGuard, names[std::min(t, 2)], rr.changed, first,
+                    fmt::format("{}: {} bytes changed, first at byte {} of the band", where, rr.changed * 4,
+                                first * 4));
+      } else if (reg.kind == gpu::DevRegion::kBytesEqual) {
+        add_failure(v, FailureKind::kInputWritten, names[t], rr.changed, first * 4 / 4,
+                    fmt::format("input {} changed by the kernel, first at element {}", names[t], first));
+      } else {
+        const auto [row, col] = row_col(first, reg.off, reg.ld);
+        add_failure(v, FailureKind::kGapWritten, names[t], rr.changed, first,
+                    fmt::format("element {} (row {}, column {} of the padded layout) outside the view was written",
+                                first, row, col));
+      }
+    }
+    if (rr.unwritten > 0) {
+      const int64_t first = gpu::first_index(rr.unwritten, rr.unwritten_first);
+      const auto [row, col] = row_col(first, reg.off, reg.ld);
+      add_failure(v, FailureKind::kUnwritten, names[t], rr.unwritten, first,
+                  fmt::format("{} of {} elements never written, first C[{}][{}]", rr.unwritten, p.g.m * p.g.n, row,
+                              col));
+    }
+  }
+  if (params.ncompares == 0) return;
+  const auto& cr = r.compares[0];
+  if (cr.naninf > 0) {
+    const int64_t first = gpu::first_index(cr.naninf, cr.naninf_first);
+    add_failure(v, FailureKind::kNanInf, "C", cr.naninf, first, "NaN/Inf pattern differs: " + d.at_logical(first));
+  }
+  if (cr.bound > 0) {
+    const int64_t first = gpu::first_index(cr.bound, cr.bound_first);
+    add_failure(v, FailureKind::kBound, "C", cr.bound, first, d.at_logical(first));
+  }
+  if (cr.exact > 0) {
+    const int64_t first = gpu::first_index(cr.exact, cr.exact_first);
+    add_failure(v, FailureKind::kExact, "C", cr.exact, first, "exact tier: " + d.at_logical(first));
+  }
+  if (cr.nondet > 0 && deterministic) {
+    const int64_t first = gpu::first_index(cr.nondet, cr.nondet_first);
+    add_failure(v, FailureKind::kNondeterministic, "C", cr.nondet, first,
+                fmt::format("{} elements differ bitwise between two launches, first C[{}][{}]", cr.nondet,
+                            first / std::max<int64_t>(p.g.n, 1), first % std::max<int64_t>(p.g.n, 1)));
+  }
+  const double ratio = static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(cr.worst_key >> 32)));
+  if (cr.worst_key != 0 && ratio > v.metrics.max_ratio) {
+    v.metrics.max_ratio = ratio;
+    v.metrics.worst_index = static_cast<int64_t>(~static_cast<uint32_t>(cr.worst_key & 0xffffffffu));
+  }
+  v.metrics.max_abs_err = std::max(v.metrics.max_abs_err, std::bit_cast<double>(cr.max_abs_bits));
+}
+
+}  // namespace
+
+StatusOr<std::vector<Verdict>> run_gemm_f32(const Case& c, const std::vector<std::string>& names, gpu::Lane& lane) {
+  std::vector<const GemmF32Variant*> variants;
+  for (const auto& n : names) {
+    const GemmF32Variant* found = nullptr;
+    for (const auto& v : gemm_f32_variants())
+      if (v.info.name == n) found = &v;
+    if (found == nullptr) return not_found(fmt::format("gemm has no variant '{}'", n));
+    variants.push_back(found);
+  }
+  ASSAY_ASSIGN_OR_RETURN(Prepared p, prepare(c, lane));
+  const gpu::DevCompare cmp = compare_for(p, c, lane);
+  const int64_t c_bytes = c.find("C")->desc.extent() * 4;
+  std::vector<Verdict> verdicts;
+  constexpr int kPerBatch = (gpu::kMaxChecks - 1) / kSlotsPerVariant;
+  for (size_t b0 = 0; b0 < variants.size(); b0 += kPerBatch) {
+    const size_t b1 = std::min(variants.size(), b0 + kPerBatch);
+    std::vector<cudaError_t> launch_err(b1 - b0, cudaSuccess);
+    std::vector<gpu::CheckParams> params;
+    int slot = 0;
+    for (size_t vi = b0; vi < b1; ++vi) {
+      const GemmF32Variant& v = *variants[vi];
+      for (int run = 0; run < 2; ++run) {
+        ASSAY_RETURN_IF_ERROR(lane.restore());
+        const cudaError_t e = v.launch(problem_on(p.g, c, lane), lane.stream());
+        if (e != cudaSuccess && launch_err[vi - b0] == cudaSuccess) launch_err[vi - b0] = e;
+        gpu::CheckParams cp = lane.check_params();
+        cp.compares[0] = cmp;
+        if (run == 1) cp.compares[0].prev = p.save_dev;
+        cp.ncompares = 1;
+        ASSAY_RETURN_IF_ERROR(lane.check(cp, slot++));
+        params.push_back(cp);
+        if (run == 0)
+          CUDA_CHECK(cudaMemcpyAsync(p.save_dev, lane.dev_tensor(kC), static_cast<size_t>(c_bytes),
+                                     cudaMemcpyDeviceToDevice, lane.stream()));
+      }
+    }
+    // Vendor column: cuBLAS pedantic on the same arena, same bound.
+    ASSAY_RETURN_IF_ERROR(lane.restore());
+    const GemmF32Problem q = problem_on(p.g, c, lane);
+    ASSAY_RETURN_IF_ERROR(vendor::cublas_gemm_f32_pedantic(
+        lane.cublas(), vendor::RowMajorGemm{q.m, q.n, q.k, q.trans_a, q.trans_b, q.lda, q.ldb, q.ldc}, q.alpha, q.a,
+        q.b, q.beta, q.c));
+    gpu::CheckParams vp;
+    vp.arena = nullptr;
+    vp.compares[0] = cmp;
+    vp.ncompares = 1;
+    const int vendor_slot = slot++;
+    ASSAY_RETURN_IF_ERROR(lane.check(vp, vendor_slot));
+    ASSAY_RETURN_IF_ERROR(lane.fetch_results(slot));
+    const auto& vr = lane.result(vendor_slot).compares[0];
+    const double vendor_ratio = static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(vr.worst_key >> 32)));
+
+    for (size_t vi = b0; vi < b1; ++vi) {
+      const GemmF32Variant& v = *variants[vi];
+      Verdict verdict;
+      verdict.variant = v.info.name;
+      verdict.metrics.exact_tier = p.exact;
+      verdict.metrics.reference = p.device_ref ? "device-f64" : "host-f64";
+      verdict.metrics.vendor_max_ratio = vendor_ratio;
+      verdict.metrics.vendor_violations = static_cast<int64_t>(vr.bound + vr.naninf);
+      if (launch_err[vi - b0] != cudaSuccess) {
+        add_failure(verdict, FailureKind::kLaunchError, "", 1, -1,
+                    fmt::format("launch failed: {} ({})", cudaGetErrorName(launch_err[vi - b0]),
+                                cudaGetErrorString(launch_err[vi - b0])));
+      } else {
+        Detailer d{c, p, lane, v, {}, {}, {}, false};
+        const int s0 = static_cast<int>(vi - b0) * kSlotsPerVariant;
+        read_check(lane.result(s0), params[s0], c, p, d, v.info.deterministic, verdict);
+        read_check(lane.result(s0 + 1), params[s0 + 1], c, p, d, v.info.deterministic, verdict);
+      }
+      verdicts.push_back(std::move(verdict));
+    }
+  }
+  return verdicts;
+}
+
+Status gemm_host_self_check(int cases, std::string& report) {
+  using Mp = boost::multiprecision::cpp_bin_float_50;
+  std::mt19937_64 rng(20261121);
+  double worst = 0;
+  for (int t = 0; t < cases; ++t) {
+    const int64_t m = 1 + rng() % 12, n = 1 + rng() % 12, k = rng() % 40;
+    const bool ta = rng() & 1, tb = rng() & 2;
+    const double beta = (rng() & 4) ? 0.0 : 0.75;
+    const double alpha = 1.25;
+    const int64_t lda = (ta ? m : k) + 1, ldb = (tb ? k : n) + 2, ldc = n + 1;
+    std::normal_distribution<float> nd;
+    std::vector<double> a(static_cast<size_t>((ta ? k : m) * lda + 1)), b(static_cast<size_t>((tb ? n : k) * ldb + 1)),
+        cc(static_cast<size_t>(m * ldc));
+    for (auto* v : {&a, &b, &cc})
+      for (auto& x : *v) x = static_cast<double>(nd(rng)) * std::ldexp(1.0, static_cast<int>(rng() % 16) - 8);
+    std::vector<Mp> am(a.begin(), a.end()), bm(b.begin(), b.end()), cm(cc.begin(), cc.end());
+    ref::GemmProblem<double> p{m, n, k, ta, tb, alpha, beta, a.data(), lda, b.data(), ldb, cc.data(), ldc};
+    ref::GemmProblem<Mp> pm{m, n, k, ta, tb, Mp(alpha), Mp(beta), am.data(), lda, bm.data(), ldb, cm.data(), ldc};
+    std::vector<double> r(static_cast<size_t>(m * n)), s(r.size());
+    std::vector<Mp> rm(r.size()), sm(r.size());
+    ref::gemm_reference(p, r.data(), s.data(), 1);
+    ref::gemm_reference(pm, rm.data(), sm.data(), 1);
+    const double g = gamma_n(k + 2, 0x1p-53);
+    for (size_t i = 0; i < r.size(); ++i) {
+      const double err = std::fabs(static_cast<double>(Mp(r[i]) - rm[i]));
+      const double tol = g * s[i] + 1e-300;
+      if (!(err <= tol))
+        return internal_error(fmt::format("gemm host reference self-check failed: case {} element {}: |err| {} > {}",
+                                          t, i, err, tol));
+      worst = std::max(worst, err / tol);
+    }
+  }
+  report += fmt::format("gemm: fp64 host reference vs 50-digit multiprecision on {} random cases: pass "
+                        "(max error/bound {:.3g})\n",
+                        cases, worst);
+  return ok_status();
+}
+
+}  // namespace assay

@@ -1,0 +1,84 @@
+// Testbed for fp32 GEMM kernels (C = alpha*op(A)op(B) + beta*C, row-major
+// with leading dimensions; kernels/gemm/gemm.h states the conventions). One
+// testbed serves every variant and mutant: a spec binds launchers to it.
+//
+// Per case: inputs are materialised once, the reference (host fp64 for small
+// shapes, device fp64 above `kDeviceRefWork`) once, everything uploaded in
+// one copy; then each variant is launched twice from the pristine snapshot
+// and checked on the GPU (guards, inputs, poison, gaps, bound, NaN/Inf
+// pattern, exact tier, determinism); cuBLAS pedantic runs once for the
+// vendor column. One small download per case carries every verdict.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "harness/case.h"
+#include "harness/spec.h"
+#include "harness/status.h"
+#include "harness/verdict.h"
+
+namespace assay {
+
+namespace gpu {
+class Lane;
+}
+
+/// The problem a launcher receives (device pointers into the lane's arena).
+struct GemmF32Problem {
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  float alpha = 1, beta = 0;
+  const float* a = nullptr;
+  int64_t lda = 0;
+  const float* b = nullptr;
+  int64_t ldb = 0;
+  float* c = nullptr;
+  int64_t ldc = 0;
+};
+
+/// Launches a variant; returns the launch error, never synchronises.
+using GemmF32Launch = std::function<cudaError_t(const GemmF32Problem&, cudaStream_t)>;
+
+struct GemmF32Variant {
+  VariantInfo info;
+  GemmF32Launch launch;
+};
+
+/// Adds a variant to the "gemm" op (called from properties/ and tests/mutants/
+/// at static-initialisation time); returns true.
+bool register_gemm_f32_variant(GemmF32Variant v);
+const std::vector<GemmF32Variant>& gemm_f32_variants();
+
+/// Scalars of a GEMM case, read from Case::params and checked against the tensors.
+struct GemmParams {
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  double alpha = 1, beta = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+};
+
+/// Validates a GEMM case (params and tensors A, B, C agree); one-line errors.
+StatusOr<GemmParams> parse_gemm_case(const Case& c);
+
+/// Builds a GEMM case. Leading dimensions are cols + pad; offsets in elements.
+/// C's values are ignored when beta == 0 (it is filled with poison).
+Case make_gemm_case(int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b, double alpha, double beta,
+                    int64_t pad_a, int64_t pad_b, int64_t pad_c, int64_t off_a, int64_t off_b, int64_t off_c,
+                    ValueClass cls, uint64_t seed);
+
+/// m*n*k above which the fp64 reference runs on the GPU instead of the host.
+inline constexpr int64_t kDeviceRefWork = int64_t{1} << 22;
+
+/// Runs `c` through the named variants (gemm_f32_variants()) on `lane`.
+StatusOr<std::vector<Verdict>> run_gemm_f32(const Case& c, const std::vector<std::string>& variants, gpu::Lane& lane);
+
+/// CPU self-check: the fp64 host reference against Boost.Multiprecision on
+/// `cases` random small problems; appends a summary line to `report`.
+Status gemm_host_self_check(int cases, std::string& report);
+
+}  // namespace assay

@@ -1,0 +1,43 @@
+// fp32 GEMM kernels under test: C = alpha * op(A) * op(B) + beta * C.
+// Row-major with leading dimensions (in elements):
+//   op(A) is m x k: A[i][p] = a[i*lda + p]         (lda >= k) when !trans_a,
+//                   A[i][p] = a[p*lda + i]         (lda >= m) when  trans_a;
+//   op(B) is k x n: B[p][j] = b[p*ldb + j]         (ldb >= n) when !trans_b,
+//                   B[p][j] = b[j*ldb + p]         (ldb >= k) when  trans_b;
+//   C is m x n:     C[i][j] = c[i*ldc + j]         (ldc >= n).
+// BLAS convention: when beta == 0, C is not read (NaN in C does not propagate).
+// Any m, n, k >= 0 is valid; k == 0 gives C = beta*C.
+// kernels/ includes nothing of harness/ or references/.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+namespace assay::kernels {
+
+struct GemmF32Args {
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  float alpha = 1.0f, beta = 0.0f;
+  const float* a = nullptr;
+  int64_t lda = 0;
+  const float* b = nullptr;
+  int64_t ldb = 0;
+  float* c = nullptr;
+  int64_t ldc = 0;
+};
+
+/// Launcher signature shared by every fp32 GEMM variant (and mutant). Returns
+/// the launch error (cudaGetLastError after the launch), never synchronises.
+using GemmF32Launcher = cudaError_t (*)(const GemmF32Args&, cudaStream_t);
+
+/// One thread per element of C, k-loop in fp32 FMA.
+cudaError_t gemm_f32_naive(const GemmF32Args& args, cudaStream_t stream);
+/// Shared-memory tiled (32x32 tiles of C, 32-wide k-tiles), guarded tails.
+cudaError_t gemm_f32_tiled(const GemmF32Args& args, cudaStream_t stream);
+
+/// Tile edge of gemm_f32_tiled, for edge-biased shape generation.
+inline constexpr int kGemmTiledTile = 32;
+
+}  // namespace assay::kernels

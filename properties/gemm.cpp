@@ -1,0 +1,112 @@
+// gemm: C = alpha * op(A) * op(B) + beta * C, fp32, row-major with leading
+// dimensions (conventions in kernels/gemm/gemm.h).
+//
+// Variants: naive (one thread per element), tiled (32x32 shared-memory tiles).
+// Mutants (tests/mutants/gemm) register themselves as extra variants.
+//
+// Sections: binding, generators, references, bound, properties.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include <fmt/format.h>
+#include <rapidcheck.h>
+
+#include "harness/spec.h"
+#include "harness/testbeds/gemm_f32.h"
+#include "kernels/gemm/gemm.h"
+
+namespace assay {
+namespace {
+
+// ---- binding ----------------------------------------------------------------
+cudaError_t launch_with(kernels::GemmF32Launcher fn, const GemmF32Problem& p, cudaStream_t s) {
+  kernels::GemmF32Args a;
+  a.m = p.m, a.n = p.n, a.k = p.k, a.trans_a = p.trans_a, a.trans_b = p.trans_b;
+  a.alpha = p.alpha, a.beta = p.beta;
+  a.a = p.a, a.lda = p.lda, a.b = p.b, a.ldb = p.ldb, a.c = p.c, a.ldc = p.ldc;
+  return fn(a, s);
+}
+
+[[maybe_unused]] const bool kNaive = register_gemm_f32_variant(
+    {{"naive", "one thread per element of C, fp32 FMA k-loop", false, true},
+     [](const GemmF32Problem& p, cudaStream_t s) { return launch_with(kernels::gemm_f32_naive, p, s); }});
+[[maybe_unused]] const bool kTiled = register_gemm_f32_variant(
+    {{"tiled", "32x32 shared-memory tiles, guarded tails", false, true},
+     [](const GemmF32Problem& p, cudaStream_t s) { return launch_with(kernels::gemm_f32_tiled, p, s); }});
+
+// ---- generators ---------------------------------------------------------------
+// Edge-biased extents: the small and structural values first, so shrinking
+// (which moves toward earlier elements and toward 0) ends at small shapes.
+rc::Gen<int64_t> extent(int64_t max_dim) {
+  const int64_t t = kernels::kGemmTiledTile;
+  std::vector<int64_t> edges = {1, 2, 3, 0, 5, 7, t - 1, t, t + 1, 2 * t - 1, 2 * t + 1, 17, 31, 37, 61, 67,
+                                97, 127, 129, 255, 257, 509, 1021, 2039, 2048};
+  edges.erase(std::remove_if(edges.begin(), edges.end(), [&](int64_t e) { return e > max_dim; }), edges.end());
+  return rc::gen::weightedOneOf<int64_t>({
+      {5, rc::gen::elementOf(edges)},
+      {4, rc::gen::inRange<int64_t>(0, std::min<int64_t>(max_dim, 96) + 1)},
+      {1, rc::gen::inRange<int64_t>(0, max_dim + 1)},
+  });
+}
+
+rc::Gen<Case> gemm_cases(const GenConfig& cfg) {
+  return rc::gen::exec([cfg] {
+    int64_t m = *extent(cfg.max_dim), n = *extent(cfg.max_dim), k = *extent(cfg.max_dim);
+    // Keep any one case under ~2^31 multiply-adds so a campaign's rate stays
+    // meaningful; shrink the largest dimension until it fits.
+    while (m * n * std::max<int64_t>(k, 1) > (int64_t{1} << 31)) {
+      int64_t& big = m >= n && m >= k ? m : (n >= k ? n : k);
+      big /= 2;
+    }
+    const bool trans_a = *rc::gen::arbitrary<bool>();
+    const bool trans_b = *rc::gen::arbitrary<bool>();
+    const auto pad = rc::gen::weightedOneOf<int64_t>(
+        {{3, rc::gen::just<int64_t>(0)}, {1, rc::gen::elementOf(std::vector<int64_t>{1, 3, 4, 16, 33})}});
+    const int64_t pad_a = *pad, pad_b = *pad, pad_c = *pad;
+    const auto off = rc::gen::weightedOneOf<int64_t>(
+        {{4, rc::gen::just<int64_t>(0)}, {1, rc::gen::elementOf(std::vector<int64_t>{1, 2, 4, 5})}});
+    const int64_t off_a = *off, off_b = *off, off_c = *off;
+    const ValueClass cls = *rc::gen::elementOf(std::vector<ValueClass>{
+        ValueClass::kNormal, ValueClass::kSmallInt, ValueClass::kSameSign, ValueClass::kUniform});
+    // Exact-tier cases need integer scalars; the others get fp32-exact values
+    // that exercise sign and scaling. beta = 0 is frequent: C must not be read.
+    const bool ints = cls == ValueClass::kSmallInt;
+    const double alpha = ints ? *rc::gen::elementOf(std::vector<double>{1, -1, 2})
+                              : *rc::gen::elementOf(std::vector<double>{1, -1, 0.5, 1.5, -0.75, 0});
+    const double beta = ints ? *rc::gen::elementOf(std::vector<double>{0, 1, -1, 2})
+                             : *rc::gen::elementOf(std::vector<double>{0, 1, -1, 0.5, 2.25});
+    const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+    return make_gemm_case(m, n, k, trans_a, trans_b, alpha, beta, pad_a, pad_b, pad_c, off_a, off_b, off_c, cls, seed);
+  });
+}
+
+// ---- spec -------------------------------------------------------------------------
+// References: host fp64 (references/host/gemm.h) up to kDeviceRefWork
+// multiply-adds, device fp64 (references/device/gemm_f64.cu) above; cuBLAS
+// fp32 pedantic as the vendor column. Bound: gemm_ceiling (harness/bounds.h).
+// Properties checked per case: bound, NaN/Inf pattern (incl. beta = 0 with NaN
+// in C), exact tier for small integers, guards, poison, gaps, inputs
+// untouched, determinism over two launches.
+class GemmSpec final : public OpSpec {
+ public:
+  std::string name() const override { return "gemm"; }
+  std::string description() const override { return "fp32 C = alpha*op(A)op(B) + beta*C, row-major"; }
+  std::vector<VariantInfo> variants() const override {
+    std::vector<VariantInfo> out;
+    for (const auto& v : gemm_f32_variants()) out.push_back(v.info);
+    return out;
+  }
+  rc::Gen<Case> generator(const GenConfig& config) const override { return gemm_cases(config); }
+  Status validate(const Case& c) const override { return parse_gemm_case(c).status(); }
+  StatusOr<std::vector<Verdict>> run(const Case& c, const std::vector<std::string>& variants,
+                                     gpu::Lane& lane) const override {
+    return run_gemm_f32(c, variants, lane);
+  }
+  Status self_check(std::string& report) const override { return gemm_host_self_check(200, report); }
+};
+
+ASSAY_REGISTER_SPEC(GemmSpec);
+
+}  // namespace
+}  // namespace assay

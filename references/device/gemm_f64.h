@@ -1,0 +1,26 @@
+// fp64 GEMM reference on the GPU for shapes where the host reference would
+// make the CPU the bottleneck: the fp32 inputs are widened exactly to fp64 and
+// multiplied with cuBLAS fp64 pedantic; the magnitude term |alpha||A||B| +
+// |beta||C| comes from a second fp64 GEMM on absolute values. Checked against
+// references/host on small shapes (tests/references/gemm_device_ref_test.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "harness/status.h"
+#include "references/vendor/cublas_gemm.h"
+
+namespace assay::device_ref {
+
+/// Doubles of scratch gemm_f64_reference needs for inputs of these extents.
+inline int64_t gemm_f64_scratch_doubles(int64_t extent_a, int64_t extent_b) { return 2 * (extent_a + extent_b); }
+
+/// ref and mag: m*n doubles each, row-major contiguous. `c` may be null when beta == 0.
+Status gemm_f64_reference(cublasHandle_t handle, cudaStream_t stream, const vendor::RowMajorGemm& g, double alpha,
+                          const float* a, int64_t extent_a, const float* b, int64_t extent_b, double beta,
+                          const float* c, double* ref, double* mag, double* scratch);
+
+}  // namespace assay::device_ref

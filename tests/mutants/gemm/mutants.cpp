@@ -1,0 +1,47 @@
+// Registry of the fp32 GEMM mutants (plain C++: the kernels live in the .cu files).
+#include "tests/mutants/gemm/mutants.h"
+
+#include <iterator>
+
+namespace assay::mutants {
+namespace {
+
+constexpr MutantInfo kGemmF32Mutants[] = {
+    {"mutant_tail_guard", &gemm_f32_mutant_tail_guard,
+     "tiled kernel stores the whole 32x32 tile of C without checking i < m, j < n: writes past the last "
+     "row / into the ldc gap when m or n is not a multiple of 32",
+     "guard,gap_written,bound,crash"},
+    {"mutant_wrong_ld", &gemm_f32_mutant_wrong_ld,
+     "uses k (m when transposed) as lda and n as ldc, i.e. assumes contiguous A and C; right only when "
+     "lda and ldc are unpadded",
+     "nan_inf,unwritten,gap_written,bound"},
+    {"mutant_fp16_acc", &gemm_f32_mutant_fp16_acc,
+     "tiled kernel rounds each product to __half and accumulates with __hadd (u = 2^-11 instead of 2^-24)",
+     "bound,nan_inf"},
+    {"mutant_beta0_reads_c", &gemm_f32_mutant_beta0_reads_c,
+     "computes alpha*acc + beta*C even when beta == 0, so NaN/Inf already in C propagates (0*NaN = NaN)",
+     "nan_inf"},
+    {"mutant_missing_sync", &gemm_f32_mutant_missing_sync,
+     "tiled kernel lacks the __syncthreads() between the compute loop and the next k-tile load: fast warps "
+     "overwrite shared tiles that slow warps still read; only shows on large shapes (m, n >= 1024, k >= "
+     "1024)",
+     "exact,bound,nondeterministic"},
+    {"mutant_k_tail", &gemm_f32_mutant_k_tail,
+     "tiled kernel loops over k / 32 k-tiles, silently dropping the last k % 32 terms", "exact,bound"},
+    {"mutant_writes_input", &gemm_f32_mutant_writes_input,
+     "computes C correctly, then zeroes A[0] (uses an input as scratch)", "input_written"},
+    {"mutant_skips_last_row", &gemm_f32_mutant_skips_last_row,
+     "grid covers floor(m/8)*8 rows: up to 7 trailing rows of C never written", "unwritten"},
+    {"mutant_writes_past_end", &gemm_f32_mutant_writes_past_end,
+     "column guard off by one (j <= n): one element written past the end of every row of C",
+     "gap_written,guard"},
+};
+
+}  // namespace
+
+const MutantInfo* gemm_f32_mutants(int* count) {
+  if (count != nullptr) *count = static_cast<int>(std::size(kGemmF32Mutants));
+  return kGemmF32Mutants;
+}
+
+}  // namespace assay::mutants
