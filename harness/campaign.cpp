@@ -12,6 +12,7 @@
 
 #include "harness/corpus.h"
 #include "harness/gpu/lane.h"
+#include "harness/shrink.h"
 
 namespace assay {
 namespace {
@@ -139,11 +140,11 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
   auto last_progress = t0;
 
   std::vector<std::string> active = opts.variants;
-  std::map<int64_t, rc::Shrinkable<Case>> pending;  // generated, not yet judged
+  std::map<int64_t, Case> pending;  // generated, not yet judged
   struct ToShrink {
     int64_t index;
     std::string variant;
-    rc::Shrinkable<Case> s;
+    Case c;
     Verdict verdict;
   };
   std::vector<ToShrink> to_shrink;
@@ -189,42 +190,25 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
   auto shrink = [&](ToShrink& item) {
     FoundFailure f;
     f.variant = item.variant;
-    f.original = item.s.value();
+    f.original = item.c;
     f.original.variant = item.variant;
     f.case_index = item.index;
     f.seconds_to_find = since(t0);
-    rc::Shrinkable<Case> cur = item.s;
     Verdict cur_verdict = item.verdict;
     const auto ts = Clock::now();
-    bool progressed = true;
-    while (progressed && f.shrink_evals < opts.max_shrink_evals && since(ts) < opts.max_shrink_seconds &&
-           infra.ok()) {
-      progressed = false;
-      auto children = cur.shrinks();
-      for (;;) {
-        std::vector<rc::Shrinkable<Case>> batch;
-        std::vector<Case> cases;
-        while (static_cast<int>(batch.size()) < opts.lanes) {
-          auto child = children.next();
-          if (!child) break;
-          cases.push_back(child->value());
-          batch.push_back(std::move(*child));
-        }
-        if (batch.empty()) break;
-        f.shrink_evals += static_cast<int>(batch.size());
-        std::vector<Verdict> verdicts;
-        if (auto hit = first_failing(cases, item.variant, verdicts)) {
-          cur = batch[*hit];
-          cur_verdict = verdicts[*hit];
-          ++f.shrink_steps;
-          progressed = true;
-          break;
-        }
-        report_progress(true);
-        if (f.shrink_evals >= opts.max_shrink_evals || since(ts) >= opts.max_shrink_seconds || !infra.ok()) break;
-      }
-    }
-    f.shrunk = cur.value();
+    std::vector<Verdict> last_verdicts;
+    BatchJudge judge = [&](const std::vector<Case>& batch) -> std::optional<size_t> {
+      report_progress(true);
+      if (!infra.ok()) return std::nullopt;
+      return first_failing(batch, item.variant, last_verdicts);
+    };
+    ShrinkLimits limits{opts.max_shrink_evals, opts.max_shrink_seconds, static_cast<size_t>(opts.lanes)};
+    ShrinkOutcome so = shrink_case(spec, f.original, judge, limits,
+                                   [&](const Case&, size_t hit) { cur_verdict = last_verdicts[hit]; });
+    Case cur = so.minimal;
+    f.shrink_steps = so.steps;
+    f.shrink_evals = so.evals;
+    f.shrunk = cur;
     f.shrunk.variant = item.variant;
     f.verdict = cur_verdict;
     f.seconds_to_shrink = since(ts);
@@ -240,9 +224,9 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
     while (inflight < max_inflight && !active.empty() && budget_left()) {
       const int64_t i = next_index++;
       // Size ramps like RapidCheck's (0..99) so early cases are small.
-      auto s = gen(rc::Random(mix(opts.seed, static_cast<uint64_t>(i))), static_cast<int>(i % 100));
-      pool.submit({i, s.value(), active});
-      pending.emplace(i, std::move(s));
+      Case c = gen(rc::Random(mix(opts.seed, static_cast<uint64_t>(i))), static_cast<int>(i % 100)).value();
+      pool.submit({i, c, active});
+      pending.emplace(i, std::move(c));
       ++inflight;
     }
     if (inflight == 0) break;
@@ -253,7 +237,7 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
       // The case may have killed the context: keep it as a crash entry.
       if (it != pending.end() && !opts.corpus_dir.empty()) {
         FoundFailure f;
-        f.original = f.shrunk = it->second.value();
+        f.original = f.shrunk = it->second;
         f.case_index = r.id;
         f.verdict.failures.push_back({FailureKind::kCrash, "", 0, -1, r.status.message()});
         auto path = write_entry(opts.corpus_dir, f.shrunk, found_json(f, report.device, opts.seed));

@@ -47,6 +47,11 @@ class OpSpec {
   /// A non-ok Status is an infrastructure failure (the case itself may be fine).
   virtual StatusOr<std::vector<Verdict>> run(const Case& c, const std::vector<std::string>& variants,
                                              gpu::Lane& lane) const = 0;
+  /// Simpler cases than `c`, most aggressive first (smaller shapes, simpler
+  /// layouts, simpler scalars and values). The campaign keeps the first that
+  /// still fails and asks again, so a stored case is locally minimal. Works on
+  /// the case data alone: no generator, no RapidCheck state.
+  virtual std::vector<Case> shrink(const Case& c) const = 0;
   /// CPU-only self-check of this op's host references (no GPU); appends
   /// human-readable lines to `report`.
   virtual Status self_check(std::string& report) const = 0;

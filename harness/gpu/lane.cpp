@@ -78,13 +78,18 @@ Status Lane::layout(const std::vector<ArenaTensor>& tensors, int64_t extra_bytes
   tensors_ = tensors;
   offsets_.clear();
   sizes_.clear();
-  int64_t at = kGuardBytes;
-  for (const auto& t : tensors) {
+  int64_t payload = 0;
+  for (const auto& t : tensors) payload += round_up(t.desc.extent() * static_cast<int64_t>(dtype_size(t.desc.dtype)));
+  const int64_t moat = std::max<int64_t>(64 << 10, round_up(payload / 8));
+  int64_t at = moat;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& t = tensors[i];
     offsets_.push_back(at);
     const int64_t bytes = t.desc.extent() * static_cast<int64_t>(dtype_size(t.desc.dtype));
     sizes_.push_back(bytes);
-    at += round_up(bytes) + kGuardBytes;
+    at += round_up(bytes) + (i + 1 < tensors.size() ? kGuardBytes : moat);
   }
+  if (tensors.empty()) at += moat;
   arena_bytes_ = at;
   extra_bytes_ = extra_bytes;
   scratch_bytes_ = scratch_bytes;
@@ -118,10 +123,10 @@ Status Lane::restore() {
   return ok_status();
 }
 
-CheckParams Lane::check_params() const {
+CheckParams Lane::check_params() {
   CheckParams p;
-  p.arena = dev_;
-  p.snapshot = dev_ + arena_bytes_;
+  p.arena = dev_arena();
+  p.snapshot = dev_snapshot();
   int64_t prev = 0;
   auto add_bytes = [&](int64_t b, int64_t e) {
     DevRegion r;

@@ -4,9 +4,13 @@
 // scratch, check results) and one pinned staging buffer, grown on demand and
 // never freed between cases, so a small case costs a few copies and launches.
 //
-// Arena layout (bytes): [guard][tensor 0, padded to 256][guard][tensor 1]...[guard].
-// Guards hold a NaN-ish canary; the snapshot is the image as uploaded, so a
-// check compares every byte of the arena against what it must still be.
+// Arena layout (bytes): [moat][tensor 0, padded to 256][guard][tensor 1]...[moat].
+// Guards and moats hold a NaN-ish canary; the snapshot is the image as
+// uploaded, so a check compares every byte of the arena against what it must
+// still be. The device allocation is [snapshot][extra][scratch][arena]: the
+// working arena comes last, behind moats of max(64 KiB, 1/8 of the arena), so
+// a runaway write past a tensor lands in a checked moat (or past the
+// allocation), never in the snapshot or the references.
 #pragma once
 
 #include <cstdint>
@@ -58,7 +62,7 @@ class Lane {
   unsigned char* host_extra() { return host_ + arena_bytes_; }
   unsigned char* dev_tensor(int i) { return dev_arena() + offsets_[i]; }
   unsigned char* dev_snapshot_tensor(int i) { return dev_snapshot() + offsets_[i]; }
-  unsigned char* dev_extra() { return dev_snapshot() + arena_bytes_; }
+  unsigned char* dev_extra() { return dev_ + arena_bytes_; }
   unsigned char* dev_scratch() { return dev_extra() + round_up(extra_bytes_); }
   int64_t tensor_bytes(int i) const { return sizes_[i]; }
 
@@ -67,7 +71,7 @@ class Lane {
   /// Resets the working arena from the snapshot (one D2D copy).
   Status restore();
   /// Region table for the check kernel (guards, inputs, outputs).
-  CheckParams check_params() const;
+  CheckParams check_params();
   /// Launches the check into result slot `k`.
   Status check(const CheckParams& p, int k);
   /// Copies the first `n` result slots to the host and waits for the stream.
@@ -80,14 +84,14 @@ class Lane {
  private:
   Lane() = default;
   static int64_t round_up(int64_t x) { return (x + 255) / 256 * 256; }
-  unsigned char* dev_arena() { return dev_; }
-  unsigned char* dev_snapshot() { return dev_ + arena_bytes_; }
+  unsigned char* dev_snapshot() { return dev_; }
+  unsigned char* dev_arena() { return dev_scratch() + round_up(scratch_bytes_); }
   Status reserve(int64_t device_bytes, int64_t host_bytes);
 
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
-  unsigned char* dev_ = nullptr;   // [arena][snapshot][extra][scratch]
+  unsigned char* dev_ = nullptr;   // [snapshot][extra][scratch][arena]
   unsigned char* host_ = nullptr;  // pinned [image][extra]
   int64_t dev_cap_ = 0, host_cap_ = 0;
   CheckResult* dev_results_ = nullptr;

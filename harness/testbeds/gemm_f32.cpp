@@ -348,9 +348,14 @@ void read_check(const gpu::CheckResult& r, const gpu::CheckParams& params, [[may
                     fmt::format("input {} changed by the kernel, first at element {}", names[t], first));
       } else {
         const auto [row, col] = row_col(first, reg.off, reg.ld);
+        const int64_t extent = reg.rows == 0 ? reg.off : reg.off + (reg.rows - 1) * reg.ld + reg.cols;
         add_failure(v, FailureKind::kGapWritten, names[t], rr.changed, first,
-                    fmt::format("element {} (row {}, column {} of the padded layout) outside the view was written",
-                                first, row, col));
+                    first >= extent
+                        ? fmt::format("element {} past the end of {} (its last element is {}) was written", first,
+                                      names[t], extent - 1)
+                        : fmt::format("element {} (row {}, column {} of the padded layout) outside the view was "
+                                      "written",
+                                      first, row, col));
       }
     }
     if (rr.unwritten > 0) {
@@ -503,6 +508,66 @@ Status gemm_host_self_check(int cases, std::string& report) {
                         "(max error/bound {:.3g})\n",
                         cases, worst);
   return ok_status();
+}
+
+}  // namespace assay
+
+namespace assay {
+namespace {
+
+std::vector<int64_t> smaller_ints(int64_t x, int64_t lo) {
+  std::vector<int64_t> out;
+  for (int64_t v : {lo, lo + 1, x / 2, x - 1})
+    if (v >= lo && v < x && std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+  return out;
+}
+
+}  // namespace
+
+std::vector<Case> shrink_gemm_case(const Case& c) {
+  auto parsed = parse_gemm_case(c);
+  if (!parsed.ok()) return {};
+  const GemmParams g = *parsed;
+  const TensorSpec &a = *c.find("A"), &b = *c.find("B"), &cc = *c.find("C");
+  struct Knobs {
+    int64_t m, n, k;
+    bool ta, tb;
+    double alpha, beta;
+    int64_t pa, pb, pc, oa, ob, oc;
+    ValueClass cls;
+    uint64_t seed;
+  };
+  auto pad_of = [](const TensorSpec& t) { return t.desc.strides[0] - std::max<int64_t>(t.desc.shape[1], 1); };
+  const Knobs base{g.m,        g.n,        g.k,          g.trans_a,     g.trans_b,     g.alpha,      g.beta,
+                   pad_of(a),  pad_of(b),  pad_of(cc),   a.desc.offset, b.desc.offset, cc.desc.offset,
+                   a.values.cls, a.values.seed};
+  std::vector<Case> out;
+  auto emit = [&](const Knobs& k) {
+    Case n = make_gemm_case(k.m, k.n, k.k, k.ta, k.tb, k.alpha, k.beta, k.pa, k.pb, k.pc, k.oa, k.ob, k.oc, k.cls,
+                            k.seed);
+    n.variant = c.variant;
+    out.push_back(std::move(n));
+  };
+  // Shapes first: they dominate the size of a stored case. m and n stop at 1
+  // (an empty C checks nothing), k may reach 0.
+  for (int64_t v : smaller_ints(base.m, 1)) { Knobs k = base; k.m = v; emit(k); }
+  for (int64_t v : smaller_ints(base.n, 1)) { Knobs k = base; k.n = v; emit(k); }
+  for (int64_t v : smaller_ints(base.k, 0)) { Knobs k = base; k.k = v; emit(k); }
+  if (base.ta) { Knobs k = base; k.ta = false; emit(k); }
+  if (base.tb) { Knobs k = base; k.tb = false; emit(k); }
+  for (int64_t Knobs::*f : {&Knobs::pa, &Knobs::pb, &Knobs::pc, &Knobs::oa, &Knobs::ob, &Knobs::oc})
+    if (base.*f != 0) { Knobs k = base; k.*f = 0; emit(k); }
+  if (base.alpha != 1) { Knobs k = base; k.alpha = 1; emit(k); }
+  if (base.beta != 0) { Knobs k = base; k.beta = 0; emit(k); if (base.beta != 1) { k.beta = 1; emit(k); } }
+  if (base.cls != ValueClass::kSmallInt) {
+    Knobs k = base;
+    k.cls = ValueClass::kSmallInt;
+    if (k.alpha != std::round(k.alpha)) k.alpha = 1;
+    if (k.beta != std::round(k.beta)) k.beta = 1;
+    emit(k);
+  }
+  if (base.seed != 0) { Knobs k = base; k.seed = 0; emit(k); }
+  return out;
 }
 
 }  // namespace assay

@@ -71,6 +71,11 @@ Case make_gemm_case(int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b,
                     int64_t pad_a, int64_t pad_b, int64_t pad_c, int64_t off_a, int64_t off_b, int64_t off_c,
                     ValueClass cls, uint64_t seed);
 
+/// Shrink candidates of a GEMM case, most aggressive first: each of m, n, k
+/// toward 0, 1, half, minus one; transposes off; pads and offsets to 0;
+/// alpha to 1 and beta to 0 or 1; values to small integers, then seed 0.
+std::vector<Case> shrink_gemm_case(const Case& c);
+
 /// m*n*k above which the fp64 reference runs on the GPU instead of the host.
 inline constexpr int64_t kDeviceRefWork = int64_t{1} << 22;
 
