@@ -128,9 +128,9 @@ struct MutantExpectation {
 
 void PrintTo(const MutantExpectation& e, std::ostream* os) { *os << e.variant; }
 
-class GemmMutants : public GemmGpu, public ::testing::WithParamInterface<MutantExpectation> {};
+class GemmGpuMutants : public GemmGpu, public ::testing::WithParamInterface<MutantExpectation> {};
 
-TEST_P(GemmMutants, CaughtShrunkStoredAndReplayed) {
+TEST_P(GemmGpuMutants, CaughtShrunkStoredAndReplayed) {
   const MutantExpectation& e = GetParam();
   CampaignOptions o;
   o.variants = {e.variant};
@@ -158,7 +158,7 @@ TEST_P(GemmMutants, CaughtShrunkStoredAndReplayed) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Planted, GemmMutants,
+    Planted, GemmGpuMutants,
     ::testing::Values(
         MutantExpectation{"mutant_tail_guard", {FailureKind::kGuard, FailureKind::kGapWritten, FailureKind::kBound}, 64},
         MutantExpectation{"mutant_wrong_ld",
