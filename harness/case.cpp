@@ -27,6 +27,36 @@ TensorSpec* Case::find(const std::string& name) {
   return nullptr;
 }
 
+namespace {
+
+// Fields added after format 1 are written only when they differ from their
+// defaults: a case that does not use them keeps its bytes, hence its id.
+void add_recipe_extras(const ValueRecipe& v, nlohmann::json& jv) {
+  const ValueRecipe d;
+  if (v.exp_min != d.exp_min) jv["exp_min"] = v.exp_min;
+  if (v.exp_max != d.exp_max) jv["exp_max"] = v.exp_max;
+  if (v.pareto_alpha != d.pareto_alpha) jv["pareto_alpha"] = v.pareto_alpha;
+  if (v.mean != d.mean) jv["mean"] = v.mean;
+  if (v.spread != d.spread) jv["spread"] = v.spread;
+  if (v.overflow_factor != d.overflow_factor) jv["overflow_factor"] = v.overflow_factor;
+  if (v.inject != d.inject) {
+    nlohmann::json ji = nlohmann::json::object();
+    auto names = [](uint8_t bits, uint8_t all, std::string_view (*name)(uint8_t)) {
+      nlohmann::json a = nlohmann::json::array();
+      for (uint8_t b = 1; b != 0 && b <= all; b = static_cast<uint8_t>(b << 1))
+        if ((bits & b) != 0) a.push_back(name(b));
+      return a;
+    };
+    ji["kinds"] = names(v.inject.kinds, kSpecialAll, special_name);
+    if (v.inject.rate != d.inject.rate) ji["rate"] = v.inject.rate;
+    if (v.inject.at != d.inject.at) ji["at"] = names(v.inject.at, kAtAll, inject_at_name);
+    if (v.inject.tile != d.inject.tile) ji["tile"] = v.inject.tile;
+    jv["inject"] = std::move(ji);
+  }
+}
+
+}  // namespace
+
 nlohmann::json Case::to_json() const {
   nlohmann::json j;
   j["format"] = kCaseFormat;
@@ -47,6 +77,7 @@ nlohmann::json Case::to_json() const {
                       {"seed", fmt::format("{:#018x}", t.values.seed)},
                       {"scale", t.values.scale},
                       {"int_range", t.values.int_range}};
+      add_recipe_extras(t.values, jt["values"]);
     }
     ts.push_back(std::move(jt));
   }
@@ -85,6 +116,25 @@ struct Reader {
     if (x < lo || x > hi) return err(path, fmt::format("{} is out of range [{}, {}]", x, lo, hi));
     return x;
   }
+  StatusOr<double> num(const nlohmann::json& v, const std::string& path) const {
+    if (!v.is_number()) return err(path, fmt::format("expected a number, got {}", v.type_name()));
+    return v.get<double>();
+  }
+  /// An array of names, each mapped to a bit by `parse`, OR-ed together.
+  StatusOr<uint8_t> flag_list(const nlohmann::json& v, const std::string& path,
+                              std::optional<uint8_t> (*parse)(std::string_view), const char* choices) const {
+    if (!v.is_array()) return err(path, fmt::format("expected an array, got {}", v.type_name()));
+    if (v.size() > 8) return err(path, "more than 8 entries");
+    uint8_t bits = 0;
+    for (size_t i = 0; i < v.size(); ++i) {
+      const std::string p = fmt::format("{}[{}]", path, i);
+      ASSAY_ASSIGN_OR_RETURN(std::string name, str(v[i], p, 16));
+      auto b = parse(name);
+      if (!b) return err(p, fmt::format("unknown name '{}' ({})", name, choices));
+      bits |= *b;
+    }
+    return bits;
+  }
   StatusOr<std::vector<int64_t>> int_list(const nlohmann::json& v, const std::string& path, int64_t hi) const {
     if (!v.is_array()) return err(path, fmt::format("expected an array, got {}", v.type_name()));
     if (v.size() > 8) return err(path, "more than 8 dimensions");
@@ -105,6 +155,40 @@ bool is_safe_name(const std::string& s, size_t max_len) {
     if (!ok) return false;
   }
   return true;
+}
+
+// The optional recipe fields (see add_recipe_extras); ranges are checked by
+// validate_recipe, which names the field in the same one-line form.
+Status read_recipe_extras(const Reader& r, const nlohmann::json& vv, const std::string& vp, ValueRecipe& v) {
+  if (auto it = vv.find("exp_min"); it != vv.end()) {
+    ASSAY_ASSIGN_OR_RETURN(v.exp_min, r.int_in(*it, vp + ".exp_min", -1100, 1100));
+  }
+  if (auto it = vv.find("exp_max"); it != vv.end()) {
+    ASSAY_ASSIGN_OR_RETURN(v.exp_max, r.int_in(*it, vp + ".exp_max", -1100, 1100));
+  }
+  for (auto [key, field] : {std::pair{"pareto_alpha", &ValueRecipe::pareto_alpha}, std::pair{"mean", &ValueRecipe::mean},
+                            std::pair{"spread", &ValueRecipe::spread},
+                            std::pair{"overflow_factor", &ValueRecipe::overflow_factor}}) {
+    if (auto it = vv.find(key); it != vv.end()) {
+      ASSAY_ASSIGN_OR_RETURN(v.*field, r.num(*it, vp + "." + key));
+    }
+  }
+  if (auto it = vv.find("inject"); it != vv.end()) {
+    const std::string ip = vp + ".inject";
+    if (!it->is_object()) return r.err(ip, fmt::format("expected an object, got {}", it->type_name()));
+    ASSAY_ASSIGN_OR_RETURN(const nlohmann::json* kv, r.field(*it, ip, "kinds"));
+    ASSAY_ASSIGN_OR_RETURN(v.inject.kinds, r.flag_list(*kv, ip + ".kinds", parse_special, "nan, +inf, -inf, -0"));
+    if (auto jt = it->find("rate"); jt != it->end()) {
+      ASSAY_ASSIGN_OR_RETURN(v.inject.rate, r.num(*jt, ip + ".rate"));
+    }
+    if (auto jt = it->find("at"); jt != it->end()) {
+      ASSAY_ASSIGN_OR_RETURN(v.inject.at, r.flag_list(*jt, ip + ".at", parse_inject_at, "first, last, tile"));
+    }
+    if (auto jt = it->find("tile"); jt != it->end()) {
+      ASSAY_ASSIGN_OR_RETURN(v.inject.tile, r.int_in(*jt, ip + ".tile", 0, int64_t{1} << 40));
+    }
+  }
+  return validate_recipe(v, fmt::format("{}: {}", r.where, vp));
 }
 
 }  // namespace
@@ -186,6 +270,7 @@ StatusOr<Case> Case::from_json(const nlohmann::json& j, const std::string& where
       if (auto it = vv->find("int_range"); it != vv->end()) {
         ASSAY_ASSIGN_OR_RETURN(t.values.int_range, r.int_in(*it, vp + ".int_range", 0, 1 << 20));
       }
+      ASSAY_RETURN_IF_ERROR(read_recipe_extras(r, *vv, vp, t.values));
     }
     c.tensors.push_back(std::move(t));
   }

@@ -27,6 +27,11 @@ struct VariantInfo {
   bool deterministic = true;   ///< false: the determinism rerun is not a failure
 };
 
+/// Per-run knobs a lane carries to the testbed.
+struct RunOptions {
+  int repeat = 1;  ///< launches of each variant before the checked pair (>= 1): a kernel that degrades after N calls
+};
+
 /// Knobs every generator honours.
 struct GenConfig {
   int64_t max_dim = 2048;  ///< largest extent of any dimension (inclusive)

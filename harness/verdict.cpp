@@ -1,5 +1,7 @@
 #include "harness/verdict.h"
 
+#include <optional>
+
 #include <fmt/format.h>
 
 namespace assay {
@@ -18,6 +20,7 @@ std::string_view failure_kind_name(FailureKind k) {
     case FailureKind::kRejected: return "rejected";
     case FailureKind::kCrash: return "crash";
     case FailureKind::kHang: return "hang";
+    case FailureKind::kSanitizer: return "sanitizer";
   }
   return "?";
 }
@@ -31,6 +34,37 @@ std::string Verdict::summary() const {
   if (!f.detail.empty()) s += ": " + f.detail;
   if (failures.size() > 1) s += fmt::format(" (+{} more failure kinds)", failures.size() - 1);
   return s;
+}
+
+std::optional<FailureKind> parse_failure_kind(std::string_view name) {
+  for (int k = 0; k <= static_cast<int>(FailureKind::kSanitizer); ++k)
+    if (failure_kind_name(static_cast<FailureKind>(k)) == name) return static_cast<FailureKind>(k);
+  return std::nullopt;
+}
+
+Verdict Verdict::from_json(const nlohmann::json& j) {
+  Verdict v;
+  v.variant = j.value("variant", "");
+  if (auto it = j.find("failures"); it != j.end() && it->is_array()) {
+    for (const auto& f : *it) {
+      auto kind = parse_failure_kind(f.value("kind", ""));
+      v.failures.push_back(Failure{kind.value_or(FailureKind::kCrash), f.value("tensor", ""),
+                                   f.value("count", int64_t{0}), f.value("first_index", int64_t{-1}),
+                                   f.value("detail", "")});
+    }
+  }
+  if (auto it = j.find("metrics"); it != j.end() && it->is_object()) {
+    const auto& m = *it;
+    auto num = [&](const char* k, double d) { return m.contains(k) && m[k].is_number() ? m[k].get<double>() : d; };
+    v.metrics.max_ratio = num("max_ratio", 0);
+    v.metrics.max_abs_err = num("max_abs_err", 0);
+    v.metrics.worst_index = m.value("worst_index", int64_t{-1});
+    v.metrics.vendor_max_ratio = num("vendor_max_ratio", -1);
+    v.metrics.vendor_violations = m.value("vendor_violations", int64_t{0});
+    v.metrics.exact_tier = m.value("exact_tier", false);
+    v.metrics.reference = m.value("reference", "");
+  }
+  return v;
 }
 
 nlohmann::json Verdict::to_json() const {

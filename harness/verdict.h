@@ -23,6 +23,7 @@ enum class FailureKind : uint8_t {
   kRejected,         ///< the kernel refused a case its spec declares valid
   kCrash,            ///< the worker died (fault, trap, abort)
   kHang,             ///< the worker outlived its watchdog
+  kSanitizer,        ///< compute-sanitizer reported an error during the case
 };
 
 std::string_view failure_kind_name(FailureKind k);
@@ -53,6 +54,8 @@ struct Verdict {
   /// "pass" or the first failure's kind and detail, one line.
   std::string summary() const;
   nlohmann::json to_json() const;
+  /// Inverse of to_json (lenient: missing fields take defaults).
+  static Verdict from_json(const nlohmann::json& j);
 };
 
 }  // namespace assay

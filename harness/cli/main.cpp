@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <map>
+#include <memory>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -15,6 +17,7 @@
 #include "harness/corpus.h"
 #include "harness/gpu/lane.h"
 #include "harness/spec.h"
+#include "harness/worker.h"
 
 namespace {
 
@@ -59,18 +62,72 @@ struct FuzzArgs {
   uint64_t seed = 1;
   int64_t max_dim = 2048;
   int lanes = 4;
-  int device = 0;
+  std::vector<int> devices;  // empty: all visible
+  std::string shard = "0/1";
+  std::string sanitize;
+  double case_timeout = 60;
+  int repeat = 1;
+  bool in_process = false;
   std::string corpus = "corpora";
   bool keep_going = false;
   bool require_gpu = false;
   std::string json;
+  std::string junit;
 };
+
+// Path of this executable: workers are started from it.
+std::string self_path() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "assay";
+  buf[n] = 0;
+  return buf;
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '&': o += "&amp;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') ? ' ' : c;
+    }
+  }
+  return o;
+}
+
+// JUnit XML: one test case per variant; a failing variant carries its shrunk
+// case and replay command.
+std::string junit_xml(const CampaignReport& r) {
+  int failures = 0;
+  for (const auto& [name, st] : r.per_variant) failures += st.failures > 0 ? 1 : 0;
+  std::string x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  x += fmt::format("<testsuites><testsuite name=\"assay.{}\" tests=\"{}\" failures=\"{}\" time=\"{:.3f}\">\n", r.op,
+                   r.per_variant.size(), failures, r.seconds);
+  for (const auto& [name, st] : r.per_variant) {
+    x += fmt::format("  <testcase classname=\"assay.{}\" name=\"{}\" time=\"{:.3f}\">", r.op, xml_escape(name), r.seconds);
+    for (const auto& f : r.failures) {
+      if (f.variant != name) continue;
+      x += fmt::format("\n    <failure message=\"{}\">{}\nreplay: assay replay {}</failure>\n  ",
+                       xml_escape(f.verdict.summary()), xml_escape(f.shrunk.summary()), xml_escape(f.path));
+    }
+    x += fmt::format("<system-out>{} cases, max error/bound {:.4g}</system-out></testcase>\n", st.cases, st.max_ratio);
+  }
+  x += "</testsuite></testsuites>\n";
+  return x;
+}
 
 int cmd_fuzz(const FuzzArgs& a) {
   const OpSpec* spec = find_spec(a.op);
   if (spec == nullptr) return error(not_found(fmt::format("unknown op '{}' (see 'assay list')", a.op)));
   for (const auto& v : a.variants)
     if (!spec->has_variant(v)) return error(not_found(fmt::format("op '{}' has no variant '{}'", a.op, v)));
+  int shard_i = 0, shard_n = 1;
+  if (std::sscanf(a.shard.c_str(), "%d/%d", &shard_i, &shard_n) != 2 || shard_n < 1 || shard_i < 0 ||
+      shard_i >= shard_n)
+    return error(invalid_argument(fmt::format("--shard '{}' is not of the form i/N with 0 <= i < N", a.shard)));
   auto ndev = gpu::device_count();
   if (!ndev.ok()) {
     fmt::print(stderr, "assay: {}\n", ndev.status().message());
@@ -84,7 +141,17 @@ int cmd_fuzz(const FuzzArgs& a) {
   o.max_seconds = a.seconds;
   o.seed = a.seed;
   o.lanes = a.lanes;
-  o.device = a.device;
+  o.devices = a.devices;
+  if (o.devices.empty())
+    for (int d = 0; d < *ndev; ++d) o.devices.push_back(d);
+  o.shard_index = shard_i;
+  o.shard_count = shard_n;
+  o.sanitize = a.sanitize;
+  o.case_timeout_s = a.case_timeout;
+  o.run.repeat = a.repeat;
+  if (!a.in_process) o.worker_binary = self_path();
+  if (a.in_process && o.devices.size() > 1)
+    return error(invalid_argument("--in-process runs on one device; drop --in-process to use several"));
   o.gen.max_dim = a.max_dim;
   o.corpus_dir = a.corpus;
   o.keep_going = a.keep_going;
@@ -145,22 +212,36 @@ int cmd_fuzz(const FuzzArgs& a) {
     }
     if (auto s = write_file_atomic(a.json, j.dump(2) + "\n"); !s.ok()) return error(s);
   }
+  if (!a.junit.empty())
+    if (auto s = write_file_atomic(a.junit, junit_xml(r)); !s.ok()) return error(s);
   return r.failures.empty() ? kExitPass : kExitFail;
 }
 
-int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu) {
+int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, bool in_process) {
   if (paths.empty()) paths.push_back("corpora");
   auto files = list_entries(paths);
   if (!files.ok()) return error(files.status());
   auto ndev = gpu::device_count();
-  std::unique_ptr<gpu::Lane> lane;
-  if (ndev.ok()) {
-    auto l = gpu::Lane::create(device);
-    if (!l.ok()) return error(l.status());
-    lane = std::move(l).value();
-  } else {
+  if (!ndev.ok())
     fmt::print(stderr, "assay: {}: entries are read and validated, not run\n", ndev.status().message());
-  }
+  // One executor per op, started on first use; worker processes by default so
+  // a stored crash replays as a crash instead of ending the replay.
+  std::map<std::string, std::unique_ptr<Executor>> execs;
+  auto executor_for = [&](const OpSpec& spec) -> StatusOr<Executor*> {
+    auto it = execs.find(spec.name());
+    if (it != execs.end()) return it->second.get();
+    std::unique_ptr<Executor> e;
+    if (in_process) {
+      ASSAY_ASSIGN_OR_RETURN(e, make_in_process_executor(spec, GenPlan{}, 1, device, RunOptions{}));
+    } else {
+      ProcessOptions po;
+      po.binary = self_path();
+      po.devices = {device};
+      po.lanes = 1;
+      ASSAY_ASSIGN_OR_RETURN(e, make_process_executor(spec.name(), GenPlan{}, po));
+    }
+    return (execs[spec.name()] = std::move(e)).get();
+  };
   int bad = 0, failing = 0, fixed = 0, passed = 0;
   for (const auto& path : *files) {
     auto e = read_entry(path);
@@ -188,12 +269,15 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu) {
         ++bad;
         variants.clear();
       }
-    if (variants.empty() || !lane) continue;
-    auto verdicts = spec->run(e->c, variants, *lane);
-    if (!verdicts.ok()) return error(verdicts.status());
+    if (variants.empty() || !ndev.ok()) continue;
+    auto ex = executor_for(*spec);
+    if (!ex.ok()) return error(ex.status());
+    (*ex)->submit({0, std::nullopt, e->c, variants});
+    JobResult r = (*ex)->wait();
+    if (!r.status.ok()) return error(r.status);
     const bool was_failure = e->found.is_object() && e->found.contains("verdict") &&
                              e->found["verdict"].value("passed", true) == false;
-    for (const auto& v : *verdicts) {
+    for (const auto& v : r.verdicts) {
       if (!v.passed()) {
         ++failing;
         fmt::print("FAIL {} [{}]: {}\n", path, v.variant, v.summary());
@@ -207,10 +291,10 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu) {
     }
   }
   fmt::print("replay: {} entries: {} failing, {} fixed, {} passing, {} unreadable{}\n", files->size(), failing, fixed,
-             passed, bad, lane ? "" : " (not run: no GPU)");
+             passed, bad, ndev.ok() ? "" : " (not run: no GPU)");
   if (bad > 0) return kExitUsage;
   if (failing > 0) return kExitFail;
-  if (!lane && require_gpu) return kExitInfra;
+  if (!ndev.ok() && require_gpu) return kExitInfra;
   return kExitPass;
 }
 
@@ -232,7 +316,17 @@ int main(int argc, char** argv) {
   fuzz->add_option("--seed", fa.seed, "Campaign seed (the same seed replays the same cases)");
   fuzz->add_option("--max-dim", fa.max_dim, "Largest extent of any dimension")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   fuzz->add_option("--lanes", fa.lanes, "Concurrent lanes (host threads + streams) on the GPU")->check(CLI::Range(1, 64));
-  fuzz->add_option("--device", fa.device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  fuzz->add_option("--devices", fa.devices, "CUDA devices, one worker each (default: all visible)")
+      ->check(CLI::NonNegativeNumber);
+  fuzz->add_option("--shard", fa.shard, "Run shard i of N (i/N): case indices k with k % N == i");
+  fuzz->add_option("--sanitize", fa.sanitize, "Run workers under compute-sanitizer with this tool")
+      ->check(CLI::IsMember({"memcheck", "racecheck", "initcheck", "synccheck"}));
+  fuzz->add_option("--case-timeout", fa.case_timeout, "Seconds without a result before a worker counts as hung")
+      ->check(CLI::PositiveNumber);
+  fuzz->add_option("--repeat", fa.repeat, "Launch each variant N times before the checked launches")
+      ->check(CLI::Range(1, 100000));
+  fuzz->add_flag("--in-process", fa.in_process, "Run lanes in this process (faster start; a kernel fault ends the run)");
+  fuzz->add_option("--junit", fa.junit, "Write a JUnit XML report to this file");
   fuzz->add_option("--corpus", fa.corpus, "Folder for shrunk failing cases (empty: do not store)");
   fuzz->add_flag("--keep-going", fa.keep_going, "Keep fuzzing a variant after its first failure");
   fuzz->add_flag("--require-gpu", fa.require_gpu, "Exit 3 instead of self-checking when no GPU is present");
@@ -245,8 +339,20 @@ int main(int argc, char** argv) {
   replay->add_option("paths", replay_paths, "Corpus entries or folders");
   replay->add_option("--device", replay_device, "CUDA device index")->check(CLI::NonNegativeNumber);
   replay->add_flag("--require-gpu", replay_require_gpu, "Exit 3 when no GPU is present");
+  bool replay_in_process = false;
+  replay->add_flag("--in-process", replay_in_process, "Run in this process (a kernel fault ends the replay)");
 
   auto* selfcheck = app.add_subcommand("selfcheck", "CPU-only self-check of every op's host references");
+
+  WorkerConfig wc;
+  auto* worker = app.add_subcommand("worker", "Internal: a campaign's worker process (speaks the pipe protocol)");
+  worker->group("");  // hidden from --help
+  worker->add_option("--op", wc.op)->required();
+  worker->add_option("--seed", wc.plan.seed);
+  worker->add_option("--max-dim", wc.plan.gen.max_dim);
+  worker->add_option("--lanes", wc.lanes);
+  worker->add_option("--device", wc.device);
+  worker->add_option("--repeat", wc.run.repeat);
 
   try {
     app.parse(argc, argv);
@@ -268,7 +374,8 @@ int main(int argc, char** argv) {
     return kExitPass;
   }
   if (fuzz->parsed()) return cmd_fuzz(fa);
-  if (replay->parsed()) return cmd_replay(replay_paths, replay_device, replay_require_gpu);
+  if (replay->parsed()) return cmd_replay(replay_paths, replay_device, replay_require_gpu, replay_in_process);
   if (selfcheck->parsed()) return self_check(all_specs());
+  if (worker->parsed()) return run_worker(wc);
   return kExitUsage;
 }

@@ -22,6 +22,7 @@
 #include <cuda_runtime.h>
 
 #include "harness/case.h"
+#include "harness/spec.h"
 #include "harness/gpu/check_kernels.h"
 #include "harness/status.h"
 
@@ -50,6 +51,8 @@ class Lane {
   Lane& operator=(const Lane&) = delete;
 
   int device() const { return device_; }
+  /// Knobs for the testbeds (launch repeats); set by the executor.
+  RunOptions options;
   cudaStream_t stream() const { return stream_; }
   cublasHandle_t cublas() const { return cublas_; }
 

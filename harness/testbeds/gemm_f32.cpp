@@ -193,7 +193,9 @@ StatusOr<Prepared> prepare(const Case& c, gpu::Lane& lane) {
   if (p.beta0) {
     // Covered elements get the poison: a NaN that must neither reach the
     // result (BLAS: C is not read when beta == 0) nor survive (unwritten).
-    materialize(tc.desc, ValueRecipe{ValueClass::kNaN}, 0, lane.host_tensor(kC));
+    ValueRecipe nan_recipe;
+    nan_recipe.cls = ValueClass::kNaN;
+    materialize(tc.desc, nan_recipe, 0, lane.host_tensor(kC));
     const auto mask = tc.desc.coverage_mask();
     for (size_t e = 0; e < mask.size(); ++e)
       if (mask[e]) write_output_poison(DType::kF32, lane.host_tensor(kC) + 4 * e);
@@ -417,6 +419,13 @@ StatusOr<std::vector<Verdict>> run_gemm_f32(const Case& c, const std::vector<std
     int slot = 0;
     for (size_t vi = b0; vi < b1; ++vi) {
       const GemmF32Variant& v = *variants[vi];
+      // --repeat N: N-1 unchecked launches first, for kernels that go wrong
+      // only after many calls (a static counter, a leaked workspace).
+      for (int extra = 1; extra < lane.options.repeat; ++extra) {
+        ASSAY_RETURN_IF_ERROR(lane.restore());
+        const cudaError_t e = v.launch(problem_on(p.g, c, lane), lane.stream());
+        if (e != cudaSuccess && launch_err[vi - b0] == cudaSuccess) launch_err[vi - b0] = e;
+      }
       for (int run = 0; run < 2; ++run) {
         ASSAY_RETURN_IF_ERROR(lane.restore());
         const cudaError_t e = v.launch(problem_on(p.g, c, lane), lane.stream());

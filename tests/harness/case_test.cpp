@@ -72,7 +72,9 @@ TEST(Materialize, ValueClassesHaveTheirShape) {
   TensorDesc d = TensorDesc::contiguous(DType::kF32, {4096});
   std::vector<float> v(4096);
   auto run = [&](ValueClass cls) {
-    ValueRecipe r{cls, 7};
+    ValueRecipe r;
+    r.cls = cls;
+    r.seed = 7;
     materialize(d, r, 1, v.data());
   };
   run(ValueClass::kSameSign);

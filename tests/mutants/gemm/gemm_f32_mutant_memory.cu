@@ -14,6 +14,7 @@
 //                           guard, j <= n). Lands in the ldc gap when ldc > n
 //                           (gap_written), in the guard band after the last
 //                           row when ldc == n (guard).
+#include <atomic>
 #include <cstdint>
 
 #include "tests/mutants/gemm/mutants.h"
@@ -78,6 +79,33 @@ cudaError_t gemm_f32_mutant_skips_last_row(const GemmF32Args& g, cudaStream_t s)
 cudaError_t gemm_f32_mutant_writes_past_end(const GemmF32Args& g, cudaStream_t s) {
   if (g.m == 0 || g.n == 0) return cudaSuccess;
   return launch_rows(g, g.m, 1, s);
+}
+
+}  // namespace assay::mutants
+
+// mutant_degrades: correct for its first 200 launches in the process, then
+// drops the last k term (a leaked workspace or a static counter that wraps).
+// Only --repeat finds it within a few cases. Caught by: bound / exact.
+namespace assay::mutants {
+namespace {
+__global__ void degraded_kernel(kernels::GemmF32Args g) {
+  const int64_t i = int64_t{blockIdx.y} * blockDim.y + threadIdx.y;
+  const int64_t j = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (i >= g.m || j >= g.n) return;
+  kernels::GemmF32Args h = g;
+  h.k = g.k > 0 ? g.k - 1 : 0;
+  store(h, i, j);
+}
+std::atomic<int64_t> g_launches{0};
+}  // namespace
+
+cudaError_t gemm_f32_mutant_degrades(const kernels::GemmF32Args& g, cudaStream_t s) {
+  if (g.m == 0 || g.n == 0) return cudaSuccess;
+  if (g_launches.fetch_add(1) < 200) return launch_rows(g, g.m, 0, s);
+  const dim3 block(32, 8);
+  const dim3 grid(static_cast<unsigned>((g.n + 31) / 32), static_cast<unsigned>((g.m + 7) / 8));
+  degraded_kernel<<<grid, block, 0, s>>>(g);
+  return cudaGetLastError();
 }
 
 }  // namespace assay::mutants

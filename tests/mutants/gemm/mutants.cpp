@@ -35,6 +35,14 @@ constexpr MutantInfo kGemmF32Mutants[] = {
     {"mutant_writes_past_end", &gemm_f32_mutant_writes_past_end,
      "column guard off by one (j <= n): one element written past the end of every row of C",
      "gap_written,guard"},
+    {"mutant_degrades", &gemm_f32_mutant_degrades,
+     "correct for its first 200 launches in the process, then drops the last k term", "bound,exact (with --repeat)"},
+    {"fault_trap", &gemm_f32_fault_trap, "__trap() when k % 7 == 3: the context is lost", "crash"},
+    {"fault_far_write", &gemm_f32_fault_far_write, "store 2^40 bytes past C when k % 7 == 4: illegal address",
+     "crash"},
+    {"fault_spin", &gemm_f32_fault_spin, "spins forever when k % 7 == 5", "hang"},
+    {"fault_misaligned", &gemm_f32_fault_misaligned,
+     "16-byte load from a 4-byte aligned address when k % 7 == 6: misaligned address", "crash"},
 };
 
 }  // namespace

@@ -30,6 +30,14 @@ cudaError_t gemm_f32_mutant_skips_last_row(const kernels::GemmF32Args& args, cud
 /// Writes one element past the end of every row of C (j <= n).
 cudaError_t gemm_f32_mutant_writes_past_end(const kernels::GemmF32Args& args, cudaStream_t stream);
 
+/// Correct for its first 200 launches in the process, then drops the last k term.
+cudaError_t gemm_f32_mutant_degrades(const kernels::GemmF32Args& args, cudaStream_t stream);
+/// Faults (see gemm_f32_mutant_faults.cu): correct except when k % 7 hits the trigger.
+cudaError_t gemm_f32_fault_trap(const kernels::GemmF32Args& args, cudaStream_t stream);
+cudaError_t gemm_f32_fault_far_write(const kernels::GemmF32Args& args, cudaStream_t stream);
+cudaError_t gemm_f32_fault_spin(const kernels::GemmF32Args& args, cudaStream_t stream);
+cudaError_t gemm_f32_fault_misaligned(const kernels::GemmF32Args& args, cudaStream_t stream);
+
 /// One mutant: its registry name, launcher, the planted bug and the harness
 /// checks expected to catch it. `caught_by` is a comma-separated list of
 /// failure kinds, spelled as assay::FailureKind without the k, in snake_case

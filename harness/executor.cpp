@@ -1,0 +1,129 @@
+#include "harness/executor.h"
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "harness/gpu/lane.h"
+
+namespace assay {
+namespace {
+
+uint64_t mix(uint64_t a, uint64_t b) {
+  uint64_t x = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull + (a << 6) + (a >> 2));
+  x ^= x >> 31;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 27;
+  return x;
+}
+
+class InProcessExecutor final : public Executor {
+ public:
+  InProcessExecutor(const OpSpec& spec, const GenPlan& plan, int lanes, int device, const RunOptions& run)
+      : spec_(spec), plan_(plan), lanes_(lanes), run_(run) {
+    for (int i = 0; i < lanes; ++i) threads_.emplace_back([this, device] { work(device); });
+  }
+  ~InProcessExecutor() override {
+    {
+      std::lock_guard lk(mu_);
+      stop_ = true;
+    }
+    cv_jobs_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  void submit(Job j) override {
+    {
+      std::lock_guard lk(mu_);
+      jobs_.push_back(std::move(j));
+      ++outstanding_;
+    }
+    cv_jobs_.notify_one();
+  }
+  JobResult wait() override {
+    std::unique_lock lk(mu_);
+    cv_results_.wait(lk, [&] { return !results_.empty(); });
+    JobResult r = std::move(results_.front());
+    results_.pop_front();
+    --outstanding_;
+    return r;
+  }
+  int64_t outstanding() const override {
+    std::lock_guard lk(mu_);
+    return outstanding_;
+  }
+  int64_t capacity() const override { return 2 * lanes_; }
+  std::string device() const override { return device_; }
+  void set_device(std::string d) { device_ = std::move(d); }
+
+ private:
+  void work(int device) {
+    auto lane = gpu::Lane::create(device);
+    if (lane.ok()) (*lane)->options = run_;
+    for (;;) {
+      Job j;
+      {
+        std::unique_lock lk(mu_);
+        cv_jobs_.wait(lk, [&] { return stop_ || !jobs_.empty(); });
+        if (stop_) return;
+        j = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      JobResult r;
+      r.id = j.id;
+      if (!lane.ok()) {
+        r.status = lane.status();
+      } else {
+        const Case c = j.gen_index ? generate_case(spec_, plan_, *j.gen_index) : j.c;
+        auto v = spec_.run(c, j.variants, **lane);
+        if (v.ok()) r.verdicts = std::move(v).value();
+        else r.status = v.status();
+      }
+      {
+        std::lock_guard lk(mu_);
+        results_.push_back(std::move(r));
+      }
+      cv_results_.notify_one();
+    }
+  }
+
+  const OpSpec& spec_;
+  GenPlan plan_;
+  int lanes_;
+  RunOptions run_;
+  std::string device_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_jobs_, cv_results_;
+  std::deque<Job> jobs_;
+  std::deque<JobResult> results_;
+  int64_t outstanding_ = 0;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace
+
+Case generate_case(const OpSpec& spec, const GenPlan& plan, int64_t index) {
+  // One generator per thread: rc::Gen is immutable, but building it per case
+  // would dominate small cases.
+  thread_local const OpSpec* cached_spec = nullptr;
+  thread_local int64_t cached_max_dim = -1;
+  thread_local std::optional<rc::Gen<Case>> gen;
+  if (cached_spec != &spec || cached_max_dim != plan.gen.max_dim || !gen) {
+    gen.emplace(spec.generator(plan.gen));
+    cached_spec = &spec;
+    cached_max_dim = plan.gen.max_dim;
+  }
+  return (*gen)(rc::Random(mix(plan.seed, static_cast<uint64_t>(index))), static_cast<int>(index % 100)).value();
+}
+
+StatusOr<std::unique_ptr<Executor>> make_in_process_executor(const OpSpec& spec, const GenPlan& plan, int lanes,
+                                                             int device, const RunOptions& run) {
+  ASSAY_ASSIGN_OR_RETURN(int n, gpu::device_count());
+  if (device < 0 || device >= n) return invalid_argument("device index out of range");
+  auto e = std::make_unique<InProcessExecutor>(spec, plan, lanes, device, run);
+  e->set_device(gpu::describe_device(device));
+  return std::unique_ptr<Executor>(std::move(e));
+}
+
+}  // namespace assay

@@ -1,0 +1,61 @@
+// Executors run jobs (a case through some variants) and hand back verdicts.
+// InProcessExecutor: lanes as threads in this process (fast; a kernel fault
+// ends the process). ProcessExecutor (harness/worker.h): worker processes,
+// one per GPU, that survive faulty kernels.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/case.h"
+#include "harness/spec.h"
+#include "harness/status.h"
+#include "harness/verdict.h"
+
+namespace assay {
+
+/// How a campaign's generated case `index` is drawn; identical in every
+/// process, so a worker can rebuild a case from its index alone.
+struct GenPlan {
+  uint64_t seed = 1;
+  GenConfig gen;
+};
+/// The case a campaign draws at `index` (RapidCheck Random keyed by seed and
+/// index, size ramping 0..99 as in RapidCheck).
+Case generate_case(const OpSpec& spec, const GenPlan& plan, int64_t index);
+
+struct Job {
+  int64_t id = 0;
+  std::optional<int64_t> gen_index;  ///< generate the case from the plan (fuzzing) ...
+  Case c;                            ///< ... or run this case (shrinking, replay)
+  std::vector<std::string> variants;
+};
+
+struct JobResult {
+  int64_t id = 0;
+  Status status;                  ///< infrastructure failure (not a kernel failure)
+  std::vector<Verdict> verdicts;  ///< one per variant; crash/hang appear as failing verdicts
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  /// Queues a job; never blocks for long.
+  virtual void submit(Job job) = 0;
+  /// Blocks until some job finishes.
+  virtual JobResult wait() = 0;
+  /// Jobs submitted and not yet returned by wait().
+  virtual int64_t outstanding() const = 0;
+  /// Good number of jobs in flight to keep every lane busy.
+  virtual int64_t capacity() const = 0;
+  virtual std::string device() const = 0;
+};
+
+/// Lanes as threads on one GPU of this process.
+StatusOr<std::unique_ptr<Executor>> make_in_process_executor(const OpSpec& spec, const GenPlan& plan, int lanes,
+                                                             int device, const RunOptions& run);
+
+}  // namespace assay

@@ -1,0 +1,56 @@
+// Worker processes: the parent owns the campaign and the corpus; each worker
+// owns one GPU and runs jobs on its lanes. Parent and worker speak one line
+// per message over pipes:
+//   parent -> worker   RUN <id> <index> <v1,v2>        generate case <index> from the plan
+//                      CASE <id> <v1,v2> <case-json>   run this case
+//                      QUIT
+//   worker -> parent   READY <device description>
+//                      DONE <id> <verdicts-json>
+//                      FATAL <id> <message>             infrastructure failure; the worker exits
+// A worker that dies (fault, trap, abort, a context-poisoning error) or
+// reports nothing for longer than the watchdog allows is killed and replaced;
+// each (case, variant) it had in flight is then re-run alone in a fresh worker,
+// and the one that kills it again comes back as a failing verdict of kind
+// crash or hang. Nothing is lost, and the campaign goes on.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/executor.h"
+#include "harness/spec.h"
+#include "harness/status.h"
+
+namespace assay {
+
+struct WorkerConfig {
+  std::string op;
+  GenPlan plan;
+  int lanes = 4;
+  int device = 0;
+  RunOptions run;
+};
+
+/// The worker's main loop on stdin/stdout; returns the process exit code
+/// (0 after QUIT or end of input, 3 after a FATAL).
+int run_worker(const WorkerConfig& config);
+
+struct ProcessOptions {
+  std::string binary;            ///< the assay executable (it has the `worker` subcommand)
+  std::vector<int> devices = {0};  ///< one worker per device
+  int lanes = 4;                 ///< lanes per worker
+  double case_timeout_s = 60;    ///< watchdog: no result for this long with jobs in flight = hang
+  double start_timeout_s = 120;  ///< a worker must say READY within this
+  std::string sanitize;          ///< "", memcheck, racecheck, initcheck, synccheck
+  std::string sanitizer = "compute-sanitizer";
+  RunOptions run;
+};
+
+/// Worker processes as an executor. Crashes and hangs come back as failing
+/// verdicts (kCrash, kHang); sanitizer reports as kSanitizer.
+StatusOr<std::unique_ptr<Executor>> make_process_executor(const std::string& op, const GenPlan& plan,
+                                                          const ProcessOptions& opts);
+
+}  // namespace assay

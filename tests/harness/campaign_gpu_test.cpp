@@ -1,0 +1,181 @@
+// The campaign runner against kernels that fault, hang, race or degrade:
+// each ends as a stored failure of the right kind while the campaign
+// completes its other cases. Worker processes are the real `assay` binary.
+#include "harness/campaign.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include <unistd.h>
+
+#include "harness/corpus.h"
+#include "harness/gpu/lane.h"
+#include "harness/testbeds/gemm_f32.h"
+#include "harness/worker.h"
+
+namespace assay {
+namespace {
+namespace fs = std::filesystem;
+
+// The assay executable that serves as the worker: $ASSAY_BINARY (set by
+// ci/gpu-checks.sh for a carried bundle) or the one this build made.
+std::string assay_binary() {
+  const char* env = std::getenv("ASSAY_BINARY");
+  return env != nullptr && *env != 0 ? env : ASSAY_BINARY;
+}
+
+class CampaignGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto n = gpu::device_count();
+    if (!n.ok()) GTEST_SKIP() << "GPU test skipped: " << n.status().message();
+    dir_ = fs::temp_directory_path() /
+           ("assay_campaign_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  CampaignOptions options(std::vector<std::string> variants) {
+    CampaignOptions o;
+    o.variants = std::move(variants);
+    o.max_cases = 60;
+    o.gen.max_dim = 48;
+    o.lanes = 2;
+    o.worker_binary = assay_binary();
+    o.corpus_dir = dir_.string();
+    o.case_timeout_s = 5;
+    o.max_shrink_seconds = 30;
+    return o;
+  }
+  fs::path dir_;
+};
+
+struct FaultCase {
+  const char* variant;
+  FailureKind kind;
+};
+
+class CampaignGpuFaults : public CampaignGpu, public ::testing::WithParamInterface<FaultCase> {};
+
+void PrintTo(const FaultCase& f, std::ostream* os) { *os << f.variant; }
+
+TEST_P(CampaignGpuFaults, StoredAsFailureAndTheCampaignCompletes) {
+  const FaultCase& fc = GetParam();
+  auto r = run_campaign(*find_spec("gemm"), options({"naive", fc.variant}));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->cases, 60) << "the campaign did not complete its cases";
+  EXPECT_EQ(r->per_variant["naive"].failures, 0);
+  ASSERT_EQ(r->failures.size(), 1u);
+  const FoundFailure& f = r->failures.front();
+  EXPECT_EQ(f.variant, fc.variant);
+  ASSERT_FALSE(f.verdict.failures.empty());
+  EXPECT_EQ(f.verdict.failures.front().kind, fc.kind) << f.verdict.summary();
+  EXPECT_FALSE(f.verdict.failures.front().detail.empty());
+  ASSERT_FALSE(f.path.empty());
+  auto entry = read_entry(f.path);
+  ASSERT_TRUE(entry.ok()) << entry.status().to_string();
+  auto g = parse_gemm_case(entry->c);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->k % 7, fc.kind == FailureKind::kHang ? 5 : (std::string(fc.variant) == "fault_trap"        ? 3
+                                                          : std::string(fc.variant) == "fault_far_write" ? 4
+                                                                                                          : 6));
+  RecordProperty("stored", f.shrunk.summary());
+}
+
+INSTANTIATE_TEST_SUITE_P(Planted, CampaignGpuFaults,
+                         ::testing::Values(FaultCase{"fault_trap", FailureKind::kCrash},
+                                           FaultCase{"fault_far_write", FailureKind::kCrash},
+                                           FaultCase{"fault_spin", FailureKind::kHang},
+                                           FaultCase{"fault_misaligned", FailureKind::kCrash}),
+                         [](const ::testing::TestParamInfo<FaultCase>& i) { return std::string(i.param.variant); });
+
+TEST_F(CampaignGpu, WorkerProcessesAgreeWithInProcessLanes) {
+  CampaignOptions o = options({"naive", "tiled"});
+  o.max_cases = 300;
+  o.gen.max_dim = 200;
+  o.corpus_dir = "";
+  auto a = run_campaign(*find_spec("gemm"), o);
+  o.worker_binary = "";
+  auto b = run_campaign(*find_spec("gemm"), o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->cases, b->cases);
+  EXPECT_EQ(a->exact_cases, b->exact_cases);
+  EXPECT_EQ(a->per_variant["tiled"].max_ratio, b->per_variant["tiled"].max_ratio);
+  EXPECT_TRUE(a->failures.empty() && b->failures.empty());
+}
+
+TEST_F(CampaignGpu, ShardsSplitTheCampaign) {
+  CampaignOptions o = options({"naive"});
+  o.corpus_dir = "";
+  o.max_cases = 40;
+  o.worker_binary = "";
+  o.shard_count = 2;
+  o.shard_index = 1;
+  auto r = run_campaign(*find_spec("gemm"), o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->cases, 40);
+}
+
+TEST_F(CampaignGpu, RepeatCatchesAKernelThatDegradesAfterManyCalls) {
+  CampaignOptions o = options({"mutant_degrades"});
+  o.max_cases = 3;
+  o.worker_binary = "";
+  o.lanes = 1;
+  auto plain = run_campaign(*find_spec("gemm"), o);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->failures.empty()) << "3 cases x 2 launches stay under the 200-call threshold";
+  o.run.repeat = 250;
+  auto repeated = run_campaign(*find_spec("gemm"), o);
+  ASSERT_TRUE(repeated.ok());
+  ASSERT_EQ(repeated->failures.size(), 1u);
+}
+
+TEST_F(CampaignGpu, RacecheckFindsTheMissingBarrierOnSmallShapes) {
+  if (std::system("command -v compute-sanitizer > /dev/null 2>&1") != 0)
+    GTEST_SKIP() << "compute-sanitizer is not on PATH";
+  CampaignOptions o = options({"mutant_missing_sync"});
+  o.sanitize = "racecheck";
+  o.max_cases = 20;
+  o.lanes = 1;
+  o.case_timeout_s = 30;
+  o.max_shrink_seconds = 60;
+  auto r = run_campaign(*find_spec("gemm"), o);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(r->failures.size(), 1u) << "racecheck saw no race in " << r->cases << " cases";
+  const FoundFailure& f = r->failures.front();
+  bool sanitizer = false;
+  for (const auto& x : f.verdict.failures) sanitizer |= x.kind == FailureKind::kSanitizer;
+  EXPECT_TRUE(sanitizer) << f.verdict.summary();
+  RecordProperty("shrunk", f.shrunk.summary());
+}
+
+TEST(ProcessExecutor, WorkerThatCannotStartIsAnInfrastructureError) {
+  ProcessOptions po;
+  po.binary = "/nonexistent/assay";
+  po.start_timeout_s = 10;
+  auto e = make_process_executor("gemm", GenPlan{}, po);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("cannot start /nonexistent/assay"), std::string::npos)
+      << e.status().message();
+}
+
+TEST(ProcessExecutor, WorkerWithoutAGpuSaysWhy) {
+  if (gpu::device_count().ok()) GTEST_SKIP() << "this machine has a GPU";
+  ProcessOptions po;
+  po.binary = assay_binary();
+  auto e = make_process_executor("gemm", GenPlan{}, po);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("failed to start: cudaSetDevice"), std::string::npos) << e.status().message();
+}
+
+TEST(GenerateCase, SameIndexSameCaseOnEveryCall) {
+  const GenPlan plan{42, GenConfig{300}};
+  for (int64_t i : {0, 1, 17, 99, 12345})
+    EXPECT_EQ(generate_case(*find_spec("gemm"), plan, i).to_json(), generate_case(*find_spec("gemm"), plan, i).to_json());
+  EXPECT_NE(generate_case(*find_spec("gemm"), plan, 5).id(), generate_case(*find_spec("gemm"), plan, 6).id());
+}
+
+}  // namespace
+}  // namespace assay
