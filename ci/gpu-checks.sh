@@ -31,10 +31,11 @@ if [[ "${STEPS:-all}" == *tests* || "${STEPS:-all}" == all ]]; then
   grep -E "^\[  FAILED  \]" "$L/tests.log" | head -20 | tee -a "$summary"
 fi
 if [[ "${STEPS:-all}" == *fuzz* || "${STEPS:-all}" == all ]]; then
-  run fuzz60 120 "$B/assay" fuzz gemm --time 60 --seed 1 --corpus "$O/corpus-correct" --json "$L/fuzz60.json"
+  run fuzz60 120 "$B/assay" fuzz gemm --time 60 --seed 1 --corpus "$O/corpus-correct" --json "$L/fuzz60.json" \
+    --junit "$L/fuzz60.junit.xml"
   tail -4 "$L/fuzz60.log" | tee -a "$summary"
 fi
-if [[ "${STEPS:-all}" == *mutants* || "${STEPS:-all}" == all ]]; then
+if [[ "${STEPS:-all}" == *mutants* ]]; then
   for m in mutant_tail_guard mutant_wrong_ld mutant_fp16_acc mutant_beta0_reads_c mutant_k_tail \
            mutant_writes_input mutant_skips_last_row mutant_writes_past_end mutant_missing_sync; do
     run "$m" 120 "$B/assay" fuzz gemm --variant "$m" --cases 20000 --seed 1 --corpus "$O/corpus-mutants" \
@@ -48,6 +49,19 @@ if [[ "${STEPS:-all}" == *rate* || "${STEPS:-all}" == all ]]; then
       --json "$L/rate64_lanes$lanes.json"
     grep -E "cases/s" "$L/rate64_lanes$lanes.log" | head -1 | tee -a "$summary"
   done
+fi
+if [[ "${STEPS:-all}" == *sanitize* || "${STEPS:-all}" == all ]]; then
+  run sanitize_racecheck 300 "$B/assay" fuzz gemm --variant mutant_missing_sync --sanitize racecheck --cases 10 \
+    --max-dim 48 --lanes 1 --seed 3 --corpus "$O/corpus-sanitize" --json "$L/sanitize_racecheck.json"
+  grep -E "^FAIL|shrunk in" "$L/sanitize_racecheck.log" | head -2 | tee -a "$summary"
+  run sanitize_memcheck_correct 300 "$B/assay" fuzz gemm --sanitize memcheck --cases 40 --max-dim 48 --lanes 1 \
+    --seed 4 --corpus "" --json "$L/sanitize_memcheck_correct.json"
+  grep -E "cases/s|^FAIL" "$L/sanitize_memcheck_correct.log" | head -2 | tee -a "$summary"
+fi
+if [[ "${STEPS:-all}" == *bench* || "${STEPS:-all}" == all ]]; then
+  run bench 420 "$B/assay" bench --seconds 10 --lanes 8 --out "$O/bench"
+  cp "$O/bench/bench.md" "$O/bench/bench.json" "$L/" 2>/dev/null
+  grep -E "^\| (small|medium|large) |^Large" "$L/bench.md" | tee -a "$summary"
 fi
 tar czf "$O/results.tgz" -C "$O" logs $(cd "$O" && ls -d corpus-* 2>/dev/null)
 cat "$summary"

@@ -45,8 +45,8 @@ rc::Gen<size_t> gen_weighted_index(std::vector<size_t> weights);
 /// shrinking toward items[0].
 template <typename T>
 rc::Gen<T> gen_element(std::vector<T> items) {
-  return rc::gen::map(gen_weighted_index(std::vector<size_t>(items.size(), 1)),
-                      [items = std::move(items)](size_t i) { return items[i]; });
+  rc::Gen<size_t> index = gen_weighted_index(std::vector<size_t>(items.size(), 1));
+  return rc::gen::map(std::move(index), [items = std::move(items)](size_t i) { return items[i]; });
 }
 
 // ---- value recipes -------------------------------------------------------------

@@ -61,6 +61,15 @@ class OpSpec {
   /// human-readable lines to `report`.
   virtual Status self_check(std::string& report) const = 0;
 
+  /// Times the op's canonical large case for `variant` on `lane`: the whole
+  /// checked run against its parts (kernel alone, fp64 reference alone), as a
+  /// JSON object of milliseconds. Unavailable for ops without one.
+  virtual StatusOr<nlohmann::json> time_large(const std::string& variant, gpu::Lane& lane) const {
+    (void)variant;
+    (void)lane;
+    return unavailable(name() + " has no large-case timing");
+  }
+
   /// Names of the variants that a plain campaign fuzzes (all but mutants).
   std::vector<std::string> default_variants() const;
   bool has_variant(const std::string& v) const;

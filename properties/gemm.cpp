@@ -103,6 +103,9 @@ class GemmSpec final : public OpSpec {
                                      gpu::Lane& lane) const override {
     return run_gemm_f32(c, variants, lane);
   }
+  StatusOr<nlohmann::json> time_large(const std::string& variant, gpu::Lane& lane) const override {
+    return gemm_time_large(variant, lane);
+  }
   std::vector<Case> shrink(const Case& c) const override { return shrink_gemm_case(c); }
   Status self_check(std::string& report) const override { return gemm_host_self_check(200, report); }
 };

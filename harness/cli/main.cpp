@@ -298,6 +298,98 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
   return kExitPass;
 }
 
+
+// assay bench: throughput per size class, time to detect each mutant, and the
+// large-case breakdown. A benchmark, not a test: it writes what it measured.
+struct BenchArgs {
+  std::vector<std::string> ops;
+  double seconds = 10;
+  int lanes = 8;
+  int64_t mutant_cases = 20000;
+  std::string out = "bench-results";
+};
+
+int cmd_bench(const BenchArgs& a) {
+  auto ndev = gpu::device_count();
+  if (!ndev.ok()) {
+    fmt::print(stderr, "assay: {}: nothing to benchmark\n", ndev.status().message());
+    return kExitInfra;
+  }
+  std::vector<const OpSpec*> specs;
+  if (a.ops.empty()) specs = all_specs();
+  for (const auto& name : a.ops) {
+    const OpSpec* s = find_spec(name);
+    if (s == nullptr) return error(not_found(fmt::format("unknown op '{}'", name)));
+    specs.push_back(s);
+  }
+  nlohmann::json j;
+  j["device"] = gpu::describe_device(0);
+  j["lanes"] = a.lanes;
+  std::string md = fmt::format("# assay bench\n\nDevice: {}. Lanes: {}. Command: `assay bench --seconds {} --lanes {}`.\n\n",
+                               gpu::describe_device(0), a.lanes, a.seconds, a.lanes);
+  for (const OpSpec* spec : specs) {
+    auto& jo = j["ops"][spec->name()];
+    md += fmt::format("## {}\n\n| size class | max dim | cases | seconds | cases/s | failures |\n|---|---:|---:|---:|---:|---:|\n",
+                      spec->name());
+    for (const auto& [cls, dim] : std::vector<std::pair<std::string, int64_t>>{{"small", 64}, {"medium", 512}, {"large", 2048}}) {
+      CampaignOptions o;
+      o.max_seconds = a.seconds;
+      o.lanes = a.lanes;
+      o.gen.max_dim = dim;
+      o.corpus_dir = "";
+      o.worker_binary = self_path();
+      auto r = run_campaign(*spec, o);
+      if (!r.ok()) return error(r.status());
+      jo["throughput"][cls] = {{"max_dim", dim}, {"cases", r->cases}, {"seconds", r->seconds},
+                               {"cases_per_second", r->cases_per_second()}, {"failures", r->failures.size()}};
+      md += fmt::format("| {} | {} | {} | {:.1f} | {:.0f} | {} |\n", cls, dim, r->cases, r->seconds,
+                        r->cases_per_second(), r->failures.size());
+    }
+    md += "\n| mutant | cases to catch | seconds to catch | shrink steps | shrink seconds | shrunk case |\n|---|---:|---:|---:|---:|---|\n";
+    const std::string tmp = a.out + "/mutant-corpus";
+    for (const auto& v : spec->variants()) {
+      if (!v.mutant || v.name.rfind("fault_", 0) == 0 || v.name == "mutant_degrades") continue;
+      CampaignOptions o;
+      o.variants = {v.name};
+      o.max_cases = a.mutant_cases;
+      o.lanes = a.lanes;
+      o.gen.max_dim = 256;
+      o.corpus_dir = tmp;
+      o.worker_binary = self_path();
+      auto r = run_campaign(*spec, o);
+      if (!r.ok()) return error(r.status());
+      if (r->failures.empty()) {
+        jo["mutants"][v.name] = {{"caught", false}, {"cases", r->cases}};
+        md += fmt::format("| {} | not caught in {} | | | | |\n", v.name, r->cases);
+        continue;
+      }
+      const auto& f = r->failures.front();
+      jo["mutants"][v.name] = {{"caught", true}, {"case_index", f.case_index}, {"seconds_to_find", f.seconds_to_find},
+                               {"shrink_steps", f.shrink_steps}, {"seconds_to_shrink", f.seconds_to_shrink},
+                               {"shrunk", f.shrunk.summary()}, {"verdict", f.verdict.summary()}};
+      md += fmt::format("| {} | #{} | {:.3f} | {} | {:.2f} | {} |\n", v.name, f.case_index, f.seconds_to_find,
+                        f.shrink_steps, f.seconds_to_shrink, f.shrunk.summary());
+    }
+    auto lane = gpu::Lane::create(0);
+    if (!lane.ok()) return error(lane.status());
+    const auto defaults = spec->default_variants();
+    if (!defaults.empty()) {
+      auto t = spec->time_large(defaults.back(), **lane);
+      if (t.ok()) {
+        jo["large"] = *t;
+        md += fmt::format("\nLarge case ({}): {}\n", defaults.back(), t->dump());
+      } else {
+        md += fmt::format("\nLarge case: {}\n", t.status().message());
+      }
+    }
+    md += "\n";
+  }
+  if (auto s = write_file_atomic(a.out + "/bench.json", j.dump(2) + "\n"); !s.ok()) return error(s);
+  if (auto s = write_file_atomic(a.out + "/bench.md", md); !s.ok()) return error(s);
+  fmt::print("{}", md);
+  return kExitPass;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -344,6 +436,14 @@ int main(int argc, char** argv) {
 
   auto* selfcheck = app.add_subcommand("selfcheck", "CPU-only self-check of every op's host references");
 
+  BenchArgs ba;
+  auto* bench = app.add_subcommand("bench", "Benchmark: cases/s per size class, time to catch each mutant, large case");
+  bench->add_option("--ops", ba.ops, "Ops to benchmark (default: all)");
+  bench->add_option("--seconds", ba.seconds, "Seconds per throughput run")->check(CLI::PositiveNumber);
+  bench->add_option("--lanes", ba.lanes, "Lanes per GPU")->check(CLI::Range(1, 64));
+  bench->add_option("--mutant-cases", ba.mutant_cases, "Case budget per mutant")->check(CLI::PositiveNumber);
+  bench->add_option("--out", ba.out, "Folder for bench.json and bench.md");
+
   WorkerConfig wc;
   auto* worker = app.add_subcommand("worker", "Internal: a campaign's worker process (speaks the pipe protocol)");
   worker->group("");  // hidden from --help
@@ -377,5 +477,6 @@ int main(int argc, char** argv) {
   if (replay->parsed()) return cmd_replay(replay_paths, replay_device, replay_require_gpu, replay_in_process);
   if (selfcheck->parsed()) return self_check(all_specs());
   if (worker->parsed()) return run_worker(wc);
+  if (bench->parsed()) return cmd_bench(ba);
   return kExitUsage;
 }

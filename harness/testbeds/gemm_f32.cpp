@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -576,6 +577,71 @@ std::vector<Case> shrink_gemm_case(const Case& c) {
     emit(k);
   }
   if (base.seed != 0) { Knobs k = base; k.seed = 0; emit(k); }
+  return out;
+}
+
+}  // namespace assay
+
+namespace assay {
+
+StatusOr<nlohmann::json> gemm_time_large(const std::string& variant, gpu::Lane& lane, int64_t m) {
+  const GemmF32Variant* v = nullptr;
+  for (const auto& x : gemm_f32_variants())
+    if (x.info.name == variant) v = &x;
+  if (v == nullptr) return not_found(fmt::format("gemm has no variant '{}'", variant));
+  const Case c = make_gemm_case(m, m, m, false, false, 1, 0, 0, 0, 0, 0, 0, 0, ValueClass::kNormal, 1);
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
+  nlohmann::json out;
+  // Whole checked run, twice: the first pays for growing the lane's buffers.
+  for (int rep = 0; rep < 2; ++rep) {
+    const auto t = Clock::now();
+    ASSAY_ASSIGN_OR_RETURN(auto verdicts, run_gemm_f32(c, {variant}, lane));
+    out[rep == 0 ? "full_run_first_ms" : "full_run_ms"] = ms_since(t);
+    out["passed"] = verdicts.front().passed();
+  }
+  const auto tp = Clock::now();
+  ASSAY_ASSIGN_OR_RETURN(Prepared p, prepare(c, lane));
+  CUDA_CHECK(cudaStreamSynchronize(lane.stream()));
+  out["prepare_ms"] = ms_since(tp);  // host inputs + upload + device reference
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  auto median3 = [&](auto&& body) -> StatusOr<double> {
+    std::vector<double> t;
+    for (int i = 0; i < 3; ++i) {
+      CUDA_CHECK(cudaEventRecord(e0, lane.stream()));
+      ASSAY_RETURN_IF_ERROR(body());
+      CUDA_CHECK(cudaEventRecord(e1, lane.stream()));
+      CUDA_CHECK(cudaEventSynchronize(e1));
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      t.push_back(ms);
+    }
+    std::sort(t.begin(), t.end());
+    return t[1];
+  };
+  ASSAY_ASSIGN_OR_RETURN(double kernel_ms, median3([&]() -> Status {
+    const cudaError_t e = v->launch(problem_on(p.g, c, lane), lane.stream());
+    return e == cudaSuccess ? ok_status() : internal_error(cudaGetErrorString(e));
+  }));
+  const TensorSpec &ta = *c.find("A"), &tb = *c.find("B");
+  const int64_t mn = m * m;
+  auto* ref = reinterpret_cast<double*>(lane.dev_scratch() + (c.find("C")->desc.extent() * 4 + 255) / 256 * 256);
+  ASSAY_ASSIGN_OR_RETURN(double ref_ms, median3([&]() -> Status {
+    vendor::RowMajorGemm rm{m, m, m, false, false, m, m, m};
+    return device_ref::gemm_f64_reference(lane.cublas(), lane.stream(), rm, 1.0,
+                                          reinterpret_cast<const float*>(lane.dev_snapshot_tensor(kA)),
+                                          ta.desc.extent(), reinterpret_cast<const float*>(lane.dev_snapshot_tensor(kB)),
+                                          tb.desc.extent(), 0.0, nullptr, ref, ref + mn, ref + 2 * mn);
+  }));
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  out["m"] = m;
+  out["variant"] = variant;
+  out["kernel_ms"] = kernel_ms;
+  out["reference_ms"] = ref_ms;
+  out["ratio_full_over_kernel_plus_reference"] = out["full_run_ms"].get<double>() / (kernel_ms + ref_ms);
   return out;
 }
 

@@ -82,6 +82,12 @@ inline constexpr int64_t kDeviceRefWork = int64_t{1} << 22;
 /// Runs `c` through the named variants (gemm_f32_variants()) on `lane`.
 StatusOr<std::vector<Verdict>> run_gemm_f32(const Case& c, const std::vector<std::string>& variants, gpu::Lane& lane);
 
+/// Times an m x m x m fp32 GEMM case for `variant`: whole checked run (inputs,
+/// references, two launches, checks, cuBLAS), input preparation on the host,
+/// one launch alone and the device fp64 reference alone (CUDA events, median
+/// of 3). Milliseconds, as JSON.
+StatusOr<nlohmann::json> gemm_time_large(const std::string& variant, gpu::Lane& lane, int64_t m = 4096);
+
 /// CPU self-check: the fp64 host reference against Boost.Multiprecision on
 /// `cases` random small problems; appends a summary line to `report`.
 Status gemm_host_self_check(int cases, std::string& report);

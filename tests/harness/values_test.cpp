@@ -119,7 +119,7 @@ TEST(ValueClass, NewClassesGoldenHash) {
   std::vector<unsigned char> buf(static_cast<size_t>(d.extent()) * 4);
   materialize(d, inj, 5, buf.data());
   h = fnv1a64(buf.data(), buf.size(), h);
-  EXPECT_EQ(h, 0x0ull) << std::hex << "actual 0x" << h;
+  EXPECT_EQ(h, 0xc06dd60996fb0b60ull) << std::hex << "actual 0x" << h;
 }
 
 TEST(ValueClass, LogUniformCoversItsExponentRange) {
@@ -192,7 +192,7 @@ TEST(ValueClass, NearOverflowIsFiniteAndWithinFactorOfMax) {
         ASSERT_GE(std::fabs(x), floor_) << dtype_name(t) << " f=" << f;
         neg += x < 0;
       }
-      EXPECT_GT(neg, 800) << dtype_name(t);
+      EXPECT_GT(neg, 700) << dtype_name(t);  // int8 with f = 1024: |x| < 0.5 rounds to (+)0
     }
   }
 }
@@ -280,7 +280,9 @@ void check_permutation(const std::vector<int64_t>& shape) {
     }
     distinct.insert(mat);
   }
-  if (batch > 1 && rows * cols > 4) EXPECT_GT(distinct.size(), 1u) << "every matrix of the batch the same";
+  if (batch > 1 && rows * cols > 4) {
+    EXPECT_GT(distinct.size(), 1u) << "every matrix of the batch the same";
+  }
 }
 
 TEST(ValueClass, PermutationMatricesArePermutations) {
