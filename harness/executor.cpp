@@ -104,11 +104,14 @@ class InProcessExecutor final : public Executor {
 }  // namespace
 
 Case generate_case(const OpSpec& spec, const GenPlan& plan, int64_t index) {
-  // One generator per thread: rc::Gen is immutable, but building it per case
-  // would dominate small cases.
-  thread_local const OpSpec* cached_spec = nullptr;
-  thread_local int64_t cached_max_dim = -1;
-  thread_local std::optional<rc::Gen<Case>> gen;
+  // RapidCheck's gen::exec keeps its "current generation" in process-global
+  // state, so generation is serialised (measured: concurrent calls abort
+  // with "operator* is not allowed in this context"). It takes microseconds.
+  static std::mutex mu;
+  std::lock_guard lk(mu);
+  static const OpSpec* cached_spec = nullptr;
+  static int64_t cached_max_dim = -1;
+  static std::optional<rc::Gen<Case>> gen;
   if (cached_spec != &spec || cached_max_dim != plan.gen.max_dim || !gen) {
     gen.emplace(spec.generator(plan.gen));
     cached_spec = &spec;

@@ -69,7 +69,7 @@ Period find_period(const std::vector<int64_t>& s, int64_t n) {
   Period best;
   if (s.size() < 2) return best;
   for (int64_t t = 2; t <= n; ++t) {
-    if (s.front() / t == s.back() / t) break;  // larger t: all in one tile too
+    if (s.front() / t == s.back() / t) continue;  // all in one tile: no evidence of a period
     std::vector<int64_t> res;
     bool ok = true;
     for (int64_t i : s) {
@@ -85,6 +85,8 @@ Period find_period(const std::vector<int64_t>& s, int64_t n) {
     int64_t expected = 0;
     for (int64_t r : res) expected += r < n ? (n - 1 - r) / t + 1 : 0;
     if (4 * static_cast<int64_t>(s.size()) < 3 * expected) continue;
+    // Two lines fit many periods; claim one only for a power-of-two tile.
+    if (s.size() == 2 && (t & (t - 1)) != 0) continue;
     if (best.tile == 0 || res.size() < best.residues.size()) {
       std::sort(res.begin(), res.end());
       best = {t, res};
@@ -98,6 +100,12 @@ std::string list_ints(const std::vector<int64_t>& v, size_t max_items = 8) {
   for (size_t i = 0; i < v.size() && i < max_items; ++i) s += (i ? ", " : "") + std::to_string(v[i]);
   if (v.size() > max_items) s += fmt::format(", ... ({} in all)", v.size());
   return s;
+}
+
+// "the last 3 rows (61..63 of 64)", "the last column (36 of 37)".
+std::string tail_text(int64_t first, int64_t n, const char* noun) {
+  if (first == n - 1) return fmt::format("the last {} ({} of {})", noun, first, n);
+  return fmt::format("the last {} {}s ({}..{} of {})", n - first, noun, first, n - 1, n);
 }
 
 std::string residue_text(const char* axis, int64_t tile, const std::vector<int64_t>& res) {
@@ -159,13 +167,11 @@ StatusOr<ErrorLocation> locate_errors(const ErrorMatrix& m) {
   const int64_t c0 = std::find_if(col_bad.begin(), col_bad.end(), [](int64_t x) { return x > 0; }) - col_bad.begin();
   if (r0 > 0 && rows_hit == rows - r0 && 4 * loc.bad >= (rows - r0) * cols) {
     loc.first_row = r0;
-    return finish(ErrorPattern::kLastRows, fmt::format("errors only in the last {} rows ({}..{} of {})", rows - r0, r0,
-                                                       rows - 1, rows));
+    return finish(ErrorPattern::kLastRows, "errors only in " + tail_text(r0, rows, "row"));
   }
   if (c0 > 0 && cols_hit == cols - c0 && 4 * loc.bad >= (cols - c0) * rows) {
     loc.first_col = c0;
-    return finish(ErrorPattern::kLastCols, fmt::format("errors only in the last {} columns ({}..{} of {})", cols - c0,
-                                                       c0, cols - 1, cols));
+    return finish(ErrorPattern::kLastCols, "errors only in " + tail_text(c0, cols, "column"));
   }
 
   // Dense lines: rows (columns) with at least half of their elements bad.
@@ -174,60 +180,72 @@ StatusOr<ErrorLocation> locate_errors(const ErrorMatrix& m) {
     if (2 * row_bad[static_cast<size_t>(r)] >= cols) dense_rows.push_back(r);
   for (int64_t c = 0; c < cols; ++c)
     if (2 * col_bad[static_cast<size_t>(c)] >= rows) dense_cols.push_back(c);
-  auto on_lines = [&](const std::vector<int64_t>& rs, const std::vector<int64_t>& cs) {
+  // Bad elements off every dense line: a few are tolerated (and reported)
+  // so that one stray NaN does not hide a tail or tile pattern.
+  std::vector<std::pair<int64_t, int64_t>> strays;
+  int64_t n_strays = 0;
+  {
     std::vector<uint8_t> in_r(static_cast<size_t>(rows), 0), in_c(static_cast<size_t>(cols), 0);
-    for (int64_t r : rs) in_r[static_cast<size_t>(r)] = 1;
-    for (int64_t c : cs) in_c[static_cast<size_t>(c)] = 1;
+    for (int64_t r : dense_rows) in_r[static_cast<size_t>(r)] = 1;
+    for (int64_t c : dense_cols) in_c[static_cast<size_t>(c)] = 1;
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c)
-        if (m.bad(r, c) && !in_r[static_cast<size_t>(r)] && !in_c[static_cast<size_t>(c)]) return false;
-    return true;
-  };
-  // Both tails: a suffix of dense rows and one of dense columns explain everything.
-  auto suffix_start = [](const std::vector<int64_t>& dense, int64_t n) {
-    int64_t s = n;
-    for (auto it = dense.rbegin(); it != dense.rend() && *it == s - 1; ++it) --s;
-    return s;
-  };
-  const int64_t rs = suffix_start(dense_rows, rows), cs = suffix_start(dense_cols, cols);
-  if (rs > 0 && rs < rows && cs > 0 && cs < cols) {
-    std::vector<int64_t> tail_r, tail_c;
-    for (int64_t r = rs; r < rows; ++r) tail_r.push_back(r);
-    for (int64_t c = cs; c < cols; ++c) tail_c.push_back(c);
-    if (on_lines(tail_r, tail_c)) {
-      loc.first_row = rs;
-      loc.first_col = cs;
-      return finish(ErrorPattern::kLastRowsAndCols,
-                    fmt::format("errors only in the last {} rows ({}..{} of {}) and the last {} columns ({}..{} of {})",
-                                rows - rs, rs, rows - 1, rows, cols - cs, cs, cols - 1, cols));
-    }
+        if (m.bad(r, c) && !in_r[static_cast<size_t>(r)] && !in_c[static_cast<size_t>(c)]) {
+          if (strays.size() < 4) strays.emplace_back(r, c);
+          ++n_strays;
+        }
   }
-
-  if ((!dense_rows.empty() || !dense_cols.empty()) && on_lines(dense_rows, dense_cols)) {
-    const Period pr = find_period(dense_rows, rows), pc = find_period(dense_cols, cols);
-    const bool rows_ok = dense_rows.empty() || pr.tile != 0, cols_ok = dense_cols.empty() || pc.tile != 0;
-    const bool same = dense_rows.empty() || dense_cols.empty() || pr.tile == pc.tile;
-    if (rows_ok && cols_ok && same) {
-      loc.tile = pr.tile != 0 ? pr.tile : pc.tile;
-      loc.row_residues = pr.residues;
-      loc.col_residues = pc.residues;
-      std::vector<std::string> where;
-      if (!dense_rows.empty()) where.push_back(fmt::format("rows with {}", residue_text("row", loc.tile, pr.residues)));
-      if (!dense_cols.empty())
-        where.push_back(fmt::format("columns with {}", residue_text("col", loc.tile, pc.residues)));
-      return finish(ErrorPattern::kTile,
-                    fmt::format("errors on a tile pattern, tile {}: {}", loc.tile, fmt::join(where, " and ")));
+  if ((!dense_rows.empty() || !dense_cols.empty()) && n_strays <= std::max<int64_t>(2, loc.bad / 100)) {
+    // Each axis: a period over all its dense lines; else a tail (a suffix of
+    // dense lines) plus, for the rest, a period or a plain list.
+    std::vector<std::string> parts;
+    bool tails = false, lines = false;
+    auto explain = [&](const std::vector<int64_t>& dense, int64_t n, const char* noun, const char* var,
+                       int64_t& first_tail, std::vector<int64_t>& residues) {
+      if (dense.empty()) return;
+      auto periodic = [&](const std::vector<int64_t>& set) {
+        const Period p = find_period(set, n);
+        if (p.tile == 0) return false;
+        if (loc.tile == 0) loc.tile = p.tile;
+        residues = p.residues;
+        parts.push_back(fmt::format("{}s with {} (tile {})", noun, residue_text(var, p.tile, p.residues), p.tile));
+        return true;
+      };
+      if (periodic(dense)) return;
+      int64_t start = n;
+      for (auto it = dense.rbegin(); it != dense.rend() && *it == start - 1; ++it) --start;
+      const std::vector<int64_t> rest(dense.begin(), dense.end() - (n - start));
+      if (start < n) {
+        first_tail = start;
+        tails = true;
+        parts.push_back(tail_text(start, n, noun));
+      }
+      if (!rest.empty() && !periodic(rest)) {
+        lines = true;
+        parts.push_back(fmt::format("{}{} {}", noun, rest.size() == 1 ? "" : "s", list_ints(rest)));
+      }
+    };
+    explain(dense_rows, rows, "row", "row", loc.first_row, loc.row_residues);
+    explain(dense_cols, cols, "column", "col", loc.first_col, loc.col_residues);
+    std::string head = fmt::format("errors only on {}", fmt::join(parts, " and "));
+    if (n_strays > 0) {
+      std::vector<std::string> at;
+      for (auto [r, c] : strays) at.push_back(fmt::format("({}, {})", r, c));
+      head += fmt::format(", plus {} isolated element{}, e.g. {}", n_strays, n_strays == 1 ? "" : "s",
+                          fmt::join(at, " "));
     }
-    std::vector<std::string> where;
-    if (!dense_rows.empty()) where.push_back(fmt::format("rows {}", list_ints(dense_rows)));
-    if (!dense_cols.empty()) where.push_back(fmt::format("columns {}", list_ints(dense_cols)));
-    return finish(ErrorPattern::kLines, fmt::format("errors only on {}", fmt::join(where, " and ")));
+    ErrorPattern p = ErrorPattern::kLines;
+    if (loc.tile != 0) p = ErrorPattern::kTile;
+    else if (tails && !lines) p = loc.first_row >= 0 && loc.first_col >= 0 ? ErrorPattern::kLastRowsAndCols
+                                  : loc.first_row >= 0                   ? ErrorPattern::kLastRows
+                                                                         : ErrorPattern::kLastCols;
+    return finish(p, head);
   }
 
   if (loc.bad <= 64 && 10 * loc.bad <= total) {
     std::vector<std::string> at;
     for (auto [r, c] : first_bad) at.push_back(fmt::format("({}, {})", r, c));
-    return finish(ErrorPattern::kIsolated, fmt::format("{} isolated elements, e.g. (row, col) {}", loc.bad,
+    return finish(ErrorPattern::kIsolated, fmt::format("{} isolated element{}, e.g. (row, col) {}", loc.bad, loc.bad == 1 ? "" : "s",
                                                        fmt::join(at, " ")));
   }
   return finish(ErrorPattern::kScattered,
@@ -335,6 +353,35 @@ StatusOr<std::string> heatmap_svg(const ErrorMatrix& m, const HeatmapOptions& op
     }
   }
   s += "</g>\n";
+  // At a few pixels per cell a lone failing cell is invisible: ring the
+  // failing cells (over bound, NaN, unwritten) with no failing neighbour,
+  // up to 256 of them (more than that shows as texture anyway).
+  bool ringed = false;
+  if (px < 4) {
+    std::vector<uint8_t> bad(static_cast<size_t>(pr * pc), 0);
+    for (int64_t r = 0; r < m.rows; ++r)
+      for (int64_t c = 0; c < m.cols; ++c)
+        if (m.bad(r, c)) bad[static_cast<size_t>((r / fr) * pc + c / fc)] = 1;
+    std::vector<std::pair<int64_t, int64_t>> lone;
+    for (int64_t i = 0; i < pr && lone.size() <= 256; ++i) {
+      for (int64_t j = 0; j < pc; ++j) {
+        if (!bad[static_cast<size_t>(i * pc + j)]) continue;
+        bool alone = true;
+        for (int64_t di = -1; di <= 1; ++di)
+          for (int64_t dj = -1; dj <= 1; ++dj) {
+            const int64_t y = i + di, x = j + dj;
+            if ((di || dj) && y >= 0 && y < pr && x >= 0 && x < pc && bad[static_cast<size_t>(y * pc + x)]) alone = false;
+          }
+        if (alone) lone.emplace_back(i, j);
+      }
+    }
+    if (lone.size() <= 256) {
+      ringed = !lone.empty();
+      for (auto [i, j] : lone)
+        s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"9\" height=\"9\" fill=\"none\" stroke=\"#e00000\"/>\n",
+                         left + j * px + px / 2 - 4, top + i * px + px / 2 - 4);
+    }
+  }
   // Axes: ticks at original indices (columns on top, rows on the left).
   auto ticks = [&](int64_t n, int64_t f, bool is_col) {
     if (n == 0) return;
@@ -372,6 +419,10 @@ StatusOr<std::string> heatmap_svg(const ErrorMatrix& m, const HeatmapOptions& op
   swatch(kBadHigh, "ratio >= 1e6, Inf");
   swatch(kNaNColour, "NaN mismatch");
   swatch(kUnwrittenColour, "unwritten");
+  if (ringed) {
+    s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"14\" height=\"14\" fill=\"none\" stroke=\"#e00000\"/>", lx, ly);
+    s += fmt::format("<text x=\"{}\" y=\"{}\">lone failing cell</text>\n", lx + 20, ly + 11);
+  }
   s += "</svg>\n";
   return s;
 }

@@ -40,9 +40,11 @@ enum class ErrorPattern : uint8_t {
   kEverywhere,       ///< at least half of all elements, in >= 90% of rows and of columns
   kLastRows,         ///< only rows [first_row, rows), each of them hit, >= 25% of that block bad
   kLastCols,         ///< the same for columns [first_col, cols)
-  kLastRowsAndCols,  ///< only in a dense suffix of rows and/or a dense suffix of columns (both tails)
-  kTile,             ///< only on rows and/or columns i with i % tile in one or two residues
-  kLines,            ///< only on a few dense rows and/or columns, no period
+  kLastRowsAndCols,  ///< only in a dense suffix of rows and a dense suffix of columns
+  // The next two: bad elements on dense lines (rows / columns at least half
+  // bad), except for at most max(2, 1%) strays, which the description lists.
+  kTile,   ///< some dense lines i have i % tile in one or two residues (tails may come with them)
+  kLines,  ///< dense lines without a period (a tail with other lines, or a few unrelated lines)
   kIsolated,         ///< at most 64 bad elements and at most 10% of all
   kScattered,        ///< none of the above
 };
@@ -63,7 +65,9 @@ struct ErrorLocation {
 };
 
 /// Classifies where the bad elements of `m` sit (see ErrorPattern, checked
-/// in declaration order).
+/// in declaration order; a combination of tails and lines is described
+/// part by part, e.g. "errors only on the last 4 rows (66..69 of 70) and
+/// columns with col % 32 == 31 (tile 32), plus 1 isolated elements, e.g. (5, 5)").
 StatusOr<ErrorLocation> locate_errors(const ErrorMatrix& m);
 
 struct HeatmapOptions {

@@ -474,6 +474,7 @@ class ProcessExecutor final : public Executor {
       } catch (const std::exception& e) {
         r.status = internal_error(fmt::format("unreadable worker result: {}", e.what()));
       }
+      if (!opts_.sanitize.empty()) finish_sanitized_worker(w);
       if (!w.sanitizer_log.empty()) {
         for (auto& v : r.verdicts)
           v.failures.push_back({FailureKind::kSanitizer, "", 1, -1,
@@ -483,6 +484,9 @@ class ProcessExecutor final : public Executor {
       w.inflight.erase(it);
       w.last_progress = Clock::now();
       ready_.push_back(std::move(r));
+      if (!opts_.sanitize.empty() && w.pid <= 0) {
+        if (Status s = spawn(w); !s.ok()) infra_ = s;
+      }
     } else if (line.rfind("FATAL ", 0) == 0) {
       w.fatal = strip_id(line);
     } else if (!opts_.sanitize.empty() && line.rfind("=========", 0) == 0) {
@@ -492,6 +496,7 @@ class ProcessExecutor final : public Executor {
                          text.find("ERROR SUMMARY: 0 errors") != std::string::npos ||
                          text.find("RACECHECK SUMMARY: 0 hazards") != std::string::npos;
       const bool error = text.find("Invalid") != std::string::npos || text.find("Error") != std::string::npos ||
+                         text.find("ERROR SUMMARY") != std::string::npos ||
                          text.find("Race") != std::string::npos || text.find("Uninitialized") != std::string::npos ||
                          text.find("Barrier") != std::string::npos || text.find("hazard") != std::string::npos;
       if (!noise && error && w.sanitizer_log.size() < 2000) {
@@ -499,6 +504,25 @@ class ProcessExecutor final : public Executor {
         w.sanitizer_log += (w.sanitizer_log.empty() ? "" : " | ") + text.substr(a == std::string::npos ? 0 : a);
       }
     }
+  }
+
+  // compute-sanitizer buffers its reports when writing to a pipe and flushes
+  // them at exit, so under a sanitizer each job gets its own worker process:
+  // after its DONE the worker is told to quit and everything it prints up to
+  // its exit (reports, the error summary) belongs to that job.
+  void finish_sanitized_worker(Worker& w) {
+    write_all(w.to, "QUIT\n");
+    std::string line;
+    const double limit = opts_.case_timeout_s * 20;
+    while (read_line(w, line, limit)) {
+      if (line.rfind("=========", 0) == 0) handle_line(w, line);
+    }
+    int status = 0;
+    ::kill(w.pid, SIGKILL);  // no-op once it has exited
+    ::waitpid(w.pid, &status, 0);
+    ::close(w.to);
+    ::close(w.from);
+    w.pid = -1;
   }
 
   std::string death_reason(Worker& w) {

@@ -107,6 +107,23 @@ TEST(Locator, TileEdgesOnRowsAndColumns) {
   EXPECT_EQ(rows.row_residues, std::vector<int64_t>{3});
 }
 
+TEST(Locator, TailsTilesAndStraysTogether) {
+  // Unwritten last rows, a bad column at the end of each 32-tile, one NaN.
+  ErrorMatrix m = with_bad(70, 90, [](int64_t, int64_t c) { return c % 32 == 31; });
+  for (int64_t r = 66; r < 70; ++r)
+    for (int64_t c = 0; c < 90; ++c) m.mark_unwritten(r, c);
+  m.at(5, 5) = std::numeric_limits<double>::quiet_NaN();
+  const auto l = locate(m);
+  EXPECT_EQ(l.pattern, ErrorPattern::kTile);
+  EXPECT_EQ(l.tile, 32);
+  EXPECT_EQ(l.first_row, 66);
+  EXPECT_EQ(l.col_residues, std::vector<int64_t>{31});
+  EXPECT_TRUE(contains(l.description, "the last 4 rows (66..69 of 70)")) << l.description;
+  EXPECT_TRUE(contains(l.description, "col % 32 == 31 (tile 32)")) << l.description;
+  EXPECT_TRUE(contains(l.description, "plus 1 isolated element, e.g. (5, 5)")) << l.description;
+  EXPECT_TRUE(contains(l.description, "1 NaN")) << l.description;
+}
+
 TEST(Locator, IsolatedElementsAndLines) {
   const auto l = locate(with_bad(100, 100, [](int64_t r, int64_t c) {
     return (r == 3 && c == 5) || (r == 40 && c == 41) || (r == 99 && c == 0);
@@ -221,6 +238,8 @@ TEST(Heatmap, LargeMatricesArePooledAndKeepTheWorstElement) {
   const auto extra = new_fills(s, *heatmap_svg(clean));
   ASSERT_EQ(extra.size(), 1u);
   EXPECT_TRUE(reddish(*extra.begin())) << *extra.begin();
+  // At 1 px per cell, the lone failing cells (the 50 and the unwritten one) are ringed.
+  EXPECT_EQ(count(s, "fill=\"none\" stroke=\"#e00000\"/>"), 2u + 1u);  // + the legend's
   // Row ticks are original row indices, up to the last hundreds.
   EXPECT_TRUE(contains(s, ">1500<"));
   EXPECT_TRUE(contains(s, ">2500<"));
