@@ -46,7 +46,7 @@ if [[ "${STEPS:-all}" == *mutants* ]]; then
 fi
 if [[ "${STEPS:-all}" == *rate* || "${STEPS:-all}" == all ]]; then
   for lanes in 4 8 16; do
-    run "rate64_lanes$lanes" 60 "$B/assay" fuzz gemm --max-dim 64 --time 15 --lanes "$lanes" --seed 2 --corpus "" \
+    run "rate64_lanes$lanes" 60 "$B/assay" fuzz gemm --max-dim 64 --time 10 --lanes "$lanes" --seed 2 --corpus "" \
       --json "$L/rate64_lanes$lanes.json"
     grep -E "cases/s" "$L/rate64_lanes$lanes.log" | head -1 | tee -a "$summary"
   done

@@ -73,7 +73,7 @@ double gamma_n(int64_t n, double u) {
 }
 
 double gamma_tilde(int64_t n, double u, double lambda) {
-  // [HM] Theorem 2.4: gamma~_n(lambda) = exp(lambda sqrt(n) u + n u^2 / (1-u)) - 1.
+  // [HM] sec. 2: gamma~_n(lambda) = exp(lambda sqrt(n) u + n u^2 / (1-u)) - 1.
   if (n <= 0 || !(u > 0)) return 0;
   if (!std::isfinite(gamma_n(n, u))) return kInf;
   const double nd = static_cast<double>(n);
@@ -139,7 +139,7 @@ BoundPair gemm_bounds(const GemmBoundModel& m) {
     // Each block: b aligned terms truncated below 1 ulp (2u_b) of the block's largest
     // magnitude M <= S_j, the normalised sum truncated below 1 ulp of itself (<= S_j):
     // |eps_j| <= 2u_b (b+1) S_j, S_j = |c| + sum |t|; the recurrence gives
-    // |err| <= ((1+eta)^m - 1) sum|t| ([BHM] sec. 2 with truncation for rounding).
+    // |err| <= ((1+eta)^m - 1) sum|t| ([BHM] with truncation for rounding).
     const double eta = 2 * u_b * static_cast<double>(b + 1);
     const double mi = static_cast<double>(inner), rd = static_cast<double>(r);
     g_acc = compound(mi * eta + rd * u_acc);

@@ -1,17 +1,19 @@
 // Double-double arithmetic and references for fp64 kernels. No CUDA headers.
 //
 // Error-free transformations (exact barring overflow, and underflow of the low part):
-//   two_sum      a + b = s + e, s = fl(a + b)      Knuth; [ORO] Algorithm 3.1
-//   fast_two_sum the same when |a| >= |b|           Dekker; [ORO] Algorithm 3.2
+//   two_sum      a + b = s + e, s = fl(a + b)      Knuth; [ORO] sec. 3
+//   fast_two_sum the same when |a| >= |b|           Dekker; [ORO] sec. 3
 //   two_prod     a * b = p + e, p = fl(a * b)      with an FMA; [ORO] sec. 3
-// Dot2 ([ORO] Algorithm 5.3) keeps every rounding error of the products and sums and
-// adds them up at the end: |res - x.y| <= u|x.y| + gamma_n^2 sum|x_i y_i| ([ORO] Prop. 5.5),
+// Dot2 ([ORO] sec. 5) keeps every rounding error of the products and sums and
+// adds them up at the end: |res - x.y| <= u|x.y| + gamma_n^2 sum|x_i y_i| ([ORO] sec. 5),
 // as if computed in twice the working precision and rounded once. dot2() runs `Lanes`
 // independent interleaved chains (instruction-level parallelism, the same bound with n
 // replaced by 2n) and merges them with the same error-free steps.
 // DoubleDouble is a scalar type (hi + lo, |lo| <= ulp(hi)/2) so that the templated
 // references (gemm.h, reductions.h, softmax.h, norms.h) instantiate with it; its
-// operations follow [JMP]: add ~3u^2, mul ~5u^2 relative error.
+// operations follow [JMP]: add ~3u^2, mul ~5u^2 relative error (u = 2^-53). Like every
+// double-word format it keeps ~106 bits only while lo stays normal: for |values| below
+// ~2^-969 (lo subnormal) the relative precision degrades towards that of double.
 //   [ORO] T. Ogita, S. M. Rump, S. Oishi, Accurate sum and dot product, SIAM J. Sci.
 //         Comput. 26(6), 2005.
 //   [JMP] M. Joldes, J.-M. Muller, V. Popescu, Tight and rigorous error bounds for basic
@@ -64,7 +66,7 @@ struct Dot2Result {
   double mag = 0;
 };
 
-/// Dot2 over n elements x[i*incx], y[i*incy] with `Lanes` interleaved chains ([ORO] Alg. 5.3):
+/// Dot2 over n elements x[i*incx], y[i*incy] with `Lanes` interleaved chains ([ORO] sec. 5):
 /// |value.hi + value.lo - x.y| <= gamma_{2n}^2 sum|x_i y_i| (and value.hi within u|x.y| more).
 template <int Lanes = 4>
 Dot2Result dot2(const double* x, int64_t incx, const double* y, int64_t incy, int64_t n) {
@@ -126,7 +128,7 @@ inline DoubleDouble finite_or(double v, const DoubleDouble& r) { return std::isf
 
 inline DoubleDouble operator-(const DoubleDouble& a) { return {-a.hi, -a.lo}; }
 
-/// [JMP] Algorithm 6 (AccurateDWPlusDW): relative error <= 3u^2 / (1 - 4u).
+/// [JMP] AccurateDWPlusDW: relative error <= 3u^2 / (1 - 4u).
 inline DoubleDouble operator+(const DoubleDouble& a, const DoubleDouble& b) {
   const DD s = two_sum(a.hi, b.hi);
   if (!std::isfinite(s.hi)) return DoubleDouble(s.hi);
@@ -137,7 +139,7 @@ inline DoubleDouble operator+(const DoubleDouble& a, const DoubleDouble& b) {
 }
 inline DoubleDouble operator-(const DoubleDouble& a, const DoubleDouble& b) { return a + (-b); }
 
-/// [JMP] Algorithm 12 (DWTimesDW3, with FMA): relative error <= 5u^2.
+/// [JMP] DWTimesDW3 (with FMA): relative error <= 5u^2.
 inline DoubleDouble operator*(const DoubleDouble& a, const DoubleDouble& b) {
   const DD c = two_prod(a.hi, b.hi);
   if (!std::isfinite(c.hi)) return DoubleDouble(c.hi);
@@ -213,14 +215,20 @@ inline DoubleDouble exp(const DoubleDouble& a) {
   return {std::ldexp(e.hi, ki), std::ldexp(e.lo, ki)};
 }
 
-/// log: one Newton step y + a exp(-y) - 1 from the double log; absolute error ~u^2 (relative
-/// to log a only away from a = 1).
+/// log a = log m + e ln2 with a = m 2^e, m in [1, 2) (exact scaling, so exp(-y) below cannot
+/// underflow), and one Newton step y + m exp(-y) - 1 from the double log of m: absolute error
+/// ~u^2 (1 + |log a|).
 inline DoubleDouble log(const DoubleDouble& a) {
   if (std::isnan(a.hi) || a.hi < 0) return DoubleDouble(std::numeric_limits<double>::quiet_NaN());
   if (a.hi == 0) return DoubleDouble(-std::numeric_limits<double>::infinity());
   if (std::isinf(a.hi)) return a;
-  const DoubleDouble y(std::log(a.hi));
-  return y + a * exp(-y) - DoubleDouble(1.0);
+  const int e = std::ilogb(a.hi);
+  const DoubleDouble m(std::ldexp(a.hi, -e), std::ldexp(a.lo, -e));
+  const DoubleDouble y(std::log(m.hi));
+  const DoubleDouble lm = y + m * exp(-y) - DoubleDouble(1.0);
+  if (e == 0) return lm;
+  const DoubleDouble ln2(0x1.62e42fefa39efp-1, 0x1.abc9e3b39803fp-56);
+  return lm + ln2 * DoubleDouble(static_cast<double>(e));
 }
 
 // ---- GEMM reference in double-double ------------------------------------------------------------

@@ -162,7 +162,9 @@ NormResult<S> norm_reference(const In* x, int64_t n, int64_t stride = 1) {
     return r;
   }
   if (xmax == 0) return r;
-  const double scale = std::ldexp(1.0, -std::ilogb(xmax));  // xmax * scale in [1, 2)
+  // xmax * scale in [1, 2), the exponent clamped so that scale itself is a finite double
+  // (subnormal xmax then lands near 2^-28, still far from underflow when squared).
+  const double scale = std::ldexp(1.0, std::clamp(-std::ilogb(xmax), -1000, 1000));
   S ss = 0;
   for (int64_t i = 0; i < n; ++i) {
     const S v = S(x[i * stride]) * S(scale);

@@ -35,7 +35,9 @@ __global__ void fault_kernel(GemmF32Args g, Fault fault, bool trigger, volatile 
         }
         break;
       case Fault::kMisaligned: {
-        const float4 v = *reinterpret_cast<const float4*>(g.c + 1);
+        // Address = 4 mod 16 whatever C's offset: a misaligned 16-byte load.
+        const uintptr_t at = (reinterpret_cast<uintptr_t>(g.c) & ~uintptr_t{15}) + 4;
+        const float4 v = *reinterpret_cast<const float4*>(at);
         g.c[0] = v.x;
         break;
       }
