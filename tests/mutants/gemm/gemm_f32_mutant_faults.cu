@@ -35,10 +35,14 @@ __global__ void fault_kernel(GemmF32Args g, Fault fault, bool trigger, volatile 
         }
         break;
       case Fault::kMisaligned: {
-        // Address = 4 mod 16 whatever C's offset: a misaligned 16-byte load.
+        // A 16-byte vector load from an address = 4 mod 16, whatever C's
+        // offset; inline PTX so the compiler cannot split it into scalars.
         const uintptr_t at = (reinterpret_cast<uintptr_t>(g.c) & ~uintptr_t{15}) + 4;
-        const float4 v = *reinterpret_cast<const float4*>(at);
-        g.c[0] = v.x;
+        float x, y, z, w;
+        asm volatile("ld.global.v4.f32 {%0, %1, %2, %3}, [%4];"
+                     : "=f"(x), "=f"(y), "=f"(z), "=f"(w)
+                     : "l"(at));
+        if (x + y + z + w == 12345.0f) *never_set = 1;  // keeps the load alive
         break;
       }
     }
