@@ -336,7 +336,9 @@ class ProcessExecutor final : public Executor {
                                           w.fatal.empty() ? "" : ": " + w.fatal));
       }
       if (line.rfind("READY ", 0) == 0) {
-        if (device_.empty()) device_ = line.substr(6);
+        const std::string d = fmt::format("[{}] {}", w.device, line.substr(6));
+        if (device_.find(fmt::format("[{}] ", w.device)) == std::string::npos)
+          device_ += (device_.empty() ? "" : "; ") + d;
         break;
       }
       if (line.rfind("FATAL ", 0) == 0) {

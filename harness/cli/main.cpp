@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <iostream>
@@ -142,6 +143,14 @@ int cmd_fuzz(const FuzzArgs& a) {
   o.seed = a.seed;
   o.lanes = a.lanes;
   o.devices = a.devices;
+  // Under CTest resource allocation (RESOURCE_GROUPS "gpus:1"), CTest names
+  // the GPU this test may use: CTEST_RESOURCE_GROUP_0_GPUS="id:<n>,slots:1".
+  if (o.devices.empty()) {
+    if (const char* rg = std::getenv("CTEST_RESOURCE_GROUP_0_GPUS"); rg != nullptr) {
+      int id = -1;
+      if (std::sscanf(rg, "id:%d", &id) == 1 && id >= 0) o.devices.push_back(id);
+    }
+  }
   if (o.devices.empty())
     for (int d = 0; d < *ndev; ++d) o.devices.push_back(d);
   o.shard_index = shard_i;
