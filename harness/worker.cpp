@@ -113,6 +113,13 @@ int run_worker(const WorkerConfig& cfg) {
   for (int i = 0; i < cfg.lanes; ++i) {
     threads.emplace_back([&, i] {
       gpu::Lane& lane = *lanes[i];
+      // The current device is per host thread and starts at 0: a lane made on
+      // the main thread for device d must select d here too.
+      if (cudaSetDevice(lane.device()) != cudaSuccess) {
+        emit("FATAL 0 cudaSetDevice failed on a lane thread");
+        fatal = true;
+        return;
+      }
       for (;;) {
         std::string line;
         {

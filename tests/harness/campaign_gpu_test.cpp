@@ -106,6 +106,20 @@ TEST_F(CampaignGpu, WorkerProcessesAgreeWithInProcessLanes) {
   EXPECT_TRUE(a->failures.empty() && b->failures.empty());
 }
 
+TEST_F(CampaignGpu, OneWorkerPerGpu) {
+  auto n = gpu::device_count();
+  if (!n.ok() || *n < 2) GTEST_SKIP() << "needs 2 GPUs";
+  CampaignOptions o = options({"naive", "tiled"});
+  o.devices = {0, 1};
+  o.max_cases = 400;
+  o.corpus_dir = "";
+  auto r = run_campaign(*find_spec("gemm"), o);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->cases, 400);
+  EXPECT_TRUE(r->failures.empty()) << r->failures.front().verdict.summary();
+  EXPECT_NE(r->device.find("[1] "), std::string::npos) << r->device;
+}
+
 TEST_F(CampaignGpu, ShardsSplitTheCampaign) {
   CampaignOptions o = options({"naive"});
   o.corpus_dir = "";
