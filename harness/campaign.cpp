@@ -21,13 +21,27 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 
 }  // namespace
 
-nlohmann::json found_json(const FoundFailure& f, const std::string& device, uint64_t seed) {
+nlohmann::json found_json(const FoundFailure& f, const std::string& device, const OpSpec& spec,
+                          const CampaignOptions& opts) {
+  std::string source;
+  for (const auto& v : spec.variants())
+    if (v.name == f.variant) source = v.source;
+  // RapidCheck's own reproduce string does not apply: assay drives the
+  // generator itself, and (seed, case index, max dim) regenerate the
+  // original case; the stored (shrunk) case needs no generator at all.
   return {{"variant", f.variant},
           {"verdict", f.verdict.to_json()},
+          {"kernel_source", {{"path", source}, {"sha256", source.empty() ? "" : source_hash(source.c_str())}}},
+          {"assay_version", ASSAY_VERSION},
           {"device", device},
-          {"campaign", {{"seed", seed}, {"case_index", f.case_index}, {"original_id", f.original.id()}}},
-          {"shrink", {{"steps", f.shrink_steps}, {"evaluations", f.shrink_evals}}},
-          {"assay_version", "0.1.0"}};
+          {"campaign",
+           {{"seed", opts.seed},
+            {"case_index", f.case_index},
+            {"max_dim", opts.gen.max_dim},
+            {"original_id", f.original.id()},
+            {"regenerate", fmt::format("assay fuzz {} --variant {} --seed {} --max-dim {} (case #{})", spec.name(),
+                                       f.variant, opts.seed, opts.gen.max_dim, f.case_index)}}},
+          {"shrink", {{"steps", f.shrink_steps}, {"evaluations", f.shrink_evals}}}};
 }
 
 StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions& opts_in) {
@@ -156,7 +170,7 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
     f.verdict = cur_verdict;
     f.seconds_to_shrink = since(ts);
     if (!opts.corpus_dir.empty()) {
-      auto path = write_entry(opts.corpus_dir, f.shrunk, found_json(f, report.device, opts.seed));
+      auto path = write_entry(opts.corpus_dir, f.shrunk, found_json(f, report.device, spec, opts));
       if (path.ok()) f.path = *path;
       else if (infra.ok()) infra = path.status();
     }

@@ -86,7 +86,9 @@ struct CampaignReport {
 /// found in kernels are in the report.
 StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions& opts);
 
-/// Provenance stored with a corpus entry: verdict, device, campaign seed and index.
-nlohmann::json found_json(const FoundFailure& f, const std::string& device, uint64_t seed);
+/// Provenance stored with a corpus entry: verdict, kernel source hash, assay
+/// version, device and library versions, and how the case was generated.
+nlohmann::json found_json(const FoundFailure& f, const std::string& device, const OpSpec& spec,
+                          const CampaignOptions& opts);
 
 }  // namespace assay

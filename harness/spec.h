@@ -25,7 +25,11 @@ struct VariantInfo {
   std::string description;
   bool mutant = false;         ///< a planted bug (tests/mutants): fuzzed only when named
   bool deterministic = true;   ///< false: the determinism rerun is not a failure
+  std::string source;          ///< kernel source file, relative to the project (its hash goes in corpus entries)
 };
+
+/// SHA-256 of a kernel source recorded at build time ("" if unknown).
+const char* source_hash(const char* path);
 
 /// Per-run knobs a lane carries to the testbed.
 struct RunOptions {
@@ -35,6 +39,19 @@ struct RunOptions {
 /// Knobs every generator honours.
 struct GenConfig {
   int64_t max_dim = 2048;  ///< largest extent of any dimension (inclusive)
+};
+
+/// One output of a case, element by element, for triage: the variant's
+/// values, the fp64 reference, the per-element bound, the vendor library's
+/// values, and which elements were never written.
+struct Inspection {
+  std::string tensor;
+  int64_t rows = 0, cols = 0;
+  std::vector<double> out, ref, tol, vendor;  ///< rows*cols each (vendor may be empty)
+  std::vector<uint8_t> unwritten;             ///< rows*cols, or empty
+  std::string reference;                      ///< "host-f64" / "device-f64"
+  /// The inputs that feed element (i, j), one line (e.g. a row of A and a column of B).
+  std::function<std::string(int64_t, int64_t)> inputs;
 };
 
 class OpSpec {
@@ -68,6 +85,22 @@ class OpSpec {
     (void)variant;
     (void)lane;
     return unavailable(name() + " has no large-case timing");
+  }
+
+  /// Runs `variant` once on `c` and returns its main output element by
+  /// element (triage). Unavailable for ops without one.
+  virtual StatusOr<Inspection> inspect(const Case& c, const std::string& variant, gpu::Lane& lane) const {
+    (void)c;
+    (void)variant;
+    (void)lane;
+    return unavailable(name() + " has no inspection");
+  }
+  /// `c` with integer parameter `key` set to `value` (shapes follow), for
+  /// the dimension sweep of triage; an error if the op has no such knob.
+  virtual StatusOr<Case> with_param(const Case& c, const std::string& key, int64_t value) const {
+    (void)c;
+    (void)value;
+    return unavailable(name() + " cannot vary " + key);
   }
 
   /// Names of the variants that a plain campaign fuzzes (all but mutants).

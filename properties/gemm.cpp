@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <rapidcheck.h>
 
+#include "harness/generators.h"
 #include "harness/spec.h"
 #include "harness/testbeds/gemm_f32.h"
 #include "kernels/gemm/gemm.h"
@@ -29,10 +30,10 @@ cudaError_t launch_with(kernels::GemmF32Launcher fn, const GemmF32Problem& p, cu
 }
 
 [[maybe_unused]] const bool kNaive = register_gemm_f32_variant(
-    {{"naive", "one thread per element of C, fp32 FMA k-loop", false, true},
+    {{"naive", "one thread per element of C, fp32 FMA k-loop", false, true, "kernels/gemm/gemm_naive.cu"},
      [](const GemmF32Problem& p, cudaStream_t s) { return launch_with(kernels::gemm_f32_naive, p, s); }});
 [[maybe_unused]] const bool kTiled = register_gemm_f32_variant(
-    {{"tiled", "32x32 shared-memory tiles, guarded tails", false, true},
+    {{"tiled", "32x32 shared-memory tiles, guarded tails", false, true, "kernels/gemm/gemm_tiled.cu"},
      [](const GemmF32Problem& p, cudaStream_t s) { return launch_with(kernels::gemm_f32_tiled, p, s); }});
 
 // ---- generators ---------------------------------------------------------------
@@ -67,17 +68,43 @@ rc::Gen<Case> gemm_cases(const GenConfig& cfg) {
     const auto off = rc::gen::weightedOneOf<int64_t>(
         {{4, rc::gen::just<int64_t>(0)}, {1, rc::gen::elementOf(std::vector<int64_t>{1, 2, 4, 5})}});
     const int64_t off_a = *off, off_b = *off, off_c = *off;
-    const ValueClass cls = *rc::gen::elementOf(std::vector<ValueClass>{
-        ValueClass::kNormal, ValueClass::kSmallInt, ValueClass::kSameSign, ValueClass::kUniform});
-    // Exact-tier cases need integer scalars; the others get fp32-exact values
-    // that exercise sign and scaling. beta = 0 is frequent: C must not be read.
-    const bool ints = cls == ValueClass::kSmallInt;
-    const double alpha = ints ? *rc::gen::elementOf(std::vector<double>{1, -1, 2})
-                              : *rc::gen::elementOf(std::vector<double>{1, -1, 0.5, 1.5, -0.75, 0});
-    const double beta = ints ? *rc::gen::elementOf(std::vector<double>{0, 1, -1, 2})
-                             : *rc::gen::elementOf(std::vector<double>{0, 1, -1, 0.5, 2.25});
-    const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
-    return make_gemm_case(m, n, k, trans_a, trans_b, alpha, beta, pad_a, pad_b, pad_c, off_a, off_b, off_c, cls, seed);
+    // Values: a third of the cases are exact-tier (small integers in A, B and
+    // C, integer scalars: compared bit for bit); the rest draw A, B and C
+    // independently from every value class, a fifth of them with NaN/Inf/-0
+    // injected at random positions, the first/last element or tile edges.
+    const bool exact = *rc::gen::weightedElement<bool>({{2, false}, {1, true}});
+    ValueRecipe ra, rb, rc_;
+    double alpha, beta;
+    if (exact) {
+      ra.cls = ValueClass::kSmallInt;
+      ra.seed = *rc::gen::arbitrary<uint64_t>();
+      rb = rc_ = ra;
+      alpha = *rc::gen::elementOf(std::vector<double>{1, -1, 2});
+      beta = *rc::gen::elementOf(std::vector<double>{0, 1, -1, 2});
+    } else {
+      RecipeOptions ro;
+      ro.classes = {ValueClass::kNormal,       ValueClass::kUniform,    ValueClass::kSameSign,
+                    ValueClass::kSmallInt,     ValueClass::kLogUniform, ValueClass::kPareto,
+                    ValueClass::kMeanSpread,   ValueClass::kNearOverflow, ValueClass::kSubnormal,
+                    ValueClass::kSignedZero,   ValueClass::kOneHot,     ValueClass::kPermutation};
+      ro.dtype = DType::kF32;
+      ro.specials = kSpecialAll;
+      ro.tile = kernels::kGemmTiledTile;
+      ro.inject_percent = 20;
+      const auto recipe = gen_value_recipe(ro);
+      ra = *recipe;
+      rb = *recipe;
+      rc_ = *recipe;
+      const bool near_overflow = ra.cls == ValueClass::kNearOverflow || rb.cls == ValueClass::kNearOverflow ||
+                                 rc_.cls == ValueClass::kNearOverflow;
+      // alpha = 0 would turn an overflowed (Inf) accumulator into NaN, which
+      // the exact result (beta*C) does not excuse: keep it for finite data.
+      alpha = near_overflow ? *rc::gen::elementOf(std::vector<double>{1, -1, 1.5})
+                            : *rc::gen::elementOf(std::vector<double>{1, -1, 0.5, 1.5, -0.75, 0});
+      beta = *rc::gen::elementOf(std::vector<double>{0, 1, -1, 0.5, 2.25});
+    }
+    return make_gemm_case(m, n, k, trans_a, trans_b, alpha, beta, pad_a, pad_b, pad_c, off_a, off_b, off_c, ra, rb,
+                          rc_);
   });
 }
 
@@ -105,6 +132,12 @@ class GemmSpec final : public OpSpec {
   }
   StatusOr<nlohmann::json> time_large(const std::string& variant, gpu::Lane& lane) const override {
     return gemm_time_large(variant, lane);
+  }
+  StatusOr<Inspection> inspect(const Case& c, const std::string& variant, gpu::Lane& lane) const override {
+    return gemm_inspect(c, variant, lane);
+  }
+  StatusOr<Case> with_param(const Case& c, const std::string& key, int64_t value) const override {
+    return gemm_with_param(c, key, value);
   }
   std::vector<Case> shrink(const Case& c) const override { return shrink_gemm_case(c); }
   Status self_check(std::string& report) const override { return gemm_host_self_check(200, report); }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -18,6 +19,7 @@
 #include "harness/corpus.h"
 #include "harness/gpu/lane.h"
 #include "harness/spec.h"
+#include "harness/triage.h"
 #include "harness/worker.h"
 
 namespace {
@@ -212,7 +214,7 @@ int cmd_fuzz(const FuzzArgs& a) {
       j["variants"][name] = {{"cases", st.cases}, {"failures", st.failures}, {"max_ratio", st.max_ratio}};
     j["failures"] = nlohmann::json::array();
     for (const auto& f : r.failures) {
-      nlohmann::json jf = found_json(f, r.device, a.seed);
+      nlohmann::json jf = found_json(f, r.device, *spec, o);
       jf["seconds_to_find"] = f.seconds_to_find;
       jf["seconds_to_shrink"] = f.seconds_to_shrink;
       jf["shrunk"] = f.shrunk.to_json();
@@ -399,6 +401,52 @@ int cmd_bench(const BenchArgs& a) {
   return kExitPass;
 }
 
+
+int cmd_triage(const std::string& path, const std::string& variant, int device, bool no_sweep) {
+  // A corpus entry ({"assay_entry": ..., "case": ...}) or a bare case file.
+  StatusOr<CorpusEntry> e = read_entry(path);
+  Case c;
+  if (e.ok()) {
+    c = e->c;
+  } else {
+    std::ifstream in(path);
+    if (!in) return error(not_found(fmt::format("{}: cannot open", path)));
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(in);
+    } catch (const std::exception&) {
+      return error(e.status());
+    }
+    if (j.contains("assay_entry")) return error(e.status());
+    auto parsed = Case::from_json(j, path);
+    if (!parsed.ok()) return error(parsed.status());
+    c = std::move(parsed).value();
+  }
+  const OpSpec* spec = find_spec(c.op);
+  if (spec == nullptr) return error(not_found(fmt::format("{}: unknown op '{}'", path, c.op)));
+  auto ndev = gpu::device_count();
+  if (!ndev.ok()) return error(ndev.status());
+  ProcessOptions po;
+  po.binary = self_path();
+  po.devices = {device};
+  po.lanes = 1;
+  auto exec = make_process_executor(spec->name(), GenPlan{}, po);
+  if (!exec.ok()) return error(exec.status());
+  auto lane = gpu::Lane::create(device);
+  if (!lane.ok()) return error(lane.status());
+  TriageOptions o;
+  o.variant = variant;
+  if (no_sweep) o.sweep.clear();
+  std::string stem = path;
+  if (stem.size() > 5 && stem.substr(stem.size() - 5) == ".json") stem.resize(stem.size() - 5);
+  o.html_path = stem + ".triage.html";
+  o.svg_path = stem + ".triage.svg";
+  auto r = triage(*spec, c, **exec, **lane, o);
+  if (!r.ok()) return error(r.status());
+  fmt::print("{}", r->text);
+  return r->failing ? kExitFail : kExitPass;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -445,6 +493,15 @@ int main(int argc, char** argv) {
 
   auto* selfcheck = app.add_subcommand("selfcheck", "CPU-only self-check of every op's host references");
 
+  std::string triage_path, triage_variant;
+  int triage_device = 0;
+  bool triage_no_sweep = false;
+  auto* triage_cmd = app.add_subcommand("triage", "Re-run a stored case and explain it (writes <case>.triage.html/.svg)");
+  triage_cmd->add_option("case", triage_path, "Corpus entry or case file")->required();
+  triage_cmd->add_option("--variant", triage_variant, "Variant to triage (default: the case's)");
+  triage_cmd->add_option("--device", triage_device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  triage_cmd->add_flag("--no-sweep", triage_no_sweep, "Skip the dimension sweep");
+
   BenchArgs ba;
   auto* bench = app.add_subcommand("bench", "Benchmark: cases/s per size class, time to catch each mutant, large case");
   bench->add_option("--ops", ba.ops, "Ops to benchmark (default: all)");
@@ -487,5 +544,6 @@ int main(int argc, char** argv) {
   if (selfcheck->parsed()) return self_check(all_specs());
   if (worker->parsed()) return run_worker(wc);
   if (bench->parsed()) return cmd_bench(ba);
+  if (triage_cmd->parsed()) return cmd_triage(triage_path, triage_variant, triage_device, triage_no_sweep);
   return kExitUsage;
 }

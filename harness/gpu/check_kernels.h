@@ -43,6 +43,7 @@ struct DevCompare {
   const double* mag = nullptr;
   double rel_out = 0, rel_mag = 0, floor = 0;
   double out_max = 0;       ///< largest finite value of the output dtype (overflow zone)
+  double overflow_mag = 0;  ///< mag at or above which intermediates may overflow (0: use out_max)
   const void* prev = nullptr;  ///< a previous launch's output (same view) for determinism; or null
 };
 

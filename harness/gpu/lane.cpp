@@ -1,5 +1,7 @@
 #include "harness/gpu/lane.h"
 
+#include <dlfcn.h>
+
 #include <cstring>
 
 #include <fmt/format.h>
@@ -19,14 +21,32 @@ StatusOr<int> device_count() {
   return n;
 }
 
+std::string cudnn_version() {
+  // Looked up at run time: GPU machines may carry another cuDNN than the
+  // build machine, or none; assay's GEMM path does not need it.
+  void* h = ::dlopen("libcudnn.so.9", RTLD_LAZY | RTLD_LOCAL);
+  if (h == nullptr) return "none";
+  using Fn = size_t (*)();
+  auto fn = reinterpret_cast<Fn>(::dlsym(h, "cudnnGetVersion"));
+  const size_t v = fn != nullptr ? fn() : 0;
+  ::dlclose(h);
+  return v == 0 ? "unknown" : fmt::format("{}.{}.{}", v / 10000, v % 10000 / 100, v % 100);
+}
+
 std::string describe_device(int device) {
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return "unknown device";
-  int driver = 0, runtime = 0;
+  int driver = 0, runtime = 0, cublas = 0;
   cudaDriverGetVersion(&driver);
   cudaRuntimeGetVersion(&runtime);
-  return fmt::format("{} (sm_{}{}), driver {}.{}, runtime {}.{}, cuBLAS {}", prop.name, prop.major, prop.minor,
-                     driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10, cublasGetCudartVersion());
+  cublasHandle_t h = nullptr;
+  if (cublasCreate(&h) == CUBLAS_STATUS_SUCCESS) {
+    cublasGetVersion(h, &cublas);
+    cublasDestroy(h);
+  }
+  return fmt::format("{} (sm_{}{}), driver {}.{}, runtime {}.{}, cuBLAS {}.{}.{}, cuDNN {}", prop.name, prop.major,
+                     prop.minor, driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10,
+                     cublas / 10000, cublas % 10000 / 100, cublas % 100, cudnn_version());
 }
 
 StatusOr<std::unique_ptr<Lane>> Lane::create(int device) {

@@ -6,6 +6,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 
 #include <boost/multiprecision/cpp_bin_float.hpp>
@@ -122,12 +123,13 @@ StatusOr<GemmParams> parse_gemm_case(const Case& c) {
 
 Case make_gemm_case(int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b, double alpha, double beta,
                     int64_t pad_a, int64_t pad_b, int64_t pad_c, int64_t off_a, int64_t off_b, int64_t off_c,
-                    ValueClass cls, uint64_t seed) {
+                    const ValueRecipe& ra, const ValueRecipe& rb, const ValueRecipe& rc) {
   Case c;
   c.op = "gemm";
   c.params = {{"m", m}, {"n", n}, {"k", k}, {"trans_a", trans_a}, {"trans_b", trans_b}, {"alpha", alpha},
               {"beta", beta}};
-  auto matrix = [&](const char* name, Role role, int64_t rows, int64_t cols, int64_t pad, int64_t off) {
+  auto matrix = [&](const char* name, Role role, int64_t rows, int64_t cols, int64_t pad, int64_t off,
+                    const ValueRecipe& r) {
     TensorSpec t;
     t.name = name;
     t.role = role;
@@ -135,15 +137,23 @@ Case make_gemm_case(int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b,
     t.desc.shape = {rows, cols};
     t.desc.strides = {std::max<int64_t>(cols, 1) + pad, 1};
     t.desc.offset = off;
-    t.values.cls = cls;
-    t.values.seed = seed;
-    t.values.int_range = 2;
+    t.values = r;
     return t;
   };
-  c.tensors.push_back(matrix("A", Role::kIn, trans_a ? k : m, trans_a ? m : k, pad_a, off_a));
-  c.tensors.push_back(matrix("B", Role::kIn, trans_b ? n : k, trans_b ? k : n, pad_b, off_b));
-  c.tensors.push_back(matrix("C", Role::kInOut, m, n, pad_c, off_c));
+  c.tensors.push_back(matrix("A", Role::kIn, trans_a ? k : m, trans_a ? m : k, pad_a, off_a, ra));
+  c.tensors.push_back(matrix("B", Role::kIn, trans_b ? n : k, trans_b ? k : n, pad_b, off_b, rb));
+  c.tensors.push_back(matrix("C", Role::kInOut, m, n, pad_c, off_c, rc));
   return c;
+}
+
+Case make_gemm_case(int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b, double alpha, double beta,
+                    int64_t pad_a, int64_t pad_b, int64_t pad_c, int64_t off_a, int64_t off_b, int64_t off_c,
+                    ValueClass cls, uint64_t seed) {
+  ValueRecipe r;
+  r.cls = cls;
+  r.seed = seed;
+  r.int_range = 2;
+  return make_gemm_case(m, n, k, trans_a, trans_b, alpha, beta, pad_a, pad_b, pad_c, off_a, off_b, off_c, r, r, r);
 }
 
 namespace {
@@ -246,8 +256,8 @@ StatusOr<Prepared> prepare(const Case& c, gpu::Lane& lane) {
   // fall short of the exact magnitude by a factor (1 - gamma_{k+2}(2^-53)).
   p.bound.rel_mag /= (1.0 - gamma_n(g.k + 2, 0x1p-53));
 
-  const bool ints = ta.values.cls == ValueClass::kSmallInt && tb.values.cls == ValueClass::kSmallInt &&
-                    (p.beta0 || tc.values.cls == ValueClass::kSmallInt);
+  auto plain_int = [](const ValueRecipe& r) { return r.cls == ValueClass::kSmallInt && !r.inject.active(); };
+  const bool ints = plain_int(ta.values) && plain_int(tb.values) && (p.beta0 || plain_int(tc.values));
   const bool int_scalars = g.alpha == std::round(g.alpha) && g.beta == std::round(g.beta);
   const int64_t range = std::max(ta.values.int_range, tb.values.int_range);
   p.exact = ints && int_scalars &&
@@ -281,6 +291,11 @@ gpu::DevCompare compare_for(const Prepared& p, const Case& c, gpu::Lane& lane) {
   cmp.rel_mag = p.bound.rel_mag;
   cmp.floor = p.bound.floor;
   cmp.out_max = FLT_MAX;
+  // mag includes |alpha|: the unscaled partial sums |A||B| reach FLT_MAX
+  // when mag reaches |alpha|*FLT_MAX (for |alpha| < 1). With alpha = 0 no
+  // overflow is excused (the generator keeps near-overflow data away from it).
+  const double aa = std::fabs(p.g.alpha);
+  cmp.overflow_mag = aa > 0 && aa < 1 ? FLT_MAX * aa : FLT_MAX;
   return cmp;
 }
 
@@ -546,17 +561,16 @@ std::vector<Case> shrink_gemm_case(const Case& c) {
     bool ta, tb;
     double alpha, beta;
     int64_t pa, pb, pc, oa, ob, oc;
-    ValueClass cls;
-    uint64_t seed;
+    ValueRecipe ra, rb, rc;
   };
   auto pad_of = [](const TensorSpec& t) { return t.desc.strides[0] - std::max<int64_t>(t.desc.shape[1], 1); };
-  const Knobs base{g.m,        g.n,        g.k,          g.trans_a,     g.trans_b,     g.alpha,      g.beta,
-                   pad_of(a),  pad_of(b),  pad_of(cc),   a.desc.offset, b.desc.offset, cc.desc.offset,
-                   a.values.cls, a.values.seed};
+  const Knobs base{g.m,       g.n,       g.k,        g.trans_a,     g.trans_b,     g.alpha,        g.beta,
+                   pad_of(a), pad_of(b), pad_of(cc), a.desc.offset, b.desc.offset, cc.desc.offset, a.values,
+                   b.values,  cc.values};
   std::vector<Case> out;
   auto emit = [&](const Knobs& k) {
-    Case n = make_gemm_case(k.m, k.n, k.k, k.ta, k.tb, k.alpha, k.beta, k.pa, k.pb, k.pc, k.oa, k.ob, k.oc, k.cls,
-                            k.seed);
+    Case n = make_gemm_case(k.m, k.n, k.k, k.ta, k.tb, k.alpha, k.beta, k.pa, k.pb, k.pc, k.oa, k.ob, k.oc, k.ra,
+                            k.rb, k.rc);
     n.variant = c.variant;
     out.push_back(std::move(n));
   };
@@ -571,14 +585,35 @@ std::vector<Case> shrink_gemm_case(const Case& c) {
     if (base.*f != 0) { Knobs k = base; k.*f = 0; emit(k); }
   if (base.alpha != 1) { Knobs k = base; k.alpha = 1; emit(k); }
   if (base.beta != 0) { Knobs k = base; k.beta = 0; emit(k); if (base.beta != 1) { k.beta = 1; emit(k); } }
-  if (base.cls != ValueClass::kSmallInt) {
+  // Values: fewer special values first, then simpler classes, then seed 0.
+  for (ValueRecipe Knobs::*r : {&Knobs::ra, &Knobs::rb, &Knobs::rc}) {
+    const ValueRecipe& cur = base.*r;
+    if (cur.inject.active()) { Knobs k = base; (k.*r).inject = SpecialInjection{}; emit(k); }
+  }
+  auto simpler = [](const ValueRecipe& cur, ValueClass cls) {
+    ValueRecipe n;  // class defaults; seed and injection kept
+    n.cls = cls;
+    n.seed = cur.seed;
+    n.inject = cur.inject;
+    return n;
+  };
+  for (ValueClass target : {ValueClass::kSmallInt, ValueClass::kNormal}) {
+    bool any = false;
     Knobs k = base;
-    k.cls = ValueClass::kSmallInt;
-    if (k.alpha != std::round(k.alpha)) k.alpha = 1;
-    if (k.beta != std::round(k.beta)) k.beta = 1;
+    for (ValueRecipe Knobs::*r : {&Knobs::ra, &Knobs::rb, &Knobs::rc})
+      if ((k.*r).cls != target && (k.*r).cls != ValueClass::kSmallInt) { k.*r = simpler(k.*r, target); any = true; }
+    if (!any) continue;
+    if (target == ValueClass::kSmallInt) {
+      if (k.alpha != std::round(k.alpha)) k.alpha = 1;
+      if (k.beta != std::round(k.beta)) k.beta = 1;
+    }
     emit(k);
   }
-  if (base.seed != 0) { Knobs k = base; k.seed = 0; emit(k); }
+  if (base.ra.seed != 0 || base.rb.seed != 0 || base.rc.seed != 0) {
+    Knobs k = base;
+    k.ra.seed = k.rb.seed = k.rc.seed = 0;
+    emit(k);
+  }
   return out;
 }
 
@@ -646,6 +681,90 @@ StatusOr<nlohmann::json> gemm_time_large(const std::string& variant, gpu::Lane& 
   out["reference_ms"] = ref_ms;
   out["ratio_full_over_kernel_plus_reference"] = out["full_run_ms"].get<double>() / (kernel_ms + ref_ms);
   return out;
+}
+
+}  // namespace assay
+
+namespace assay {
+
+StatusOr<Case> gemm_with_param(const Case& c, const std::string& key, int64_t value) {
+  ASSAY_ASSIGN_OR_RETURN(GemmParams g, parse_gemm_case(c));
+  if (value < 0) return invalid_argument(fmt::format("gemm: {} = {} is negative", key, value));
+  if (key == "m") g.m = value;
+  else if (key == "n") g.n = value;
+  else if (key == "k") g.k = value;
+  else return invalid_argument(fmt::format("gemm has no integer knob '{}' (m, n, k)", key));
+  const TensorSpec &a = *c.find("A"), &b = *c.find("B"), &cc = *c.find("C");
+  auto pad_of = [](const TensorSpec& t) { return t.desc.strides[0] - std::max<int64_t>(t.desc.shape[1], 1); };
+  Case out = make_gemm_case(g.m, g.n, g.k, g.trans_a, g.trans_b, g.alpha, g.beta, pad_of(a), pad_of(b), pad_of(cc),
+                            a.desc.offset, b.desc.offset, cc.desc.offset, a.values, b.values, cc.values);
+  out.variant = c.variant;
+  return out;
+}
+
+StatusOr<Inspection> gemm_inspect(const Case& c, const std::string& variant, gpu::Lane& lane) {
+  const GemmF32Variant* v = nullptr;
+  for (const auto& x : gemm_f32_variants())
+    if (x.info.name == variant) v = &x;
+  if (v == nullptr) return not_found(fmt::format("gemm has no variant '{}'", variant));
+  ASSAY_ASSIGN_OR_RETURN(Prepared p, prepare(c, lane));
+  const GemmParams& g = p.g;
+  const TensorDesc &da = c.find("A")->desc, &db = c.find("B")->desc, &dc = c.find("C")->desc;
+  // Host copies of the exact inputs, for the per-element input lines.
+  auto host_copy = [&](int t, const TensorDesc& d) {
+    std::vector<float> h(static_cast<size_t>(d.extent()));
+    std::memcpy(h.data(), lane.host_tensor(t), h.size() * 4);
+    return h;
+  };
+  auto ha = std::make_shared<std::vector<float>>(host_copy(kA, da));
+  auto hb = std::make_shared<std::vector<float>>(host_copy(kB, db));
+  std::vector<float> out_raw(static_cast<size_t>(dc.extent())), vendor_raw(out_raw.size());
+  ASSAY_RETURN_IF_ERROR(lane.restore());
+  const cudaError_t e = v->launch(problem_on(g, c, lane), lane.stream());
+  if (e != cudaSuccess) return internal_error(fmt::format("launch of {} failed: {}", variant, cudaGetErrorString(e)));
+  ASSAY_RETURN_IF_ERROR(lane.read_back(lane.dev_tensor(kC), out_raw.data(), dc.extent() * 4));
+  ASSAY_RETURN_IF_ERROR(lane.restore());
+  const GemmF32Problem q = problem_on(g, c, lane);
+  ASSAY_RETURN_IF_ERROR(vendor::cublas_gemm_f32_pedantic(
+      lane.cublas(), vendor::RowMajorGemm{q.m, q.n, q.k, q.trans_a, q.trans_b, q.lda, q.ldb, q.ldc}, q.alpha, q.a, q.b,
+      q.beta, q.c));
+  ASSAY_RETURN_IF_ERROR(lane.read_back(lane.dev_tensor(kC), vendor_raw.data(), dc.extent() * 4));
+  const int64_t mn = g.m * g.n;
+  std::vector<double> ref(static_cast<size_t>(mn)), mag(static_cast<size_t>(mn));
+  ASSAY_RETURN_IF_ERROR(lane.read_back(p.ref_dev, ref.data(), mn * 8));
+  ASSAY_RETURN_IF_ERROR(lane.read_back(p.mag_dev, mag.data(), mn * 8));
+  Inspection in;
+  in.tensor = "C";
+  in.rows = g.m;
+  in.cols = g.n;
+  in.reference = p.device_ref ? "device-f64" : "host-f64";
+  in.out.resize(static_cast<size_t>(mn));
+  in.vendor.resize(static_cast<size_t>(mn));
+  in.tol.resize(static_cast<size_t>(mn));
+  in.unwritten.assign(static_cast<size_t>(mn), 0);
+  for (int64_t i = 0; i < g.m; ++i)
+    for (int64_t j = 0; j < g.n; ++j) {
+      const size_t l = static_cast<size_t>(i * g.n + j);
+      const size_t e_ = static_cast<size_t>(dc.offset + i * g.ldc + j);
+      in.out[l] = out_raw[e_];
+      in.vendor[l] = vendor_raw[e_];
+      in.tol[l] = p.bound.tol(std::fabs(ref[l]), mag[l]);
+      in.unwritten[l] = p.beta0 && is_output_poison(DType::kF32, &out_raw[e_]) ? 1 : 0;
+    }
+  in.ref = std::move(ref);
+  in.inputs = [g, ha, hb, oa = da.offset, ob = db.offset](int64_t i, int64_t j) {
+    std::string s = fmt::format("A[{}][:] =", i);
+    const int64_t show = std::min<int64_t>(g.k, 8);
+    for (int64_t q = 0; q < show; ++q)
+      s += fmt::format(" {:.6g}", (*ha)[static_cast<size_t>(oa + (g.trans_a ? q * g.lda + i : i * g.lda + q))]);
+    if (g.k > show) s += " ...";
+    s += fmt::format("; B[:][{}] =", j);
+    for (int64_t q = 0; q < show; ++q)
+      s += fmt::format(" {:.6g}", (*hb)[static_cast<size_t>(ob + (g.trans_b ? j * g.ldb + q : q * g.ldb + j))]);
+    if (g.k > show) s += " ...";
+    return s;
+  };
+  return in;
 }
 
 }  // namespace assay

@@ -76,6 +76,11 @@ Case make_gemm_case(int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b,
 /// alpha to 1 and beta to 0 or 1; values to small integers, then seed 0.
 std::vector<Case> shrink_gemm_case(const Case& c);
 
+/// Same, with a full value recipe per input (A, B, C).
+Case make_gemm_case(int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b, double alpha, double beta,
+                    int64_t pad_a, int64_t pad_b, int64_t pad_c, int64_t off_a, int64_t off_b, int64_t off_c,
+                    const ValueRecipe& ra, const ValueRecipe& rb, const ValueRecipe& rc);
+
 /// m*n*k above which the fp64 reference runs on the GPU instead of the host.
 inline constexpr int64_t kDeviceRefWork = int64_t{1} << 22;
 
@@ -87,6 +92,11 @@ StatusOr<std::vector<Verdict>> run_gemm_f32(const Case& c, const std::vector<std
 /// one launch alone and the device fp64 reference alone (CUDA events, median
 /// of 3). Milliseconds, as JSON.
 StatusOr<nlohmann::json> gemm_time_large(const std::string& variant, gpu::Lane& lane, int64_t m = 4096);
+
+/// Element-by-element view of C for triage (one launch of `variant`, cuBLAS once).
+StatusOr<Inspection> gemm_inspect(const Case& c, const std::string& variant, gpu::Lane& lane);
+/// `c` with m, n or k changed (tensors follow); other knobs kept.
+StatusOr<Case> gemm_with_param(const Case& c, const std::string& key, int64_t value);
 
 /// CPU self-check: the fp64 host reference against Boost.Multiprecision on
 /// `cases` random small problems; appends a summary line to `report`.

@@ -47,6 +47,7 @@ struct MutantInfo {
   kernels::GemmF32Launcher launch;
   const char* bug;
   const char* caught_by;
+  const char* source;  ///< the .cu file, relative to the project
 };
 
 /// Every fp32 GEMM mutant, in a static array; `*count` receives its length

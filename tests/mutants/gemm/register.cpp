@@ -13,7 +13,7 @@ bool register_all() {
   for (int i = 0; i < n; ++i) {
     const kernels::GemmF32Launcher fn = m[i].launch;
     register_gemm_f32_variant(
-        {{m[i].name, std::string(m[i].bug) + " (caught by: " + m[i].caught_by + ")", true, true},
+        {{m[i].name, std::string(m[i].bug) + " (caught by: " + m[i].caught_by + ")", true, true, m[i].source},
          [fn](const GemmF32Problem& p, cudaStream_t s) {
            kernels::GemmF32Args a;
            a.m = p.m, a.n = p.n, a.k = p.k, a.trans_a = p.trans_a, a.trans_b = p.trans_b;
