@@ -120,7 +120,8 @@ install(EXPORT assayTargets
 foreach(_dir harness references kernels)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${_dir}/
     DESTINATION ${_assay_include_dest}/${_dir}
-    FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp" PATTERN "*.cuh")
+    FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp" PATTERN "*.cuh"
+    PATTERN "cli" EXCLUDE)
 endforeach()
 install(FILES ${PROJECT_SOURCE_DIR}/harness/cli/main.cpp DESTINATION ${_assay_share_dest}/cli)
 

@@ -202,6 +202,10 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
       }
       if (v.passed()) {
         st.max_ratio = std::max(st.max_ratio, v.metrics.max_ratio);
+        if (!v.metrics.key.empty()) {
+          double& worst = report.ratios[v.variant][v.metrics.key];
+          worst = std::max(worst, v.metrics.max_ratio);
+        }
         continue;
       }
       ++st.failures;

@@ -77,6 +77,8 @@ struct CampaignReport {
   int64_t device_ref_cases = 0;
   int64_t vendor_disagreements = 0;  ///< cases where cuBLAS itself broke the bound
   std::map<std::string, VariantStats> per_variant;
+  /// Worst error/bound over passing cases, per variant and baseline key.
+  std::map<std::string, std::map<std::string, double>> ratios;
   std::vector<FoundFailure> failures;
   double cases_per_second() const { return seconds > 0 ? static_cast<double>(cases) / seconds : 0; }
 };

@@ -111,6 +111,10 @@ StatusOr<std::vector<std::string>> list_entries(const std::vector<std::string>& 
     if (fs::is_directory(st)) {
       for (auto it = fs::recursive_directory_iterator(p, ec); !ec && it != fs::recursive_directory_iterator();
            it.increment(ec)) {
+        if (it->is_directory() && it->path().filename() == "baselines") {
+          it.disable_recursion_pending();  // accuracy baselines are not corpus entries
+          continue;
+        }
         if (it->is_regular_file() && it->path().extension() == ".json" &&
             it->path().filename().string().front() != '.')
           out.push_back(it->path().string());

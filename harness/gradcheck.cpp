@@ -151,8 +151,8 @@ StatusOr<FdJacobian> fd_jacobian(const Differentiable& f, const double* x, const
   return out;
 }
 
-StatusOr<ProjectionCheck> check_projection(const Differentiable& f, const double* x, const double* u,
-                                           const double* v, const FdOptions& opts) {
+StatusOr<ProjectionCheck> check_projection(const Differentiable& f, const double* x, const double* u, const double* v,
+                                           const FdOptions& opts) {
   ASSAY_RETURN_IF_ERROR(validate(f, x));
   if (!f.vjp) return invalid_argument("check_projection: the function has no backward (vjp)");
   if (f.m > 0 && v == nullptr) return invalid_argument("check_projection: v is null");
@@ -182,8 +182,9 @@ StatusOr<ProjectionCheck> check_projection(const Differentiable& f, const double
 namespace {
 
 void summarise(GradCheckResult& r, const char* mode, int64_t n, int64_t m) {
-  r.summary = fmt::format("gradcheck {} (n={}, m={}): {}; max |fd - analytic| = {:.3g}, max ratio = {:.3g} (tol {:.3g})",
-                          mode, n, m, r.pass ? "pass" : "FAIL", r.max_discrepancy, r.max_ratio, r.tol_at_max);
+  r.summary =
+      fmt::format("gradcheck {} (n={}, m={}): {}; max |fd - analytic| = {:.3g}, max ratio = {:.3g} (tol {:.3g})", mode,
+                  n, m, r.pass ? "pass" : "FAIL", r.max_discrepancy, r.max_ratio, r.tol_at_max);
   if (r.failed_projection >= 0) {
     const ProjectionCheck& p = r.projections[r.failed_projection];
     r.summary += fmt::format("; projection {} failed (upstream {}): fd {:.17g} vs analytic {:.17g}",
@@ -266,9 +267,8 @@ StatusOr<GradCheckResult> gradcheck(const Differentiable& f, const double* x, co
   return gradcheck_projections(f, x, opts);
 }
 
-WriteCheck check_write_semantics(const std::function<void(double* grad)>& backward, int64_t n,
-                                 const double* prefill, const double* grad, GradWrite mode, int64_t roundings,
-                                 const double* mag) {
+WriteCheck check_write_semantics(const std::function<void(double* grad)>& backward, int64_t n, const double* prefill,
+                                 const double* grad, GradWrite mode, int64_t roundings, const double* mag) {
   WriteCheck w;
   if (!backward || n < 0 || (n > 0 && (prefill == nullptr || grad == nullptr)) || roundings < 0) {
     w.summary = "check_write_semantics: invalid arguments";
@@ -304,9 +304,10 @@ WriteCheck check_write_semantics(const std::function<void(double* grad)>& backwa
     w.summary = fmt::format("{}: pass (n={}, max err {:.3g})", acc ? "accumulate" : "overwrite", n, w.max_err);
   } else {
     const int64_t j = w.first_bad;
-    w.summary = fmt::format("{}: FAIL at [{}]: got {:.17g}, expected {:.17g} (prefill {:.17g}, grad {:.17g}, tol {:.3g})",
-                            acc ? "accumulate" : "overwrite", j, buf[j], acc ? prefill[j] + grad[j] : grad[j],
-                            prefill[j], grad[j], w.tol_at_bad);
+    w.summary =
+        fmt::format("{}: FAIL at [{}]: got {:.17g}, expected {:.17g} (prefill {:.17g}, grad {:.17g}, tol {:.3g})",
+                    acc ? "accumulate" : "overwrite", j, buf[j], acc ? prefill[j] + grad[j] : grad[j], prefill[j],
+                    grad[j], w.tol_at_bad);
   }
   return w;
 }

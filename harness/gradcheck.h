@@ -44,16 +44,19 @@ struct Differentiable {
   ForwardFn forward;  ///< required
   VjpFn vjp;          ///< required by the gradcheck_* functions, not by fd_*
   /// Optional: per output, a magnitude M_i(x) >= |f_i(x)| such that the forward's rounding
-  /// error is at most forward_ulps * u * M_i (for a GEMM, |A||B|: what the references
-  /// return). Empty: the scale of the function, max_i |f_i| over the evaluation points,
-  /// is used for every output (safe under cancellation, looser for small outputs).
+  /// error is at most about forward_ulps * u * M_i (for a GEMM, |A||B|: what the references
+  /// return beside their outputs). Empty: the scale of the function, max_i |f_i| over the
+  /// evaluation points, stands for every output; that covers small outputs beside large ones,
+  /// but not a forward whose outputs all cancel (|f| << the terms it adds: a GEMM + bias near
+  /// 0, x - mean with |mean| >> spread, logsumexp - x_c): give the magnitude there, or the
+  /// check may fail a correct backward (the h, h/2 noise estimate catches most, not all).
   ForwardFn magnitude;
 };
 
 /// Options of the finite-difference engine.
 struct FdOptions {
-  bool richardson = true;   ///< return R = (4 D(h/2) - D(h)) / 3 instead of D(h)
-  double step_factor = 1;   ///< multiplies the default step (tests only; > 0)
+  bool richardson = true;  ///< return R = (4 D(h/2) - D(h)) / 3 instead of D(h)
+  double step_factor = 1;  ///< multiplies the default step (tests only; > 0)
   /// The forward's own rounding error in units of u = 2^-53 times its scale (magnitude, or
   /// max |f|). The fp64 references err by a few roundings per output, mostly mean-zero.
   double forward_ulps = 16;
@@ -64,12 +67,12 @@ struct FdOptions {
 
 /// A directional derivative by central differences.
 struct FdDirectional {
-  double h = 0;                ///< step of D(h) (a power of two); D(h/2) also evaluated
-  std::vector<double> jvp;     ///< m values: estimate of J u_eff
-  std::vector<double> err;     ///< m values: estimated |jvp - J u_eff| (truncation + rounding), >= 0
-  std::vector<double> u_eff;   ///< n values: the direction actually differenced (u up to the rounding
-                               ///< of x +- h u); compare the backward against this, not u
-  double scale = 0;            ///< max_i of the forward's scale (|f_i| or magnitude) over the points
+  double h = 0;               ///< step of D(h) (a power of two); D(h/2) also evaluated
+  std::vector<double> jvp;    ///< m values: estimate of J u_eff
+  std::vector<double> err;    ///< m values: estimated |jvp - J u_eff| (truncation + rounding), >= 0
+  std::vector<double> u_eff;  ///< n values: the direction actually differenced (u up to the rounding
+                              ///< of x +- h u); compare the backward against this, not u
+  double scale = 0;           ///< max_i of the forward's scale (|f_i| or magnitude) over the points
 };
 
 /// J u by central differences at x along u (n values, not all zero).
@@ -117,14 +120,14 @@ struct ProjectionCheck {
   /// allowed discrepancy: safety * sum_i |v_i| err_i + gamma_m sum_i |v_i jvp_i|
   ///   + gamma_n sum_j |g_j u_eff_j| + min_normal  (the two dot products' rounding, [H] (3.5))
   double tol = 0;
-  double h = 0;            ///< the step used
+  double h = 0;                               ///< the step used
   ValueClass upstream = ValueClass::kNormal;  ///< class v was drawn from (fast mode)
-  bool pass = false;       ///< discrepancy <= tol (false for NaN)
+  bool pass = false;                          ///< discrepancy <= tol (false for NaN)
 };
 
 /// The check along given u (n values) and v (m values).
-StatusOr<ProjectionCheck> check_projection(const Differentiable& f, const double* x, const double* u,
-                                           const double* v, const FdOptions& opts = {});
+StatusOr<ProjectionCheck> check_projection(const Differentiable& f, const double* x, const double* u, const double* v,
+                                           const FdOptions& opts = {});
 
 /// Options of a whole check.
 struct GradCheckOptions {
@@ -133,9 +136,8 @@ struct GradCheckOptions {
   uint64_t seed = 1;    ///< of the Philox streams for u and v
   /// Classes the upstream gradients v are drawn from, cycled over the projections: never
   /// constant only (a dV that reads the wrong row of dO is exact when every row of dO is equal).
-  std::vector<ValueClass> upstream_classes = {ValueClass::kNormal,     ValueClass::kUniform,
-                                              ValueClass::kLogUniform, ValueClass::kSameSign,
-                                              ValueClass::kPareto,     ValueClass::kMeanSpread,
+  std::vector<ValueClass> upstream_classes = {ValueClass::kNormal,   ValueClass::kUniform, ValueClass::kLogUniform,
+                                              ValueClass::kSameSign, ValueClass::kPareto,  ValueClass::kMeanSpread,
                                               ValueClass::kSmallInt};
   /// gradcheck(): the full Jacobian when n <= this and n*m <= 64*this; projections otherwise.
   int64_t jacobian_max_inputs = 24;
@@ -152,7 +154,7 @@ struct GradCheckResult {
   int64_t failed_col = -1;     ///< Jacobian mode: input index of that entry
   bool jacobian = false;       ///< which mode ran
   std::vector<ProjectionCheck> projections;
-  std::string summary;         ///< one line, for a report
+  std::string summary;  ///< one line, for a report
 };
 
 /// Fast mode: `projections` pairs, u_p ~ N(0,1) (U(-1,1) for odd p), v_p from
@@ -183,24 +185,24 @@ enum class GradWrite : uint8_t {
 /// Outcome of check_write_semantics.
 struct WriteCheck {
   bool pass = false;
-  int64_t first_bad = -1;   ///< first element outside its tolerance, -1 if none
-  double max_err = 0;       ///< max |result - expected|
-  double tol_at_bad = 0;    ///< the tolerance at first_bad
+  int64_t first_bad = -1;  ///< first element outside its tolerance, -1 if none
+  double max_err = 0;      ///< max |result - expected|
+  double tol_at_bad = 0;   ///< the tolerance at first_bad
   std::string summary;
 };
 
 /// Runs `backward` (which writes its gradient into the n-element buffer it is given, as the
 /// spec declares) on a copy of `prefill` and checks the result against
 ///   kAccumulate: prefill + grad,   kOverwrite: grad   (grad: the reference J^T v, n values).
-/// roundings == 0: exact, i.e. bit for bit fl(prefill_j + grad_j) (accumulate) or grad_j.
+/// roundings == 0: exact, result_j == fl(prefill_j + grad_j) (accumulate) or grad_j (NaN matches NaN).
 /// roundings k >= 1: |result_j - expected_j| <= gamma_k(u) (|prefill_j| + mag_j), the error of
 /// adding the k terms of the gradient into the buffer in any order ([H] (4.4)); mag_j
 /// (n values, may be null: |grad_j|) is the gradient's magnitude term.
 /// For kOverwrite pass a prefill of NaN (poison): a backward that reads it shows NaN.
 /// Prefill an accumulating buffer from the value classes, never with zeros: an overwriting
 /// backward is exact on a zero buffer.
-WriteCheck check_write_semantics(const std::function<void(double* grad)>& backward, int64_t n,
-                                 const double* prefill, const double* grad, GradWrite mode, int64_t roundings = 0,
+WriteCheck check_write_semantics(const std::function<void(double* grad)>& backward, int64_t n, const double* prefill,
+                                 const double* grad, GradWrite mode, int64_t roundings = 0,
                                  const double* mag = nullptr);
 
 }  // namespace assay

@@ -63,6 +63,7 @@ Verdict Verdict::from_json(const nlohmann::json& j) {
     v.metrics.vendor_violations = m.value("vendor_violations", int64_t{0});
     v.metrics.exact_tier = m.value("exact_tier", false);
     v.metrics.reference = m.value("reference", "");
+    v.metrics.key = m.value("key", "");
   }
   return v;
 }
@@ -85,7 +86,8 @@ nlohmann::json Verdict::to_json() const {
                   {"vendor_max_ratio", metrics.vendor_max_ratio},
                   {"vendor_violations", metrics.vendor_violations},
                   {"exact_tier", metrics.exact_tier},
-                  {"reference", metrics.reference}};
+                  {"reference", metrics.reference},
+                  {"key", metrics.key}};
   return j;
 }
 

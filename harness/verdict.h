@@ -44,6 +44,7 @@ struct Metrics {
   int64_t vendor_violations = 0; ///< elements where the vendor itself broke the bound (reference disagreement)
   bool exact_tier = false;
   std::string reference;       ///< "host-f64", "device-f64"
+  std::string key;             ///< baseline key: dtype and value class, e.g. "fp32/normal"
 };
 
 struct Verdict {

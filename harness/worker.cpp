@@ -62,7 +62,8 @@ nlohmann::json wire_verdict(const Verdict& v) {
           {"x", v.metrics.exact_tier},
           {"d", v.metrics.reference == "device-f64"},
           {"w", v.metrics.vendor_violations},
-          {"vr", v.metrics.vendor_max_ratio}};
+          {"vr", v.metrics.vendor_max_ratio},
+          {"k", v.metrics.key}};
 }
 
 Verdict unwire_verdict(const nlohmann::json& j) {
@@ -74,6 +75,7 @@ Verdict unwire_verdict(const nlohmann::json& j) {
   v.metrics.reference = j.value("d", false) ? "device-f64" : "host-f64";
   v.metrics.vendor_violations = j.value("w", int64_t{0});
   v.metrics.vendor_max_ratio = j["vr"].is_number() ? j["vr"].get<double>() : -1.0;
+  v.metrics.key = j.value("k", "");
   return v;
 }
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <cstdlib>
 #include <map>
@@ -15,6 +16,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "harness/baseline.h"
 #include "harness/campaign.h"
 #include "harness/corpus.h"
 #include "harness/gpu/lane.h"
@@ -225,6 +227,21 @@ int cmd_fuzz(const FuzzArgs& a) {
   }
   if (!a.junit.empty())
     if (auto s = write_file_atomic(a.junit, junit_xml(r)); !s.ok()) return error(s);
+  // Accuracy regressions against the accepted baseline (corpus/baselines/<op>.json).
+  bool regressed = false;
+  if (!a.corpus.empty()) {
+    auto b = load_baseline(a.corpus, a.op);
+    if (!b.ok()) return error(b.status());
+    if (b->has_value()) {
+      for (const auto& g : find_regressions(**b, r.ratios)) {
+        fmt::print("ACCURACY REGRESSION {} {}: error/bound {:.4g}, baseline {:.4g} (more than 2x), bound still held\n",
+                   g.variant, g.key, g.ratio, g.baseline);
+        regressed = true;
+      }
+      if (!regressed) fmt::print("accuracy: within 2x of the baseline {}\n", baseline_path(a.corpus, a.op));
+    }
+  }
+  if (regressed && r.failures.empty()) return kExitFail;
   return r.failures.empty() ? kExitPass : kExitFail;
 }
 
@@ -298,6 +315,20 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
       } else {
         ++passed;
         fmt::print("pass {} [{}]\n", path, v.variant);
+      }
+      if (v.passed() && !v.metrics.key.empty()) {
+        // The corpus root is the folder above <op>/ (entries live in <root>/<op>/<id>.json).
+        const std::string root = std::filesystem::path(path).parent_path().parent_path().string();
+        auto b = load_baseline(root, e->c.op);
+        if (b.ok() && b->has_value()) {
+          RatioTable now;
+          now[v.variant][v.metrics.key] = v.metrics.max_ratio;
+          for (const auto& g : find_regressions(**b, now)) {
+            fmt::print("ACCURACY REGRESSION {} [{}] {}: error/bound {:.4g}, baseline {:.4g}\n", path, g.variant, g.key,
+                       g.ratio, g.baseline);
+            ++failing;
+          }
+        }
       }
     }
   }
@@ -447,6 +478,57 @@ int cmd_triage(const std::string& path, const std::string& variant, int device, 
   return r->failing ? kExitFail : kExitPass;
 }
 
+
+// assay baseline update|check <op>: accept the current accuracy ratios, or
+// re-run the accepted campaign and compare.
+int cmd_baseline(const std::string& action, const std::string& op, int64_t cases, uint64_t seed, int64_t max_dim,
+                 const std::string& corpus) {
+  const OpSpec* spec = find_spec(op);
+  if (spec == nullptr) return error(not_found(fmt::format("unknown op '{}'", op)));
+  auto ndev = gpu::device_count();
+  if (!ndev.ok()) return error(ndev.status());
+  auto existing = load_baseline(corpus, op);
+  if (!existing.ok()) return error(existing.status());
+  if (action == "check") {
+    if (!existing->has_value())
+      return error(not_found(fmt::format("no baseline at {} (run 'assay baseline update {}')", baseline_path(corpus, op), op)));
+    const auto& acc = (*existing)->accepted;
+    cases = acc.value("cases", cases);
+    seed = acc.value("seed", seed);
+    max_dim = acc.value("max_dim", max_dim);
+  }
+  CampaignOptions o;
+  o.max_cases = cases;
+  o.seed = seed;
+  o.gen.max_dim = max_dim;
+  o.corpus_dir = "";
+  o.worker_binary = self_path();
+  auto r = run_campaign(*spec, o);
+  if (!r.ok()) return error(r.status());
+  if (!r->failures.empty()) {
+    for (const auto& f : r->failures) fmt::print("FAIL {}: {}\n", f.variant, f.verdict.summary());
+    fmt::print("baseline {}: the campaign found failures; fix them first\n", action);
+    return kExitFail;
+  }
+  if (action == "update") {
+    Baseline b;
+    b.op = op;
+    b.ratios = r->ratios;
+    b.accepted = {{"cases", cases}, {"seed", seed}, {"max_dim", max_dim}, {"device", r->device},
+                  {"assay_version", ASSAY_VERSION}};
+    if (auto s = save_baseline(corpus, b); !s.ok()) return error(s);
+    for (const auto& [variant, keys] : b.ratios)
+      for (const auto& [key, v] : keys) fmt::print("{} {} {:.4g}\n", variant, key, v);
+    fmt::print("baseline written: {}\n", baseline_path(corpus, op));
+    return kExitPass;
+  }
+  const auto regs = find_regressions(**existing, r->ratios);
+  for (const auto& g : regs)
+    fmt::print("ACCURACY REGRESSION {} {}: error/bound {:.4g}, baseline {:.4g}\n", g.variant, g.key, g.ratio, g.baseline);
+  fmt::print("baseline check: {} regression(s) over {} cases\n", regs.size(), r->cases);
+  return regs.empty() ? kExitPass : kExitFail;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -502,6 +584,17 @@ int main(int argc, char** argv) {
   triage_cmd->add_option("--device", triage_device, "CUDA device index")->check(CLI::NonNegativeNumber);
   triage_cmd->add_flag("--no-sweep", triage_no_sweep, "Skip the dimension sweep");
 
+  std::string bl_action, bl_op, bl_corpus = "corpora";
+  int64_t bl_cases = 20000, bl_max_dim = 512;
+  uint64_t bl_seed = 1;
+  auto* baseline = app.add_subcommand("baseline", "Accept (update) or re-check (check) accuracy baselines of an op");
+  baseline->add_option("action", bl_action, "update or check")->required()->check(CLI::IsMember({"update", "check"}));
+  baseline->add_option("op", bl_op, "Op")->required();
+  baseline->add_option("--cases", bl_cases, "Cases of the measuring campaign (update)")->check(CLI::PositiveNumber);
+  baseline->add_option("--seed", bl_seed, "Seed of the measuring campaign (update)");
+  baseline->add_option("--max-dim", bl_max_dim, "Largest extent (update)")->check(CLI::PositiveNumber);
+  baseline->add_option("--corpus", bl_corpus, "Corpus folder holding baselines/");
+
   BenchArgs ba;
   auto* bench = app.add_subcommand("bench", "Benchmark: cases/s per size class, time to catch each mutant, large case");
   bench->add_option("--ops", ba.ops, "Ops to benchmark (default: all)");
@@ -544,6 +637,7 @@ int main(int argc, char** argv) {
   if (selfcheck->parsed()) return self_check(all_specs());
   if (worker->parsed()) return run_worker(wc);
   if (bench->parsed()) return cmd_bench(ba);
+  if (baseline->parsed()) return cmd_baseline(bl_action, bl_op, bl_cases, bl_seed, bl_max_dim, bl_corpus);
   if (triage_cmd->parsed()) return cmd_triage(triage_path, triage_variant, triage_device, triage_no_sweep);
   return kExitUsage;
 }

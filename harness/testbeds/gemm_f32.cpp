@@ -425,6 +425,11 @@ StatusOr<std::vector<Verdict>> run_gemm_f32(const Case& c, const std::vector<std
   }
   ASSAY_ASSIGN_OR_RETURN(Prepared p, prepare(c, lane));
   const gpu::DevCompare cmp = compare_for(p, c, lane);
+  // Baseline key: dtype, A's value class, and whether specials were injected
+  // or the case is exact-tier (whose ratio is 0 by construction).
+  const ValueRecipe& ra = c.find("A")->values;
+  const bool special = ra.inject.active() || c.find("B")->values.inject.active() || c.find("C")->values.inject.active();
+  const std::string key = fmt::format("fp32/{}{}", value_class_name(ra.cls), p.exact ? "/exact" : (special ? "/special" : ""));
   const int64_t c_bytes = c.find("C")->desc.extent() * 4;
   std::vector<Verdict> verdicts;
   constexpr int kPerBatch = (gpu::kMaxChecks - 1) / kSlotsPerVariant;
@@ -480,6 +485,7 @@ StatusOr<std::vector<Verdict>> run_gemm_f32(const Case& c, const std::vector<std
       verdict.variant = v.info.name;
       verdict.metrics.exact_tier = p.exact;
       verdict.metrics.reference = p.device_ref ? "device-f64" : "host-f64";
+      verdict.metrics.key = key;
       verdict.metrics.vendor_max_ratio = vendor_ratio;
       verdict.metrics.vendor_violations = static_cast<int64_t>(vr.bound + vr.naninf);
       if (launch_err[vi - b0] != cudaSuccess) {

@@ -282,8 +282,7 @@ void gemm_bias_act_backward(const GemmProblem<S>& p, Activation act, const S* z,
 ///   dx_i = y_i (dy_i - s),  s = sum_j y_j dy_j,   mag_i = y_i (|dy_i| + sum_j y_j |dy_j|).
 /// dx, mag: rows x n contiguous; mag may be null.
 template <typename S, typename In, typename G = In>
-void softmax_backward(const In* y, const G* dy, int64_t rows, int64_t n, int64_t ld, S* dx, S* mag,
-                      int threads = 1) {
+void softmax_backward(const In* y, const G* dy, int64_t rows, int64_t n, int64_t ld, S* dx, S* mag, int threads = 1) {
   using std::abs;
   detail::parallel_rows(rows, 3 * n, threads, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
@@ -352,8 +351,8 @@ struct NormGrads {
 ///   dx_mag_i = rstd (|dxhat_i| + mean_j |dxhat_j| + xabs_i mean_j |dxhat_j| xabs_j),
 ///   dgamma_mag_i = sum_r |dy_i| xabs_i,  dbeta_mag_i = sum_r |dy_i|.
 template <typename S, typename In, typename W = In, typename St = In>
-void layernorm_backward(const In* x, const In* dy, int64_t rows, int64_t n, int64_t ld, const W* gamma,
-                        const St* mean, const St* rstd, double eps, const NormGrads<S>& out, int threads = 1) {
+void layernorm_backward(const In* x, const In* dy, int64_t rows, int64_t n, int64_t ld, const W* gamma, const St* mean,
+                        const St* rstd, double eps, const NormGrads<S>& out, int threads = 1) {
   using std::abs;
   using std::sqrt;
   std::vector<S> mu(rows), rs(rows);
@@ -415,8 +414,8 @@ void layernorm_backward(const In* x, const In* dy, int64_t rows, int64_t n, int6
 ///   dx_i = rstd (dxhat_i - xhat_i mean_j(dxhat_j xhat_j)),
 ///   mag_i = rstd (|dxhat_i| + |xhat_i| mean_j |dxhat_j xhat_j|),  dgamma_i = sum_r dy_i xhat_i.
 template <typename S, typename In, typename W = In, typename St = In>
-void rmsnorm_backward(const In* x, const In* dy, int64_t rows, int64_t n, int64_t ld, const W* gamma,
-                      const St* rstd, double eps, const NormGrads<S>& out, int threads = 1) {
+void rmsnorm_backward(const In* x, const In* dy, int64_t rows, int64_t n, int64_t ld, const W* gamma, const St* rstd,
+                      double eps, const NormGrads<S>& out, int threads = 1) {
   using std::abs;
   using std::sqrt;
   std::vector<S> rs(rows);
@@ -562,8 +561,8 @@ void rotary_tables(int64_t positions, int64_t rotary_dim, double base, S* cos_t,
   const int64_t half = rotary_dim / 2;
   for (int64_t p = 0; p < positions; ++p) {
     for (int64_t i = 0; i < half; ++i) {
-      const S theta = S(static_cast<double>(p)) *
-                      pow(S(base), -S(static_cast<double>(2 * i)) / S(static_cast<double>(rotary_dim)));
+      const S theta =
+          S(static_cast<double>(p)) * pow(S(base), -S(static_cast<double>(2 * i)) / S(static_cast<double>(rotary_dim)));
       cos_t[p * half + i] = cos(theta);
       sin_t[p * half + i] = sin(theta);
     }

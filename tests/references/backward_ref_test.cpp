@@ -30,7 +30,7 @@ constexpr double kU = 0x1p-53;
 /// Input value classes for the data (the upstream gradients are the engine's business).
 rc::Gen<ValueClass> gen_input_class() {
   return rc::gen::element(ValueClass::kNormal, ValueClass::kUniform, ValueClass::kLogUniform, ValueClass::kSameSign,
-                          ValueClass::kSmallInt, ValueClass::kPareto);
+                          ValueClass::kSmallInt, ValueClass::kPareto, ValueClass::kMeanSpread);
 }
 
 /// n values of `cls`, plus (for classes that repeat values) nothing else: the engine copes
@@ -39,7 +39,9 @@ std::vector<double> values(ValueClass cls, uint64_t seed, uint64_t stream, int64
   return draw_values(cls, seed, stream, n);
 }
 
-void append(std::vector<double>& x, const std::vector<double>& more) { x.insert(x.end(), more.begin(), more.end()); }
+void append(std::vector<double>& x, const std::vector<double>& more) {
+  x.insert(x.end(), more.begin(), more.end());
+}
 
 /// Runs the automatic check (Jacobian when tiny, else projections) and the projections,
 /// with RapidCheck's failure carrying the engine's one-line summary.
@@ -111,13 +113,11 @@ Differentiable gemm_fn(const GemmShape& s) {
 }
 
 rc::Gen<GemmShape> gen_gemm_shape(int64_t lo, int64_t hi) {
-  return rc::gen::apply(
-      [](int64_t m, int64_t n, int64_t k, bool ta, bool tb, double alpha, double beta) {
-        return GemmShape{m, n, k, ta, tb, alpha, beta};
-      },
-      rc::gen::inRange<int64_t>(lo, hi), rc::gen::inRange<int64_t>(lo, hi), rc::gen::inRange<int64_t>(lo, hi),
-      rc::gen::arbitrary<bool>(), rc::gen::arbitrary<bool>(), rc::gen::element(1.0, -0.5, 3.0),
-      rc::gen::element(0.0, 0.75, -2.0));
+  return rc::gen::apply([](int64_t m, int64_t n, int64_t k, bool ta, bool tb, double alpha,
+                           double beta) { return GemmShape{m, n, k, ta, tb, alpha, beta}; },
+                        rc::gen::inRange<int64_t>(lo, hi), rc::gen::inRange<int64_t>(lo, hi),
+                        rc::gen::inRange<int64_t>(lo, hi), rc::gen::arbitrary<bool>(), rc::gen::arbitrary<bool>(),
+                        rc::gen::element(1.0, -0.5, 3.0), rc::gen::element(0.0, 0.75, -2.0));
 }
 
 void gemm_property(const GemmShape& s, ValueClass cls, uint64_t seed) {
@@ -150,7 +150,8 @@ TEST(BackwardReferences, GemmThreadsAndLeadingDimension) {
   for (int64_t i = 0; i < s.m; ++i)
     for (int64_t j = 0; j < s.n; ++j) dc_pad[i * (s.n + 3) + j] = dc[i * s.n + j];
   std::vector<double> da1(s.m * s.k), db1(s.k * s.n), da3(s.m * s.k), db3(s.k * s.n);
-  ref::gemm_backward(gemm_problem(s, x.data()), dc.data(), s.n, ref::GemmGrads<double>{da1.data(), nullptr, db1.data()});
+  ref::gemm_backward(gemm_problem(s, x.data()), dc.data(), s.n,
+                     ref::GemmGrads<double>{da1.data(), nullptr, db1.data()});
   ref::gemm_backward(gemm_problem(s, x.data()), dc_pad.data(), s.n + 3,
                      ref::GemmGrads<double>{da3.data(), nullptr, db3.data()}, 3);
   EXPECT_EQ(da1, da3);
@@ -195,12 +196,11 @@ Differentiable gemm_bias_act_fn(const GemmShape& s, Activation act) {
 RC_GTEST_PROP(BackwardReferences, GemmBiasActivation, ()) {
   GemmShape s = *gen_gemm_shape(1, 9);
   s.beta = 0;  // the epilogue adds a bias, not C
-  const Activation act =
-      *rc::gen::element(Activation::kIdentity, Activation::kRelu, Activation::kGeluErf, Activation::kGeluTanh,
-                        Activation::kSilu);
+  const Activation act = *rc::gen::element(Activation::kIdentity, Activation::kRelu, Activation::kGeluErf,
+                                           Activation::kGeluTanh, Activation::kSilu);
   // ReLU is not differentiable at 0: small integers give Z == 0 exactly; use continuous classes.
-  const ValueClass cls = act == Activation::kRelu ? *rc::gen::element(ValueClass::kNormal, ValueClass::kUniform)
-                                                  : *gen_input_class();
+  const ValueClass cls =
+      act == Activation::kRelu ? *rc::gen::element(ValueClass::kNormal, ValueClass::kUniform) : *gen_input_class();
   const auto seed = *rc::gen::arbitrary<uint64_t>();
   const Differentiable f = gemm_bias_act_fn(s, act);
   const std::vector<double> x = values(cls, seed, 0, f.n);
@@ -297,6 +297,19 @@ Differentiable softmax_fn(int64_t rows, int64_t n, bool log) {
                                      static_cast<ref::SoftmaxRowStats<double>*>(nullptr));
     }
   };
+  // What the forward's rounding scales with (as softmax_bounds in harness/bounds.h):
+  // softmax y_i (n + |t_i| + D), log-softmax |t_i| + L + n u-level terms, t = x - max.
+  f.magnitude = [=](const double* x, double* mag) {
+    std::vector<double> y(rows * n);
+    std::vector<ref::SoftmaxRowStats<double>> st(rows);
+    ref::softmax_reference<double>(x, rows, n, n, y.data(), static_cast<double*>(nullptr), st.data());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < n; ++i) {
+        const double t = std::fabs(x[r * n + i] - st[r].max);
+        mag[r * n + i] =
+            log ? t + st[r].log_sum_exp + 1 : y[r * n + i] * (static_cast<double>(n) + t + st[r].weighted_dev);
+      }
+  };
   f.vjp = [=](const double* x, const double* v, double* g) {
     std::vector<double> y(rows * n);
     if (log) {
@@ -350,7 +363,8 @@ Differentiable layernorm_fn(int64_t rows, int64_t n, double eps, bool saved) {
   f.m = rows * n;
   f.forward = [=](const double* x, double* y) {
     ref::layernorm_reference<double>(x, rows, n, n, x + rows * n, x + rows * n + n, eps, y,
-                                     static_cast<double*>(nullptr), static_cast<ref::LayerNormRowStats<double>*>(nullptr));
+                                     static_cast<double*>(nullptr),
+                                     static_cast<ref::LayerNormRowStats<double>*>(nullptr));
   };
   // The forward's rounding: x - mean cancels when |mean| >> spread; what it loses is
   // ~u (|x| + |mean|) rstd |gamma| + u |beta|.
@@ -397,10 +411,10 @@ RC_GTEST_PROP(BackwardReferences, LayerNorm, ()) {
   // dX of each row is orthogonal to 1 and to xhat; magnitudes bound the gradients.
   const std::vector<double> dy = values(ValueClass::kNormal, seed, 3, rows * n);
   std::vector<double> dx(rows * n), dxm(rows * n), dg(n), dgm(n), db(n), dbm(n);
-  ref::layernorm_backward<double>(x.data(), dy.data(), rows, n, n, x.data() + rows * n,
-                                  static_cast<const double*>(nullptr), static_cast<const double*>(nullptr), eps,
-                                  ref::NormGrads<double>{dx.data(), dxm.data(), dg.data(), dgm.data(), db.data(),
-                                                         dbm.data()});
+  ref::layernorm_backward<double>(
+      x.data(), dy.data(), rows, n, n, x.data() + rows * n, static_cast<const double*>(nullptr),
+      static_cast<const double*>(nullptr), eps,
+      ref::NormGrads<double>{dx.data(), dxm.data(), dg.data(), dgm.data(), db.data(), dbm.data()});
   check_mag(dx, dxm, "LayerNorm dX");
   check_mag(dg, dgm, "dgamma");
   check_mag(db, dbm, "dbeta");
@@ -484,8 +498,8 @@ RC_GTEST_PROP(BackwardReferences, CrossEntropyWithIgnoreIndexAndLabelSmoothing, 
   prm.reduction = *rc::gen::element(ref::Reduction::kNone, ref::Reduction::kSum, ref::Reduction::kMean);
   prm.ignore_index = *rc::gen::element<int64_t>(-100, 0);
   std::vector<int64_t> target(rows);
-  for (int64_t& t : target) t = *rc::gen::weightedOneOf<int64_t>({{4, rc::gen::inRange<int64_t>(0, n)},
-                                                                   {1, rc::gen::just(prm.ignore_index)}});
+  for (int64_t& t : target)
+    t = *rc::gen::weightedOneOf<int64_t>({{4, rc::gen::inRange<int64_t>(0, n)}, {1, rc::gen::just(prm.ignore_index)}});
   const ValueClass cls = *gen_input_class();
   const auto seed = *rc::gen::arbitrary<uint64_t>();
   const std::vector<double> x = values(cls, seed, 0, rows * n);
@@ -588,8 +602,8 @@ TEST(BackwardReferences, RotaryLayoutsPairTheRightDimensions) {
   const std::vector<double> e0 = {1, 0, 0, 0};
   const int64_t pos = 1;
   std::vector<double> y(4);
-  ref::rotary_forward<double>(e0.data(), 1, 4, 4, 4, cs.data(), sn.data(), &pos, ref::RotaryLayout::kHalfSplit, y.data(),
-                              static_cast<double*>(nullptr));
+  ref::rotary_forward<double>(e0.data(), 1, 4, 4, 4, cs.data(), sn.data(), &pos, ref::RotaryLayout::kHalfSplit,
+                              y.data(), static_cast<double*>(nullptr));
   EXPECT_EQ(y, (std::vector<double>{std::cos(1.0), 0, std::sin(1.0), 0}));  // pairs (0, 2)
   ref::rotary_forward<double>(e0.data(), 1, 4, 4, 4, cs.data(), sn.data(), &pos, ref::RotaryLayout::kInterleaved,
                               y.data(), static_cast<double*>(nullptr));
@@ -624,7 +638,8 @@ TEST(BackwardReferences, LongDoubleInstantiationAgrees) {
   close(d, l, m, "log-softmax");
   // LayerNorm, RMSNorm dX.
   ref::layernorm_backward<double>(x.data(), dy.data(), rows, n, n, gamma.data(), static_cast<const double*>(nullptr),
-                                  static_cast<const double*>(nullptr), 1e-5, ref::NormGrads<double>{d.data(), m.data()});
+                                  static_cast<const double*>(nullptr), 1e-5,
+                                  ref::NormGrads<double>{d.data(), m.data()});
   ref::layernorm_backward<LD>(x.data(), dy.data(), rows, n, n, gamma.data(), static_cast<const double*>(nullptr),
                               static_cast<const double*>(nullptr), 1e-5, ref::NormGrads<LD>{l.data()});
   close(d, l, m, "layernorm");
@@ -647,13 +662,15 @@ TEST(BackwardReferences, LongDoubleInstantiationAgrees) {
     close(d, l, m, "activation");
   }
   // GEMM dA, dB in long double (GemmProblem<long double> on the same values).
-  const std::vector<double> a = draw_values(ValueClass::kNormal, 7, 5, 4 * 5), b = draw_values(ValueClass::kNormal, 7, 6, 5 * 3),
+  const std::vector<double> a = draw_values(ValueClass::kNormal, 7, 5, 4 * 5),
+                            b = draw_values(ValueClass::kNormal, 7, 6, 5 * 3),
                             dc = draw_values(ValueClass::kNormal, 7, 7, 4 * 3);
   const std::vector<LD> al(a.begin(), a.end()), bl(b.begin(), b.end()), dcl(dc.begin(), dc.end());
   ref::GemmProblem<double> pd;
   pd.m = 4, pd.n = 3, pd.k = 5, pd.a = a.data(), pd.lda = 5, pd.b = b.data(), pd.ldb = 3, pd.alpha = 0.3;
   ref::GemmProblem<LD> pl;
-  pl.m = 4, pl.n = 3, pl.k = 5, pl.a = al.data(), pl.lda = 5, pl.b = bl.data(), pl.ldb = 3, pl.alpha = static_cast<LD>(0.3);
+  pl.m = 4, pl.n = 3, pl.k = 5, pl.a = al.data(), pl.lda = 5, pl.b = bl.data(), pl.ldb = 3,
+  pl.alpha = static_cast<LD>(0.3);
   std::vector<double> da(20), dam(20);
   std::vector<LD> dal(20);
   ref::gemm_backward(pd, dc.data(), 3, ref::GemmGrads<double>{da.data(), dam.data()});

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Builds the example consumer project (examples/external-kernel) against an
+# installed assay, the way a kernel repository would use it, and runs its
+# tests: install build/ into a temporary prefix, configure the example with
+# find_package(assay), build it, run its CTest entries.
+#
+# Without a GPU, its selfcheck must pass and every GPU entry must be reported
+# as skipped (never as passed); with one, the GPU entries fuzz the example's
+# two kernels (the linked one and the PTX loaded through the driver API).
+#
+#   bash ci/example.sh            # after build/ is built (ci/test.sh does that)
+#   ASSAY_BUILD_DIR=other-build ASSAY_KEEP=1 bash ci/example.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build="${ASSAY_BUILD_DIR:-build}"
+jobs="$(nproc)"
+work="$(mktemp -d "${TMPDIR:-/tmp}/assay-example.XXXXXX")"
+if [[ "${ASSAY_KEEP:-0}" == 1 ]]; then
+  echo "example: keeping $work"
+else
+  trap 'rm -rf "$work"' EXIT
+fi
+
+if [[ ! -f "$build/CMakeCache.txt" ]]; then
+  echo "example: $build is not a configured assay build (run ci/test.sh first)" >&2
+  exit 2
+fi
+cmake --build "$build" -j"$jobs" --target assay
+cmake --install "$build" --prefix "$work/prefix"
+
+cmake -S examples/external-kernel -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix"
+cmake --build "$work/build" -j"$jobs"
+
+# The consumer's tests, discovered from its spec when ctest starts.
+listing="$(ctest --test-dir "$work/build" -N)"
+echo "$listing"
+for t in my_assay.selfcheck my_assay.fuzz.gemm.my_gemm my_assay.fuzz.gemm.my_gemm_aot; do
+  grep -q " $t\$" <<<"$listing" || { echo "example: CTest entry $t is missing" >&2; exit 1; }
+done
+
+log="$work/ctest.log"
+ctest --test-dir "$work/build" --output-on-failure -j"$jobs" 2>&1 | tee "$log"
+if ! nvidia-smi -L > /dev/null 2>&1; then
+  # No GPU: the GPU entries must show as skipped, not as passed.
+  for t in my_assay.fuzz.gemm.my_gemm my_assay.fuzz.gemm.my_gemm_aot; do
+    grep -Eq "$t .*Skipped" "$log" || { echo "example: $t was not reported as skipped without a GPU" >&2; exit 1; }
+  done
+fi
+echo "example: external-kernel built against the installed assay and its tests passed"
