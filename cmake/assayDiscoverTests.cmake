@@ -4,6 +4,11 @@
 # kernels), and adds one fuzz test per (op, variant). In this script,
 # add_test has ctest's plain form: add_test(<name> <command> <args>...).
 
+# ctest reads test files with old policy defaults; the functions below keep
+# the policies in effect where they are defined (IN_LIST needs CMP0057).
+cmake_policy(PUSH)
+cmake_policy(VERSION 3.25)
+
 # "<op>/<variant>" for every non-mutant variant in the output of `<exe> list`.
 function(_assay_list_variants exe out ok)
   execute_process(COMMAND "${exe}" list OUTPUT_VARIABLE text ERROR_VARIABLE err RESULT_VARIABLE rc TIMEOUT 120)
@@ -81,3 +86,5 @@ function(assay_discover_tests)
                          SKIP_REGULAR_EXPRESSION "assay: no CUDA GPU present" TIMEOUT ${A_TIMEOUT})
   endforeach()
 endfunction()
+
+cmake_policy(POP)

@@ -23,6 +23,9 @@
 #     [NO_BUILTIN_OPS])                leave assay's own ops (gemm, ...) out of the executable; a spec
 #                                      that adds a variant to one of them needs them
 #
+# It enables testing in the calling directory (enable_testing), unless
+# BUILD_TESTING is set and off.
+#
 # CTest entries (ctest -N lists them; -L cpu / -L gpu selects):
 #   <exe>.selfcheck                  cpu  the host references' self-check
 #   <exe>.fuzz.<op>.<variant>        gpu  <exe> fuzz <op> --variant <v> --cases N --require-gpu ...
@@ -107,7 +110,16 @@ function(assay_add_kernel_image out_var)
   set(${out_var} "${A_OUTPUT}" PARENT_SCOPE)
 endfunction()
 
-function(assay_add_kernel_spec)
+# A macro, so that enable_testing() acts on the caller's directory (inside a
+# function it would not); the work is done by the function below.
+macro(assay_add_kernel_spec)
+  if(NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
+    enable_testing()
+  endif()
+  _assay_add_kernel_spec(${ARGN})
+endmacro()
+
+function(_assay_add_kernel_spec)
   cmake_parse_arguments(PARSE_ARGV 0 A "NO_BUILTIN_OPS" "NAME;IMAGE_FORMAT;CASES;MAX_DIM;TIMEOUT;CORPUS"
                         "SPECS;KERNELS;IMAGES;LINK;OPS;VARIANTS")
   if(NOT A_NAME OR NOT A_SPECS)
@@ -178,8 +190,10 @@ function(assay_add_kernel_spec)
   endif()
   set_target_properties(${A_NAME} PROPERTIES CXX_STANDARD 20 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
 
-  # ---- CTest -------------------------------------------------------------------------
-  enable_testing()
+  # ---- CTest (assay_add_kernel_spec enabled testing unless BUILD_TESTING is off) ---------
+  if(DEFINED BUILD_TESTING AND NOT BUILD_TESTING)
+    return()
+  endif()
   set(corpus_out "${CMAKE_CURRENT_BINARY_DIR}/assay-corpus")
   set(report_dir "${CMAKE_CURRENT_BINARY_DIR}/assay-reports")
   add_test(NAME ${A_NAME}.selfcheck COMMAND ${A_NAME} selfcheck)

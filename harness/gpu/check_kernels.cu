@@ -116,17 +116,18 @@ __device__ void check_compare(const DevCompare& c, CompareResult* out) {
       const double r = c.ref[idx];
       const double m = c.mag != nullptr ? c.mag[idx] : 0.0;
       if (c.prev != nullptr) bad_det = !same_bits(c.out, c.prev, e, es);
+      const double tol = c.rel_out * fabs(r) + c.rel_mag * m + c.floor;
+      // Partial sums are bounded by the magnitude term; where it can pass the
+      // largest finite output (or is itself Inf/NaN), a correct kernel may
+      // overflow in the middle of its reduction in some order: Inf, or
+      // Inf - Inf = NaN, also where the exact result is an Inf of one sign.
+      const double limit = c.overflow_mag > 0 ? c.overflow_mag : c.out_max;
+      const bool may_overflow = !(m * (1.0 + c.rel_mag) + c.floor < limit);
       if (isnan(r)) {
         bad_naninf = !isnan(o);
       } else if (isinf(r)) {
-        bad_naninf = !(isinf(o) && signbit(o) == signbit(r));
+        bad_naninf = !((isinf(o) && signbit(o) == signbit(r)) || (isnan(o) && may_overflow));
       } else {
-        const double tol = c.rel_out * fabs(r) + c.rel_mag * m + c.floor;
-        // Partial sums are bounded by the magnitude term; where it can pass
-        // the largest finite output, a correct kernel may overflow in the
-        // middle of its reduction (Inf, or Inf - Inf = NaN) in some order.
-        const double limit = c.overflow_mag > 0 ? c.overflow_mag : c.out_max;
-        const bool may_overflow = m * (1.0 + c.rel_mag) + c.floor >= limit || isinf(m) || isnan(m);
         if ((isnan(o) || isinf(o)) && may_overflow) {
           // accepted; finite outputs are still held to the bound below
         } else if (isnan(o)) {
