@@ -37,7 +37,7 @@ function(_assay_list_variants exe out ok)
 endfunction()
 
 function(assay_discover_tests)
-  cmake_parse_arguments(A "" "PREFIX;EXE;STOCK;REPORT_DIR;TIMEOUT" "VARIANTS;FUZZ_ARGS" ${ARGN})
+  cmake_parse_arguments(A "" "PREFIX;EXE;STOCK;CMAKE;REPORT_DIR;TIMEOUT" "VARIANTS;FUZZ_ARGS" ${ARGN})
   if(NOT EXISTS "${A_EXE}")
     # Not built yet: one failing entry that says so, instead of no entries.
     add_test(${A_PREFIX}.NOT_BUILT "${A_EXE}")
@@ -71,7 +71,7 @@ function(assay_discover_tests)
   endforeach()
   if(NOT pairs)
     # The specs registered nothing of their own: say so with a failing entry.
-    add_test(${A_PREFIX}.no_kernel_variants "${CMAKE_COMMAND}" -E echo
+    add_test(${A_PREFIX}.no_kernel_variants "${A_CMAKE}" -E echo
              "${A_PREFIX}: its specs add no op or variant beyond the stock assay's (see '${A_EXE} list')")
     set_tests_properties(${A_PREFIX}.no_kernel_variants PROPERTIES WILL_FAIL TRUE LABELS "cpu;assay")
     return()

@@ -24,7 +24,8 @@
 #                                      that adds a variant to one of them needs them
 #
 # It enables testing in the calling directory (enable_testing), unless
-# BUILD_TESTING is set and off.
+# BUILD_TESTING is set and off, and the CUDA language if a .cu file is listed
+# and the project did not enable it.
 #
 # CTest entries (ctest -N lists them; -L cpu / -L gpu selects):
 #   <exe>.selfcheck                  cpu  the host references' self-check
@@ -116,6 +117,19 @@ macro(assay_add_kernel_spec)
   if(NOT DEFINED BUILD_TESTING OR BUILD_TESTING)
     enable_testing()
   endif()
+  # CUDA kernels in a project that declared only CXX: enable CUDA here (it
+  # must happen at directory scope, so not in the function).
+  cmake_parse_arguments(_assay_m "" "" "KERNELS;IMAGES" ${ARGN})
+  get_property(_assay_langs GLOBAL PROPERTY ENABLED_LANGUAGES)
+  if("${_assay_m_KERNELS};${_assay_m_IMAGES}" MATCHES "\\.cu(;|$)" AND NOT "CUDA" IN_LIST _assay_langs)
+    message(STATUS "assay: enabling CUDA for the kernels of ${ARGV1} (or: project(... LANGUAGES CXX CUDA))")
+    enable_language(CUDA)
+  endif()
+  unset(_assay_langs)
+  unset(_assay_m_KERNELS)
+  unset(_assay_m_IMAGES)
+  unset(_assay_m_UNPARSED_ARGUMENTS)
+  unset(_assay_m_KEYWORDS_MISSING_VALUES)
   _assay_add_kernel_spec(${ARGN})
 endmacro()
 
@@ -129,12 +143,6 @@ function(_assay_add_kernel_spec)
   if(A_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "assay_add_kernel_spec(${A_NAME}): unknown arguments: ${A_UNPARSED_ARGUMENTS}")
   endif()
-  foreach(src IN LISTS A_KERNELS)
-    if(src MATCHES "\\.cu$" AND NOT CMAKE_CUDA_COMPILER)
-      message(FATAL_ERROR "assay_add_kernel_spec(${A_NAME}): ${src} is CUDA: enable it with "
-                          "project(<name> LANGUAGES CXX CUDA)")
-    endif()
-  endforeach()
   foreach(var CASES MAX_DIM TIMEOUT)
     if(DEFINED A_${var} AND NOT A_${var} MATCHES "^[0-9]+$")
       message(FATAL_ERROR "assay_add_kernel_spec(${A_NAME}): ${var} must be a positive integer, not '${A_${var}}'")
@@ -234,6 +242,7 @@ assay_discover_tests(
   PREFIX \"${A_NAME}\"
   EXE \"$<TARGET_FILE:${A_NAME}>\"
   STOCK \"$<TARGET_FILE:assay::assay>\"
+  CMAKE \"${CMAKE_COMMAND}\"
   VARIANTS \"${A_VARIANTS}\"
   FUZZ_ARGS \"${fuzz_args}\"
   REPORT_DIR \"${report_dir}\"

@@ -2,7 +2,7 @@
 // make the CPU the bottleneck: the fp32 inputs are widened exactly to fp64 and
 // multiplied with cuBLAS fp64 pedantic; the magnitude term |alpha||A||B| +
 // |beta||C| comes from a second fp64 GEMM on absolute values. Checked against
-// references/host on small shapes (tests/references/gemm_device_ref_test.cpp).
+// references/host on small shapes (tests/references/gemm_device_ref_gpu_test.cpp).
 #pragma once
 
 #include <cstdint>
