@@ -119,17 +119,19 @@ macro(assay_add_kernel_spec)
   endif()
   # CUDA kernels in a project that declared only CXX: enable CUDA here (it
   # must happen at directory scope, so not in the function).
-  cmake_parse_arguments(_assay_m "" "" "KERNELS;IMAGES" ${ARGN})
+  cmake_parse_arguments(_assay_m "NO_BUILTIN_OPS" "NAME;IMAGE_FORMAT;CASES;MAX_DIM;TIMEOUT;CORPUS"
+                        "SPECS;KERNELS;IMAGES;LINK;OPS;VARIANTS" ${ARGN})
   get_property(_assay_langs GLOBAL PROPERTY ENABLED_LANGUAGES)
   if("${_assay_m_KERNELS};${_assay_m_IMAGES}" MATCHES "\\.cu(;|$)" AND NOT "CUDA" IN_LIST _assay_langs)
-    message(STATUS "assay: enabling CUDA for the kernels of ${ARGV1} (or: project(... LANGUAGES CXX CUDA))")
+    message(STATUS "assay: enabling CUDA for the kernels of ${_assay_m_NAME} (or: project(... LANGUAGES CXX CUDA))")
     enable_language(CUDA)
   endif()
   unset(_assay_langs)
-  unset(_assay_m_KERNELS)
-  unset(_assay_m_IMAGES)
-  unset(_assay_m_UNPARSED_ARGUMENTS)
-  unset(_assay_m_KEYWORDS_MISSING_VALUES)
+  foreach(_assay_v NO_BUILTIN_OPS NAME IMAGE_FORMAT CASES MAX_DIM TIMEOUT CORPUS SPECS KERNELS IMAGES LINK OPS VARIANTS
+                   UNPARSED_ARGUMENTS KEYWORDS_MISSING_VALUES)
+    unset(_assay_m_${_assay_v})
+  endforeach()
+  unset(_assay_v)
   _assay_add_kernel_spec(${ARGN})
 endmacro()
 
