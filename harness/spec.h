@@ -49,6 +49,7 @@ struct Inspection {
   int64_t rows = 0, cols = 0;
   std::vector<double> out, ref, tol, vendor;  ///< rows*cols each (vendor may be empty)
   std::vector<uint8_t> unwritten;             ///< rows*cols, or empty
+  std::vector<uint8_t> touches_special;       ///< rows*cols, or empty: 1 where a NaN/Inf input feeds the element
   std::string reference;                      ///< "host-f64" / "device-f64"
   /// The inputs that feed element (i, j), one line (e.g. a row of A and a column of B).
   std::function<std::string(int64_t, int64_t)> inputs;

@@ -91,6 +91,24 @@ StatusOr<TriageResult> triage(const OpSpec& spec, const Case& c, Executor& exec,
         t += fmt::format("where: {}\n", loc->description);
         metrics.push_back({"where", loc->description});
       }
+      if (!in->touches_special.empty()) {
+        int64_t bad = 0, bad_special = 0, special = 0;
+        for (int64_t i = 0; i < in->rows; ++i)
+          for (int64_t j = 0; j < in->cols; ++j) {
+            const bool sp = in->touches_special[static_cast<size_t>(i * in->cols + j)] != 0;
+            special += sp;
+            if (errors.bad(i, j)) {
+              ++bad;
+              bad_special += sp;
+            }
+          }
+        const std::string line =
+            special == 0 ? "no NaN/Inf among the inputs"
+                         : fmt::format("{} of {} bad elements are fed by a NaN/Inf input ({} elements are)", bad_special,
+                                       bad, special);
+        t += fmt::format("special values: {}\n", line);
+        metrics.push_back({"special values", line});
+      }
       int listed = 0;
       for (int64_t i = 0; i < in->rows && listed < opts.max_elements; ++i)
         for (int64_t j = 0; j < in->cols && listed < opts.max_elements; ++j) {

@@ -124,7 +124,8 @@ Status cu_error(const Driver& d, CUresult r, const char* call, const std::string
   const char* text = nullptr;
   if (d.error_name(r, &name) != CUDA_SUCCESS) name = nullptr;
   if (d.error_string(r, &text) != CUDA_SUCCESS) text = nullptr;
-  return fail(Status(code, fmt::format("{}: {} failed: {} ({})", what, call, name ? name : fmt::format("CUresult {}", static_cast<int>(r)),
+  return fail(Status(code, fmt::format("{}: {} failed: {} ({})", what, call,
+                                       name ? name : fmt::format("CUresult {}", static_cast<int>(r)),
                                        text ? text : "no description")),
               static_cast<cudaError_t>(r));
 }
@@ -157,7 +158,9 @@ std::string one_line(std::string s, size_t max_len = 400) {
   return s;
 }
 
-std::string image_name(const std::string& path) { return fmt::format("kernel image '{}'", path); }
+std::string image_name(const std::string& path) {
+  return fmt::format("kernel image '{}'", path);
+}
 
 // ---- signatures -------------------------------------------------------------------
 std::string_view trim(std::string_view s) {
@@ -168,22 +171,26 @@ std::string_view trim(std::string_view s) {
 
 bool is_identifier(std::string_view s) {
   if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
 }
 
 std::optional<ArgKind> scalar_kind(const std::string& type) {
   static const std::map<std::string, ArgKind> kTypes = {
-      {"bool", ArgKind::kBool},
-      {"int", ArgKind::kI32}, {"signed", ArgKind::kI32}, {"signed int", ArgKind::kI32}, {"int32_t", ArgKind::kI32},
-      {"i32", ArgKind::kI32},
-      {"unsigned", ArgKind::kU32}, {"unsigned int", ArgKind::kU32}, {"uint32_t", ArgKind::kU32}, {"u32", ArgKind::kU32},
-      {"long", ArgKind::kI64}, {"long int", ArgKind::kI64}, {"long long", ArgKind::kI64},
-      {"long long int", ArgKind::kI64}, {"int64_t", ArgKind::kI64}, {"ptrdiff_t", ArgKind::kI64},
-      {"intptr_t", ArgKind::kI64}, {"i64", ArgKind::kI64},
-      {"unsigned long", ArgKind::kU64}, {"unsigned long long", ArgKind::kU64}, {"uint64_t", ArgKind::kU64},
-      {"size_t", ArgKind::kU64}, {"uintptr_t", ArgKind::kU64}, {"u64", ArgKind::kU64},
-      {"float", ArgKind::kF32}, {"f32", ArgKind::kF32},
-      {"double", ArgKind::kF64}, {"f64", ArgKind::kF64},
+      {"bool", ArgKind::kBool},         {"int", ArgKind::kI32},
+      {"signed", ArgKind::kI32},        {"signed int", ArgKind::kI32},
+      {"int32_t", ArgKind::kI32},       {"i32", ArgKind::kI32},
+      {"unsigned", ArgKind::kU32},      {"unsigned int", ArgKind::kU32},
+      {"uint32_t", ArgKind::kU32},      {"u32", ArgKind::kU32},
+      {"long", ArgKind::kI64},          {"long int", ArgKind::kI64},
+      {"long long", ArgKind::kI64},     {"long long int", ArgKind::kI64},
+      {"int64_t", ArgKind::kI64},       {"ptrdiff_t", ArgKind::kI64},
+      {"intptr_t", ArgKind::kI64},      {"i64", ArgKind::kI64},
+      {"unsigned long", ArgKind::kU64}, {"unsigned long long", ArgKind::kU64},
+      {"uint64_t", ArgKind::kU64},      {"size_t", ArgKind::kU64},
+      {"uintptr_t", ArgKind::kU64},     {"u64", ArgKind::kU64},
+      {"float", ArgKind::kF32},         {"f32", ArgKind::kF32},
+      {"double", ArgKind::kF64},        {"f64", ArgKind::kF64},
   };
   auto it = kTypes.find(type);
   if (it == kTypes.end()) return std::nullopt;
@@ -239,9 +246,10 @@ StatusOr<KernelArg> parse_param(std::string_view text, size_t index) {
   if (null_pointer) return invalid_argument(fmt::format("{}: '= null' is for pointer parameters only", where()));
   const auto kind = scalar_kind(type);
   if (!kind)
-    return invalid_argument(fmt::format("{}: unsupported type '{}' (pointers, bool, int32/uint32, int64/uint64, "
-                                        "float, double)",
-                                        where(), type));
+    return invalid_argument(
+        fmt::format("{}: unsupported type '{}' (pointers, bool, int32/uint32, int64/uint64, "
+                    "float, double)",
+                    where(), type));
   arg.kind = *kind;
   return arg;
 }
@@ -285,22 +293,44 @@ Status put_integer(std::array<unsigned char, 8>& slot, ArgKind k, const nlohmann
   }
   __int128 lo = 0, hi = 0;
   switch (k) {
-    case ArgKind::kBool: lo = 0, hi = 1; break;
-    case ArgKind::kI32: lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max(); break;
-    case ArgKind::kU32: lo = 0, hi = std::numeric_limits<uint32_t>::max(); break;
-    case ArgKind::kI64: lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max(); break;
-    case ArgKind::kU64: lo = 0, hi = std::numeric_limits<uint64_t>::max(); break;
-    default: return internal_error("put_integer: not an integer kind");
+    case ArgKind::kBool:
+      lo = 0, hi = 1;
+      break;
+    case ArgKind::kI32:
+      lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max();
+      break;
+    case ArgKind::kU32:
+      lo = 0, hi = std::numeric_limits<uint32_t>::max();
+      break;
+    case ArgKind::kI64:
+      lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+      break;
+    case ArgKind::kU64:
+      lo = 0, hi = std::numeric_limits<uint64_t>::max();
+      break;
+    default:
+      return internal_error("put_integer: not an integer kind");
   }
   if (x < lo || x > hi)
     return invalid_argument(fmt::format("{}: {} is out of range for {}", where, v.dump(), arg_kind_name(k)));
   switch (k) {
-    case ArgKind::kBool: put(slot, static_cast<bool>(x)); break;
-    case ArgKind::kI32: put(slot, static_cast<int32_t>(x)); break;
-    case ArgKind::kU32: put(slot, static_cast<uint32_t>(x)); break;
-    case ArgKind::kI64: put(slot, static_cast<int64_t>(x)); break;
-    case ArgKind::kU64: put(slot, static_cast<uint64_t>(x)); break;
-    default: break;
+    case ArgKind::kBool:
+      put(slot, static_cast<bool>(x));
+      break;
+    case ArgKind::kI32:
+      put(slot, static_cast<int32_t>(x));
+      break;
+    case ArgKind::kU32:
+      put(slot, static_cast<uint32_t>(x));
+      break;
+    case ArgKind::kI64:
+      put(slot, static_cast<int64_t>(x));
+      break;
+    case ArgKind::kU64:
+      put(slot, static_cast<uint64_t>(x));
+      break;
+    default:
+      break;
   }
   return ok_status();
 }
@@ -310,25 +340,31 @@ Status put_integer(std::array<unsigned char, 8>& slot, ArgKind k, const nlohmann
 // ---- formats and images ---------------------------------------------------------------
 std::string_view image_format_name(ImageFormat f) {
   switch (f) {
-    case ImageFormat::kAuto: return "auto";
-    case ImageFormat::kCubin: return "cubin";
-    case ImageFormat::kPtx: return "PTX";
-    case ImageFormat::kFatbin: return "fatbin";
+    case ImageFormat::kAuto:
+      return "auto";
+    case ImageFormat::kCubin:
+      return "cubin";
+    case ImageFormat::kPtx:
+      return "PTX";
+    case ImageFormat::kFatbin:
+      return "fatbin";
   }
   return "?";
 }
 
 StatusOr<ImageFormat> identify_kernel_image(std::string_view b, const std::string& where) {
   const auto byte = [&](size_t i) { return static_cast<unsigned char>(b[i]); };
-  if (b.size() < 4) return invalid_argument(fmt::format("{}: {} bytes: too short for a cubin, fatbin or PTX file", where, b.size()));
+  if (b.size() < 4)
+    return invalid_argument(fmt::format("{}: {} bytes: too short for a cubin, fatbin or PTX file", where, b.size()));
   if (byte(0) == 0x7F && b.substr(1, 3) == "ELF") {
     // e_machine (offset 18, little-endian): EM_CUDA = 190.
     if (b.size() < 20) return invalid_argument(fmt::format("{}: truncated ELF header", where));
     const unsigned machine = byte(18) | (byte(19) << 8);
     if (machine != 190)
-      return invalid_argument(fmt::format("{}: an ELF file for machine {}, not a CUDA cubin (EM_CUDA = 190); "
-                                          "a host object or library?",
-                                          where, machine));
+      return invalid_argument(
+          fmt::format("{}: an ELF file for machine {}, not a CUDA cubin (EM_CUDA = 190); "
+                      "a host object or library?",
+                      where, machine));
     return ImageFormat::kCubin;
   }
   // Fatbinary header magic 0xBA55ED50, little-endian.
@@ -351,12 +387,12 @@ StatusOr<KernelImage> read_kernel_image(const std::string& path, ImageFormat exp
   const std::string where = image_name(path);
   std::error_code ec;
   const auto st = fs::status(path, ec);
-  if (ec || !fs::exists(st))
-    return fail(not_found(fmt::format("{}: no such file", where)), cudaErrorFileNotFound);
+  if (ec || !fs::exists(st)) return fail(not_found(fmt::format("{}: no such file", where)), cudaErrorFileNotFound);
   if (fs::is_directory(st))
     return fail(invalid_argument(fmt::format("{}: is a directory, not a file", where)), cudaErrorFileNotFound);
   std::ifstream in(path, std::ios::binary);
-  if (!in) return fail(not_found(fmt::format("{}: cannot open: {}", where, std::strerror(errno))), cudaErrorFileNotFound);
+  if (!in)
+    return fail(not_found(fmt::format("{}: cannot open: {}", where, std::strerror(errno))), cudaErrorFileNotFound);
   std::ostringstream ss;
   ss << in.rdbuf();
   if (in.bad()) return fail(internal_error(fmt::format("{}: read error", where)), cudaErrorFileNotFound);
@@ -377,26 +413,38 @@ StatusOr<KernelImage> read_kernel_image(const std::string& path, ImageFormat exp
 // ---- signatures and arguments ---------------------------------------------------------
 std::string_view arg_kind_name(ArgKind k) {
   switch (k) {
-    case ArgKind::kPointer: return "pointer";
-    case ArgKind::kNullPointer: return "null pointer";
-    case ArgKind::kBool: return "bool";
-    case ArgKind::kI32: return "int32";
-    case ArgKind::kU32: return "uint32";
-    case ArgKind::kI64: return "int64";
-    case ArgKind::kU64: return "uint64";
-    case ArgKind::kF32: return "float";
-    case ArgKind::kF64: return "double";
+    case ArgKind::kPointer:
+      return "pointer";
+    case ArgKind::kNullPointer:
+      return "null pointer";
+    case ArgKind::kBool:
+      return "bool";
+    case ArgKind::kI32:
+      return "int32";
+    case ArgKind::kU32:
+      return "uint32";
+    case ArgKind::kI64:
+      return "int64";
+    case ArgKind::kU64:
+      return "uint64";
+    case ArgKind::kF32:
+      return "float";
+    case ArgKind::kF64:
+      return "double";
   }
   return "?";
 }
 
 size_t arg_size(ArgKind k) {
   switch (k) {
-    case ArgKind::kBool: return 1;
+    case ArgKind::kBool:
+      return 1;
     case ArgKind::kI32:
     case ArgKind::kU32:
-    case ArgKind::kF32: return 4;
-    default: return 8;
+    case ArgKind::kF32:
+      return 4;
+    default:
+      return 8;
   }
 }
 
@@ -415,8 +463,7 @@ StatusOr<std::vector<KernelArg>> parse_signature(std::string_view signature) {
   return out;
 }
 
-LaunchDims LaunchDims::cover_2d(int64_t cols, int64_t rows, uint32_t block_x, uint32_t block_y,
-                                uint32_t shared_bytes) {
+LaunchDims LaunchDims::cover_2d(int64_t cols, int64_t rows, uint32_t block_x, uint32_t block_y, uint32_t shared_bytes) {
   const auto blocks = [](int64_t extent, uint32_t b, int64_t limit) {
     if (extent <= 0 || b == 0) return uint32_t{0};
     return static_cast<uint32_t>(std::min((extent + b - 1) / b, limit));
@@ -447,7 +494,9 @@ StatusOr<PackedArgs> pack_args(const std::vector<KernelArg>& signature, const La
         put(slot, it->second);
         break;
       }
-      case ArgKind::kNullPointer: put(slot, static_cast<const void*>(nullptr)); break;
+      case ArgKind::kNullPointer:
+        put(slot, static_cast<const void*>(nullptr));
+        break;
       case ArgKind::kF32:
       case ArgKind::kF64: {
         if (!b.scalars.is_object() || !b.scalars.contains(a.name))
@@ -486,7 +535,8 @@ Status driver_available() {
 StatusOr<std::unique_ptr<KernelModule>> KernelModule::load(const KernelImage& image) {
   const std::string where = image_name(image.path);
   const auto& dr = driver();
-  if (!dr.ok()) return fail(Status(dr.status().code(), fmt::format("{}: {}", where, dr.status().message())), t_last_code);
+  if (!dr.ok())
+    return fail(Status(dr.status().code(), fmt::format("{}: {}", where, dr.status().message())), t_last_code);
   const Driver& d = *dr;
   ASSAY_RETURN_IF_ERROR(current_context(d, where).status());
   // The JIT's error log says which PTX line it rejects; keep its first lines.
@@ -552,7 +602,8 @@ StatusOr<void*> KernelModule::function(const std::string& symbol) const {
                                       held.empty() ? "the driver cannot list its kernels" : "it holds: " + held)),
                 cudaErrorSymbolNotFound);
   }
-  if (r != CUDA_SUCCESS) return cu_error(d, r, "cuModuleGetFunction", fmt::format("{}: kernel '{}'", image_name(path_), symbol));
+  if (r != CUDA_SUCCESS)
+    return cu_error(d, r, "cuModuleGetFunction", fmt::format("{}: kernel '{}'", image_name(path_), symbol));
   return static_cast<void*>(f);
 }
 
@@ -567,7 +618,7 @@ Status KernelModule::check_signature(void* function, const std::string& symbol,
   for (size_t i = 0;; ++i) {
     size_t offset = 0, size = 0;
     const CUresult r = d.func_get_param_info(f, i, &offset, &size);
-    if (r == CUDA_ERROR_INVALID_VALUE) break;  // past the last parameter
+    if (r == CUDA_ERROR_INVALID_VALUE) break;   // past the last parameter
     if (r != CUDA_SUCCESS) return ok_status();  // not supported for this function: skip the check
     sizes.push_back(size);
     if (i > 4096) break;
@@ -601,14 +652,14 @@ Status launch_function(void* function, const std::string& what, const std::vecto
   const LaunchDims& l = *g;
   if (l.grid[0] == 0 || l.grid[1] == 0 || l.grid[2] == 0) return ok_status();  // empty output: nothing to launch
   if (l.block[0] == 0 || l.block[1] == 0 || l.block[2] == 0)
-    return fail(invalid_argument(fmt::format("{}: block {}x{}x{} has a zero extent", what, l.block[0], l.block[1],
-                                             l.block[2])),
-                cudaErrorInvalidConfiguration);
+    return fail(
+        invalid_argument(fmt::format("{}: block {}x{}x{} has a zero extent", what, l.block[0], l.block[1], l.block[2])),
+        cudaErrorInvalidConfiguration);
   const auto f = static_cast<CUfunction>(function);
   if (l.shared_bytes > 48 * 1024) {
     // Above 48 KiB of dynamic shared memory a kernel must opt in.
-    if (CUresult r = d.func_set_attribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                          static_cast<int>(l.shared_bytes));
+    if (CUresult r =
+            d.func_set_attribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(l.shared_bytes));
         r != CUDA_SUCCESS)
       return cu_error(d, r, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", what);
   }
@@ -630,13 +681,13 @@ struct DriverKernel::State {
   ImageFormat format = ImageFormat::kAuto;
 
   std::mutex mu;
-  std::optional<StatusOr<KernelImage>> image;   // read once
+  std::optional<StatusOr<KernelImage>> image;  // read once
   struct Loaded {
     StatusOr<void*> function;  // or why there is none
     cudaError_t code;          // the failure's code, for launch_or_report
   };
-  std::map<CUcontext, Loaded> functions;        // per context, loaded once
-  std::set<std::string> reported;                // messages already printed by launch_or_report
+  std::map<CUcontext, Loaded> functions;  // per context, loaded once
+  std::set<std::string> reported;         // messages already printed by launch_or_report
 
   std::string what() const { return fmt::format("kernel '{}' in {}", symbol, image_name(path)); }
 };
@@ -661,8 +712,12 @@ DriverKernel::DriverKernel(std::string path, std::string symbol, std::string_vie
     state_->signature_status = invalid_argument(fmt::format("{}: {}", state_->what(), sig.status().message()));
 }
 
-const std::string& DriverKernel::path() const { return state_->path; }
-const std::string& DriverKernel::symbol() const { return state_->symbol; }
+const std::string& DriverKernel::path() const {
+  return state_->path;
+}
+const std::string& DriverKernel::symbol() const {
+  return state_->symbol;
+}
 
 Status DriverKernel::check_offline() const {
   if (!state_->signature_status.ok()) return fail(state_->signature_status, cudaErrorInvalidValue);
@@ -674,7 +729,8 @@ Status DriverKernel::launch(const LaunchBindings& bindings, cudaStream_t stream)
   State& s = *state_;
   if (!s.signature_status.ok()) return fail(s.signature_status, cudaErrorInvalidValue);
   const auto& dr = driver();
-  if (!dr.ok()) return fail(Status(dr.status().code(), fmt::format("{}: {}", s.what(), dr.status().message())), t_last_code);
+  if (!dr.ok())
+    return fail(Status(dr.status().code(), fmt::format("{}: {}", s.what(), dr.status().message())), t_last_code);
   ASSAY_ASSIGN_OR_RETURN(CUcontext ctx, current_context(*dr, s.what()));
   void* fn = nullptr;
   {
@@ -684,9 +740,10 @@ Status DriverKernel::launch(const LaunchBindings& bindings, cudaStream_t stream)
       if (!s.image) s.image = read_kernel_image(s.path, s.format);
       t_last_code = cudaSuccess;
       StatusOr<void*> f = [&]() -> StatusOr<void*> {
-        if (!s.image->ok()) return fail(s.image->status(), s.image->status().code() == StatusCode::kNotFound
-                                                               ? cudaErrorFileNotFound
-                                                               : cudaErrorInvalidKernelImage);
+        if (!s.image->ok())
+          return fail(s.image->status(), s.image->status().code() == StatusCode::kNotFound
+                                             ? cudaErrorFileNotFound
+                                             : cudaErrorInvalidKernelImage);
         ASSAY_ASSIGN_OR_RETURN(std::unique_ptr<KernelModule> m, KernelModule::load(**s.image));
         ASSAY_ASSIGN_OR_RETURN(void* found, m->function(s.symbol));
         ASSAY_RETURN_IF_ERROR(m->check_signature(found, s.symbol, s.signature));

@@ -92,8 +92,7 @@ struct LaunchDims {
   /// grid = ceil(cols / block_x) x ceil(rows / block_y), each clamped to the
   /// hardware limit (2^31-1 along x, 65535 along y): a kernel that covers a
   /// larger extent must loop (grid-stride).
-  static LaunchDims cover_2d(int64_t cols, int64_t rows, uint32_t block_x, uint32_t block_y,
-                             uint32_t shared_bytes = 0);
+  static LaunchDims cover_2d(int64_t cols, int64_t rows, uint32_t block_x, uint32_t block_y, uint32_t shared_bytes = 0);
 };
 
 /// What a launch binds the signature to: device pointers by tensor name and

@@ -757,6 +757,20 @@ StatusOr<Inspection> gemm_inspect(const Case& c, const std::string& variant, gpu
       in.tol[l] = p.bound.tol(std::fabs(ref[l]), mag[l]);
       in.unwritten[l] = p.beta0 && is_output_poison(DType::kF32, &out_raw[e_]) ? 1 : 0;
     }
+  // Which outputs a NaN/Inf input reaches: row i of op(A) or column j of op(B).
+  std::vector<uint8_t> row_special(static_cast<size_t>(g.m), 0), col_special(static_cast<size_t>(g.n), 0);
+  for (int64_t i = 0; i < g.m; ++i)
+    for (int64_t q = 0; q < g.k; ++q)
+      if (!std::isfinite((*ha)[static_cast<size_t>(da.offset + (g.trans_a ? q * g.lda + i : i * g.lda + q))]))
+        row_special[static_cast<size_t>(i)] = 1;
+  for (int64_t j = 0; j < g.n; ++j)
+    for (int64_t q = 0; q < g.k; ++q)
+      if (!std::isfinite((*hb)[static_cast<size_t>(db.offset + (g.trans_b ? j * g.ldb + q : q * g.ldb + j))]))
+        col_special[static_cast<size_t>(j)] = 1;
+  in.touches_special.assign(static_cast<size_t>(mn), 0);
+  for (int64_t i = 0; i < g.m; ++i)
+    for (int64_t j = 0; j < g.n; ++j)
+      in.touches_special[static_cast<size_t>(i * g.n + j)] = row_special[static_cast<size_t>(i)] | col_special[static_cast<size_t>(j)];
   in.ref = std::move(ref);
   in.inputs = [g, ha, hb, oa = da.offset, ob = db.offset](int64_t i, int64_t j) {
     std::string s = fmt::format("A[{}][:] =", i);

@@ -22,7 +22,9 @@ namespace assay::gpu {
 namespace {
 namespace fs = std::filesystem;
 
-bool one_line(const std::string& s) { return !s.empty() && s.find('\n') == std::string::npos; }
+bool one_line(const std::string& s) {
+  return !s.empty() && s.find('\n') == std::string::npos;
+}
 
 class ModuleTest : public ::testing::Test {
  protected:
@@ -118,9 +120,10 @@ TEST(ModuleSignature, ParsesCLikeParameterLists) {
   ASSERT_TRUE(sig.ok()) << sig.status().to_string();
   ASSERT_EQ(sig->size(), 10u);
   const std::vector<std::pair<ArgKind, std::string>> want = {
-      {ArgKind::kPointer, "A"}, {ArgKind::kPointer, "C"},    {ArgKind::kI64, "m"},   {ArgKind::kI32, "flag"},
-      {ArgKind::kU32, "u"},     {ArgKind::kU64, "s"},        {ArgKind::kF32, "alpha"}, {ArgKind::kF64, "d"},
-      {ArgKind::kBool, "t"},    {ArgKind::kNullPointer, "scratch"}};
+      {ArgKind::kPointer, "A"},          {ArgKind::kPointer, "C"}, {ArgKind::kI64, "m"},
+      {ArgKind::kI32, "flag"},           {ArgKind::kU32, "u"},     {ArgKind::kU64, "s"},
+      {ArgKind::kF32, "alpha"},          {ArgKind::kF64, "d"},     {ArgKind::kBool, "t"},
+      {ArgKind::kNullPointer, "scratch"}};
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_EQ((*sig)[i].kind, want[i].first) << i;
     EXPECT_EQ((*sig)[i].name, want[i].second) << i;

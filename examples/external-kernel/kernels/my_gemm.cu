@@ -10,8 +10,7 @@ namespace {
 
 constexpr int kBlock = 16;
 
-__global__ void __launch_bounds__(kBlock * kBlock)
-    my_gemm_kernel(GemmArgs g) {
+__global__ void __launch_bounds__(kBlock* kBlock) my_gemm_kernel(GemmArgs g) {
   const int64_t a_step = g.trans_a ? g.lda : 1;  // op(A) along p
   const int64_t b_step = g.trans_b ? 1 : g.ldb;  // op(B) along p
   for (int64_t i = int64_t{blockIdx.y} * kBlock + threadIdx.y; i < g.m; i += int64_t{gridDim.y} * kBlock) {

@@ -11,9 +11,9 @@
 //                symbol, a launch signature and a launch geometry.
 //
 // Sections: binding (linked kernel), binding (kernel built elsewhere).
+#include "kernels/my_gemm.h"
 #include "harness/gpu/module.h"
 #include "harness/testbeds/gemm_f32.h"
-#include "kernels/my_gemm.h"
 
 namespace {
 
@@ -22,16 +22,16 @@ using assay::StatusOr;
 namespace gpu = assay::gpu;
 
 // ---- binding: the linked kernel -----------------------------------------------
-[[maybe_unused]] const bool kMyGemm = assay::register_gemm_f32_variant(
-    {{"my_gemm", "this repository's fp32 GEMM: 16x16 blocks, one element per thread", false, true,
-      "kernels/my_gemm.cu"},
-     [](const GemmF32Problem& p, cudaStream_t s) {
-       my::GemmArgs g;
-       g.m = p.m, g.n = p.n, g.k = p.k, g.trans_a = p.trans_a, g.trans_b = p.trans_b;
-       g.alpha = p.alpha, g.beta = p.beta;
-       g.a = p.a, g.lda = p.lda, g.b = p.b, g.ldb = p.ldb, g.c = p.c, g.ldc = p.ldc;
-       return my::my_gemm(g, s);
-     }});
+[[maybe_unused]] const bool kMyGemm =
+    assay::register_gemm_f32_variant({{"my_gemm", "this repository's fp32 GEMM: 16x16 blocks, one element per thread",
+                                       false, true, "kernels/my_gemm.cu"},
+                                      [](const GemmF32Problem& p, cudaStream_t s) {
+                                        my::GemmArgs g;
+                                        g.m = p.m, g.n = p.n, g.k = p.k, g.trans_a = p.trans_a, g.trans_b = p.trans_b;
+                                        g.alpha = p.alpha, g.beta = p.beta;
+                                        g.a = p.a, g.lda = p.lda, g.b = p.b, g.ldb = p.ldb, g.c = p.c, g.ldc = p.ldc;
+                                        return my::my_gemm(g, s);
+                                      }});
 
 // ---- binding: the kernel built elsewhere -----------------------------------------
 // ASSAY_IMAGE_MY_GEMM_AOT is the image's absolute path, defined by
@@ -54,9 +54,8 @@ const gpu::DriverKernel kMyGemmAot(
      [](const GemmF32Problem& p, cudaStream_t s) {
        gpu::LaunchBindings b;
        b.tensors = {{"A", p.a}, {"B", p.b}, {"C", p.c}};
-       b.scalars = {{"m", p.m},     {"n", p.n},     {"k", p.k},         {"trans_a", p.trans_a},
-                    {"trans_b", p.trans_b}, {"lda", p.lda}, {"ldb", p.ldb}, {"ldc", p.ldc},
-                    {"alpha", p.alpha}, {"beta", p.beta}};
+       b.scalars = {{"m", p.m},     {"n", p.n},     {"k", p.k},     {"trans_a", p.trans_a}, {"trans_b", p.trans_b},
+                    {"lda", p.lda}, {"ldb", p.ldb}, {"ldc", p.ldc}, {"alpha", p.alpha},     {"beta", p.beta}};
        // A load or launch failure is printed once and comes back as the
        // matching cudaError_t, which the testbed reports as a launch error.
        return kMyGemmAot.launch_or_report(b, s);
