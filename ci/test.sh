@@ -7,3 +7,5 @@ bash ci/install-deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build -j"$(nproc)"
 ctest --test-dir build --output-on-failure -j"$(nproc)"
+# The installed CMake package, consumed by examples/external-kernel.
+bash ci/example.sh
