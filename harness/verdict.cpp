@@ -21,6 +21,7 @@ std::string_view failure_kind_name(FailureKind k) {
     case FailureKind::kCrash: return "crash";
     case FailureKind::kHang: return "hang";
     case FailureKind::kSanitizer: return "sanitizer";
+    case FailureKind::kProjection: return "projection";
   }
   return "?";
 }
@@ -37,7 +38,7 @@ std::string Verdict::summary() const {
 }
 
 std::optional<FailureKind> parse_failure_kind(std::string_view name) {
-  for (int k = 0; k <= static_cast<int>(FailureKind::kSanitizer); ++k)
+  for (int k = 0; k <= static_cast<int>(FailureKind::kProjection); ++k)
     if (failure_kind_name(static_cast<FailureKind>(k)) == name) return static_cast<FailureKind>(k);
   return std::nullopt;
 }

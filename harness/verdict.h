@@ -24,6 +24,7 @@ enum class FailureKind : uint8_t {
   kCrash,            ///< the worker died (fault, trap, abort)
   kHang,             ///< the worker outlived its watchdog
   kSanitizer,        ///< compute-sanitizer reported an error during the case
+  kProjection,       ///< <v, J u> from the kernel's backward disagrees with finite differences of the fp64 forward
 };
 
 std::string_view failure_kind_name(FailureKind k);

@@ -575,6 +575,20 @@ int main(int argc, char** argv) {
 
   auto* selfcheck = app.add_subcommand("selfcheck", "CPU-only self-check of every op's host references");
 
+  FuzzArgs ga;
+  auto* gradcheck = app.add_subcommand(
+      "gradcheck", "Fuzz an op's backward kernels (<op>_bwd): bounds against fp64 backward references, <v, J u> "
+                   "against finite differences of the fp64 forward, accumulate semantics; failures go to the corpus");
+  gradcheck->add_option("op", ga.op, "Op whose backward to check (e.g. gemm)")->required();
+  gradcheck->add_option("--variant", ga.variants, "Backward variant(s) (default: all but mutants)");
+  gradcheck->add_option("--cases", ga.cases, "Stop after this many cases")->check(CLI::NonNegativeNumber);
+  gradcheck->add_option("--time", ga.seconds, "Stop after this many seconds")->check(CLI::NonNegativeNumber);
+  gradcheck->add_option("--seed", ga.seed, "Campaign seed");
+  gradcheck->add_option("--lanes", ga.lanes, "Lanes per GPU")->check(CLI::Range(1, 64));
+  gradcheck->add_option("--corpus", ga.corpus, "Folder for shrunk failing cases");
+  gradcheck->add_option("--json", ga.json, "JSON report");
+  gradcheck->add_flag("--require-gpu", ga.require_gpu, "Exit 3 when no GPU is present");
+
   std::string triage_path, triage_variant;
   int triage_device = 0;
   bool triage_no_sweep = false;
@@ -633,6 +647,11 @@ int main(int argc, char** argv) {
     return kExitPass;
   }
   if (fuzz->parsed()) return cmd_fuzz(fa);
+  if (gradcheck->parsed()) {
+    ga.op += "_bwd";
+    ga.max_dim = 96;
+    return cmd_fuzz(ga);
+  }
   if (replay->parsed()) return cmd_replay(replay_paths, replay_device, replay_require_gpu, replay_in_process);
   if (selfcheck->parsed()) return self_check(all_specs());
   if (worker->parsed()) return run_worker(wc);

@@ -79,3 +79,19 @@ TEST(GemmLaunchers, RejectInvalidShapesWithAnError) {
 
 }  // namespace
 }  // namespace assay
+
+namespace assay {
+namespace {
+
+TEST(GemmBwdGenerator, CasesValidateAndShrinkTowardSmallOnes) {
+  const OpSpec& spec = *find_spec("gemm_bwd");
+  const GenPlan plan{3, GenConfig{96}};
+  for (int64_t i = 0; i < 500; ++i) {
+    const Case c = generate_case(spec, plan, i);
+    ASSERT_TRUE(spec.validate(c).ok()) << spec.validate(c).to_string();
+    for (const Case& s : spec.shrink(c)) ASSERT_TRUE(spec.validate(s).ok()) << s.summary();
+  }
+}
+
+}  // namespace
+}  // namespace assay

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "kernels/gemm/gemm.h"
+#include "kernels/gemm/gemm_backward.h"
 
 namespace assay::mutants {
 
@@ -37,6 +38,13 @@ cudaError_t gemm_f32_fault_trap(const kernels::GemmF32Args& args, cudaStream_t s
 cudaError_t gemm_f32_fault_far_write(const kernels::GemmF32Args& args, cudaStream_t stream);
 cudaError_t gemm_f32_fault_spin(const kernels::GemmF32Args& args, cudaStream_t stream);
 cudaError_t gemm_f32_fault_misaligned(const kernels::GemmF32Args& args, cudaStream_t stream);
+
+/// GEMM backward mutants (gemm_bwd_mutants.cu).
+cudaError_t gemm_bwd_mutant_wrong_sign(const kernels::GemmBwdF32Args& g, cudaStream_t s);
+cudaError_t gemm_bwd_mutant_missing_alpha(const kernels::GemmBwdF32Args& g, cudaStream_t s);
+cudaError_t gemm_bwd_mutant_transposed(const kernels::GemmBwdF32Args& g, cudaStream_t s);
+cudaError_t gemm_bwd_mutant_overwrite(const kernels::GemmBwdF32Args& g, cudaStream_t s);
+cudaError_t gemm_bwd_mutant_wrong_row(const kernels::GemmBwdF32Args& g, cudaStream_t s);
 
 /// One mutant: its registry name, launcher, the planted bug and the harness
 /// checks expected to catch it. `caught_by` is a comma-separated list of

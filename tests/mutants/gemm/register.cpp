@@ -1,6 +1,7 @@
 // Registers every fp32 GEMM mutant as a [mutant] variant of the gemm op, so
 // `assay fuzz gemm --variant mutant_tail_guard` and the GPU tests can aim the
 // whole harness at a planted bug. Mutants are never fuzzed unless named.
+#include "harness/testbeds/gemm_bwd_f32.h"
 #include "harness/testbeds/gemm_f32.h"
 #include "tests/mutants/gemm/mutants.h"
 
@@ -26,6 +27,36 @@ bool register_all() {
 }
 
 [[maybe_unused]] const bool kRegistered = register_all();
+
+bool register_backward() {
+  struct M {
+    const char* name;
+    kernels::GemmBwdF32Launcher fn;
+    const char* bug;
+  };
+  const M ms[] = {
+      {"bwd_wrong_sign", gemm_bwd_mutant_wrong_sign, "dA = -alpha dC B^T (caught by: bound, projection)"},
+      {"bwd_missing_alpha", gemm_bwd_mutant_missing_alpha, "dA without the factor alpha (caught by: bound, projection)"},
+      {"bwd_transposed", gemm_bwd_mutant_transposed, "dA from B untransposed (caught by: bound, nan-inf, projection)"},
+      {"bwd_overwrite", gemm_bwd_mutant_overwrite, "dB overwritten instead of accumulated (caught by: bound, projection)"},
+      {"bwd_wrong_row", gemm_bwd_mutant_wrong_row,
+       "dB from row (i+1) mod m of dC; exact when all rows of dC are equal (caught by: bound, projection)"},
+  };
+  for (const M& m : ms) {
+    const kernels::GemmBwdF32Launcher fn = m.fn;
+    register_gemm_bwd_f32_variant({{m.name, m.bug, true, true, "tests/mutants/gemm/gemm_bwd_mutants.cu"},
+                                   [fn](const GemmBwdF32Problem& p, cudaStream_t s) {
+                                     kernels::GemmBwdF32Args a;
+                                     a.m = p.m, a.n = p.n, a.k = p.k, a.alpha = p.alpha;
+                                     a.a = p.a, a.lda = p.lda, a.b = p.b, a.ldb = p.ldb, a.dc = p.dc, a.lddc = p.lddc;
+                                     a.da = p.da, a.ldda = p.ldda, a.db = p.db, a.lddb = p.lddb;
+                                     return fn(a, s);
+                                   }});
+  }
+  return true;
+}
+
+[[maybe_unused]] const bool kRegisteredBackward = register_backward();
 
 }  // namespace
 }  // namespace assay::mutants
