@@ -28,10 +28,14 @@ double compound(double x) {
   return x / (1 - x);
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return a <= 0 ? 0 : a / b + (a % b != 0 ? 1 : 0); }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return a <= 0 ? 0 : a / b + (a % b != 0 ? 1 : 0);
+}
 
 /// n + add without overflow (saturates; gamma_n is +Inf there anyway).
-int64_t plus(int64_t n, int64_t add) { return n > kI64Max - add ? kI64Max : n + add; }
+int64_t plus(int64_t n, int64_t add) {
+  return n > kI64Max - add ? kI64Max : n + add;
+}
 
 bool is_pow2(double s) {
   if (!(s > 0) || !std::isfinite(s)) return false;
@@ -46,7 +50,9 @@ double out_rounding(DType out, DType acc) {
 }
 
 /// Half a subnormal spacing of a float `out` (gradual underflow of the final rounding).
-double out_floor(DType out) { return dtype_is_float(out) ? 0.5 * min_subnormal(out) : 0.0; }
+double out_floor(DType out) {
+  return dtype_is_float(out) ? 0.5 * min_subnormal(out) : 0.0;
+}
 
 /// Adds the output rounding to a kernel+reference bound: u_out |c~| <= u_out (|ref| + err),
 /// so the rest scales by 1 + u_out (as in gemm_ceiling).
@@ -60,7 +66,9 @@ ElementBound with_output(double rel, double rel_mag, double floor, DType out, DT
   return b;
 }
 
-ElementBound inf_bound() { return {kInf, kInf, kInf}; }
+ElementBound inf_bound() {
+  return {kInf, kInf, kInf};
+}
 
 }  // namespace
 
@@ -189,7 +197,9 @@ BoundPair gemm_bounds(const GemmBoundModel& m) {
   return p;
 }
 
-ElementBound gemm_ceiling(const GemmBoundModel& m) { return gemm_bounds(m).ceiling; }
+ElementBound gemm_ceiling(const GemmBoundModel& m) {
+  return gemm_bounds(m).ceiling;
+}
 
 bool gemm_exact_tier_holds(DType acc, int64_t k, int64_t int_range, double alpha_abs, double beta_abs,
                            double c_abs_max) {
@@ -277,7 +287,9 @@ BoundPair mean_bounds(const ReductionModel& m) {
   return sum_like(m, m.n + 1, m.n > 0 ? static_cast<double>(m.n) : 1.0);
 }
 
-double variance_mag(const VarianceMags& g) { return g.max_abs * g.range; }
+double variance_mag(const VarianceMags& g) {
+  return g.max_abs * g.range;
+}
 
 namespace {
 
@@ -392,8 +404,8 @@ SoftTerms softmax_terms(const SoftmaxModel& m, double u, DType acc, bool fast, i
   // __expf: 2 + floor(1.173|x|) ulp: the same constant part and 1.173*2u per unit of |x| [CUDA].
   const double c0 = 5 * u;
   const double c1 = fast ? 1.173 * 2 * u : 0.0;
-  t.a = (1 + R) * c0 + R * u;   // each rescale: one more exp and one multiply
-  t.b = (c1 + u) * (1 + u);     // + u|t| from rounding x - max (telescoped over rescales)
+  t.a = (1 + R) * c0 + R * u;                          // each rescale: one more exp and one multiply
+  t.b = (c1 + u) * (1 + u);                            // + u|t| from rounding x - max (telescoped over rescales)
   const double big_t = -std::log(min_subnormal(acc));  // beyond it exp underflows to 0 (a floor term)
   t.kappa = std::exp(t.a + t.b * big_t);
   const int64_t n = std::max<int64_t>(m.n, 1);
@@ -410,7 +422,7 @@ SoftTerms softmax_terms(const SoftmaxModel& m, double u, DType acc, bool fast, i
 BoundPair softmax_bounds(const SoftmaxModel& m, const SoftmaxRowMags& row) {
   const double u = unit_roundoff(m.acc), u_ref = unit_roundoff(m.ref_acc);
   const bool fast = m.fast_math && m.acc == DType::kF32;  // intrinsics are fp32 only
-  const double ref_slack = 1 + gamma_n(m.n + 8, u_ref);  // the reference's D and y|t| are fp64
+  const double ref_slack = 1 + gamma_n(m.n + 8, u_ref);   // the reference's D and y|t| are fp64
   const double D = row.weighted_dev * ref_slack;
   BoundPair p;
   for (bool expected : {false, true}) {
@@ -449,9 +461,8 @@ BoundPair log_softmax_bounds(const SoftmaxModel& m, const SoftmaxRowMags& row) {
       const bool kernel = which == 0;
       const double uu = kernel ? u : u_ref;
       if (!(uu > 0)) continue;
-      const SoftTerms t =
-          softmax_terms(m, uu, kernel ? m.acc : m.ref_acc, kernel && fast, kernel ? m.rescales : 0, D,
-                        kernel && expected);
+      const SoftTerms t = softmax_terms(m, uu, kernel ? m.acc : m.ref_acc, kernel && fast, kernel ? m.rescales : 0, D,
+                                        kernel && expected);
       if (!t.ok) {
         ok = false;
         break;
@@ -459,16 +470,14 @@ BoundPair log_softmax_bounds(const SoftmaxModel& m, const SoftmaxRowMags& row) {
       const double l_z = -std::log1p(-t.r_z);  // |log Z^ - log Z|
       const double lh = L + l_z;
       // logf 1 ulp (+0.5): 3u relative; __logf: 2^-21.41 absolute on [0.5, 2] (L <= ln 2), else 3 ulp.
-      const double e_log = kernel && fast ? std::max(kE2141 + uu * lh, 7 * uu * lh)
-                                          : 3 * uu * lh;
+      const double e_log = kernel && fast ? std::max(kE2141 + uu * lh, 7 * uu * lh) : 3 * uu * lh;
       // z^ = fl(t^ - L^): relative u of the result: u|z^| <= u(|z| + err), so err scales by 1/(1-u).
       const double c = 1 / (1 - uu);
       rel += uu * c;
       rel_mag += uu * c;  // x - max rounded: u|t_i|
       floor += c * (l_z + e_log) + min_normal(kernel ? m.acc : m.ref_acc);
     }
-    (expected ? p.expected : p.ceiling) =
-        ok ? with_output(rel, rel_mag * ref_slack, floor, m.out, m.acc) : inf_bound();
+    (expected ? p.expected : p.ceiling) = ok ? with_output(rel, rel_mag * ref_slack, floor, m.out, m.acc) : inf_bound();
   }
   return p;
 }
@@ -479,8 +488,8 @@ BoundPair cross_entropy_bounds(const SoftmaxModel& m, const SoftmaxRowMags& row)
 
 double cross_entropy_mean_tol(const SoftmaxModel& m, int64_t rows, double mean_row_tol, double mean_abs_loss,
                               bool expected) {
-  const double g = g_level(rows + 1, unit_roundoff(m.acc), m.lambda, expected) +
-                   gamma_n(rows + 1, unit_roundoff(m.ref_acc));
+  const double g =
+      g_level(rows + 1, unit_roundoff(m.acc), m.lambda, expected) + gamma_n(rows + 1, unit_roundoff(m.ref_acc));
   return (1 + g) * mean_row_tol + g * mean_abs_loss;
 }
 
@@ -522,8 +531,9 @@ BoundPair layernorm_bounds(const NormModel& m, const LayerNormRowMags& row) {
       const double uu = kernel ? u : u_ref;
       if (!(uu > 0)) continue;
       const VarTerms vt = variance_terms(n, n, uu, gs, m.lambda, kernel && expected);
-      const double e_v = vt.rel_v * V * ref_slack + vt.coef_xw * gs.max_abs * gs.range + vt.abs +
-                         (3.0 * static_cast<double>(n) + 4.0) / static_cast<double>(n) * min_normal(kernel ? m.acc : m.ref_acc);
+      const double e_v =
+          vt.rel_v * V * ref_slack + vt.coef_xw * gs.max_abs * gs.range + vt.abs +
+          (3.0 * static_cast<double>(n) + 4.0) / static_cast<double>(n) * min_normal(kernel ? m.acc : m.ref_acc);
       // The kernel adds its own fl(eps): u*eps more.
       const double rr = rstd_rel((e_v + uu * m.eps) / ve, uu, kernel && fast);
       if (!std::isfinite(rr)) {
@@ -531,7 +541,7 @@ BoundPair layernorm_bounds(const NormModel& m, const LayerNormRowMags& row) {
         break;
       }
       const double f3 = (1 + rr) * (1 + gamma_n(3, uu));  // x - mu^, * rstd, * gamma
-      const double c = 1 / (1 - uu);                        // + beta, relative to the result
+      const double c = 1 / (1 - uu);                      // + beta, relative to the result
       rel += uu * c;
       rel_mag += c * (f3 - 1);
       floor += c * (row.max_abs_gamma * vt.e_mu * rstd * f3) + min_normal(kernel ? m.acc : m.ref_acc);
@@ -583,7 +593,8 @@ namespace {
 float to_f32(double v) {
   if (std::isnan(v)) return std::numeric_limits<float>::quiet_NaN();
   constexpr double kOverflow = 0x1.ffffffp127;  // FLT_MAX + half an ulp: ties round up to Inf
-  if (std::fabs(v) >= kOverflow) return v > 0 ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity();
+  if (std::fabs(v) >= kOverflow)
+    return v > 0 ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity();
   return static_cast<float>(v);
 }
 
@@ -688,13 +699,21 @@ double ulp_of(double x, DType t) {
 namespace {
 
 constexpr FastBound kNoFast{};
-constexpr FastBound fast_ulp(double u) { return {FastKind::kUlp, u, 0, 0, 0, 0, 0}; }
-constexpr FastBound fast_linear(double u, double slope) { return {FastKind::kUlpLinear, u, slope, 0, 0, 0, 0}; }
+constexpr FastBound fast_ulp(double u) {
+  return {FastKind::kUlp, u, 0, 0, 0, 0, 0};
+}
+constexpr FastBound fast_linear(double u, double slope) {
+  return {FastKind::kUlpLinear, u, slope, 0, 0, 0, 0};
+}
 constexpr FastBound fast_abs(double abs_err, double lo, double hi, double ulp_else) {
   return {FastKind::kAbsInRange, ulp_else, 0, abs_err, lo, hi, 0};
 }
-constexpr FastBound fast_rel(double rel) { return {FastKind::kRelative, 0, 0, 0, 0, 0, rel}; }
-constexpr FastBound fast_derived() { return {FastKind::kDerived, 0, 0, 0, 0, 0, 0}; }
+constexpr FastBound fast_rel(double rel) {
+  return {FastKind::kRelative, 0, 0, 0, 0, 0, rel};
+}
+constexpr FastBound fast_derived() {
+  return {FastKind::kDerived, 0, 0, 0, 0, 0, 0};
+}
 
 constexpr double kPi = std::numbers::pi;
 
@@ -762,15 +781,18 @@ double fast_f32_budget(const MathFnAccuracy& fn, double x, double y, double x2) 
   constexpr DType c = DType::kF32;
   const double u = unit_roundoff(c);
   switch (f.kind) {
-    case FastKind::kNone: return ulps_abs(fn.ulp_f32, y, c);
+    case FastKind::kNone:
+      return ulps_abs(fn.ulp_f32, y, c);
     case FastKind::kUlp:
       if (fn.name == "x/y" && !(std::fabs(x2) >= 0x1p-126 && std::fabs(x2) <= 0x1p126)) return kInf;
       return ulps_abs(f.ulp, y, c);
-    case FastKind::kUlpLinear: return ulps_abs(f.ulp + std::floor(f.slope * std::fabs(x)), y, c);
+    case FastKind::kUlpLinear:
+      return ulps_abs(f.ulp + std::floor(f.slope * std::fabs(x)), y, c);
     case FastKind::kAbsInRange:
       if (x >= f.lo && x <= f.hi) return f.abs_err + 0.5 * ulp_of(y, c);
       return f.ulp < 0 ? kInf : ulps_abs(f.ulp, y, c);
-    case FastKind::kRelative: return f.rel * std::fabs(y) + 0.5 * ulp_of(y, c);
+    case FastKind::kRelative:
+      return f.rel * std::fabs(y) + 0.5 * ulp_of(y, c);
     case FastKind::kDerived: {
       if (fn.name == "tanf") {
         // __sinf(x) * (1/__cosf(x)): s, c err by at most 2^-21.41, 2^-21.19 on [-pi, pi];
@@ -800,7 +822,9 @@ double fast_f32_budget(const MathFnAccuracy& fn, double x, double y, double x2) 
 
 }  // namespace
 
-std::span<const MathFnAccuracy> cuda_math_table() { return kTable; }
+std::span<const MathFnAccuracy> cuda_math_table() {
+  return kTable;
+}
 
 const MathFnAccuracy* find_math_fn(std::string_view name) {
   for (const MathFnAccuracy& f : kTable)
@@ -817,8 +841,7 @@ double elementwise_budget(const MathFnAccuracy& fn, bool fast, double x, double 
   return b;
 }
 
-double elementwise_budget_ulps(const MathFnAccuracy& fn, bool fast, double x, double y_exact, DType out,
-                               double x2) {
+double elementwise_budget_ulps(const MathFnAccuracy& fn, bool fast, double x, double y_exact, DType out, double x2) {
   return elementwise_budget(fn, fast, x, y_exact, out, x2) / ulp_of(y_exact, out);
 }
 
@@ -829,6 +852,8 @@ bool vendor_relative_ok(double kernel_err, double vendor_err, double floor, doub
   return kernel_err <= alpha * vendor_err + floor;
 }
 
-double vendor_floor(double ref_abs, DType out) { return ulp_of(ref_abs, out) + out_floor(out); }
+double vendor_floor(double ref_abs, DType out) {
+  return ulp_of(ref_abs, out) + out_floor(out);
+}
 
 }  // namespace assay

@@ -93,23 +93,23 @@ struct GemmBoundModel {
   DType acc = DType::kF32;
   DType out = DType::kF32;
   int64_t k = 0;
-  double alpha_abs = 1;   ///< |alpha|, scales the accumulated underflow floor
-  bool has_beta = false;  ///< beta != 0 (one more product and sum)
+  double alpha_abs = 1;         ///< |alpha|, scales the accumulated underflow floor
+  bool has_beta = false;        ///< beta != 0 (one more product and sum)
   DType ref_acc = DType::kF64;  ///< the reference's own arithmetic (its error is added)
 
   Accumulation accumulation = Accumulation::kRoundNearest;
-  int64_t block = 1;         ///< b: products per block FMA (kTruncatingBlock), >= 1
-  int block_bits = 0;        ///< significand bits kept inside the block, hidden bit included;
-                             ///< 0: those of `acc`. Hopper fp8 "fast accumulate" keeps about 14
-                             ///< (DeepSeek-V3 technical report, 2024, sec. 3.3.2).
-  int64_t promote_every = 0; ///< products after which the block accumulator is added into a
-                             ///< round-to-nearest `acc` accumulator (0: never; cuBLASLt fp8
-                             ///< without fast accumulate promotes, DeepSeek-V3 uses 128)
-  int64_t split_k = 1;       ///< partial dot products over k/split_k, then summed in `acc`
-  double scale_a = 1;        ///< |fp8 dequantisation scale of A| (1: none); ref uses scale_a*A
-  double scale_b = 1;        ///< |fp8 dequantisation scale of B|
-  double scale_out = 1;      ///< |quantisation scale of the output|: stored = rn_out(scale_out*C),
-                             ///< compared as stored/scale_out
+  int64_t block = 1;               ///< b: products per block FMA (kTruncatingBlock), >= 1
+  int block_bits = 0;              ///< significand bits kept inside the block, hidden bit included;
+                                   ///< 0: those of `acc`. Hopper fp8 "fast accumulate" keeps about 14
+                                   ///< (DeepSeek-V3 technical report, 2024, sec. 3.3.2).
+  int64_t promote_every = 0;       ///< products after which the block accumulator is added into a
+                                   ///< round-to-nearest `acc` accumulator (0: never; cuBLASLt fp8
+                                   ///< without fast accumulate promotes, DeepSeek-V3 uses 128)
+  int64_t split_k = 1;             ///< partial dot products over k/split_k, then summed in `acc`
+  double scale_a = 1;              ///< |fp8 dequantisation scale of A| (1: none); ref uses scale_a*A
+  double scale_b = 1;              ///< |fp8 dequantisation scale of B|
+  double scale_out = 1;            ///< |quantisation scale of the output|: stored = rn_out(scale_out*C),
+                                   ///< compared as stored/scale_out
   double lambda = kDefaultLambda;  ///< confidence parameter of the expected level
 };
 
@@ -324,12 +324,12 @@ double ulp_of(double x, DType t);
 
 /// A documented fast-intrinsic accuracy: how it is stated in [CUDA] "Intrinsic Functions".
 enum class FastKind : uint8_t {
-  kNone,           ///< no intrinsic: -use_fast_math leaves the function as it is
-  kUlp,            ///< `ulp` ulps (vs the correctly rounded result)
-  kUlpLinear,      ///< ulp + floor(slope * |x|) ulps (__expf, __exp10f)
-  kAbsInRange,     ///< abs_err absolute for x in [lo, hi]; otherwise `ulp` ulps, or no bound if ulp < 0
-  kRelative,       ///< rel relative (__tanhf: 2^-11)
-  kDerived,        ///< composed of other intrinsics; elementwise_budget derives it
+  kNone,        ///< no intrinsic: -use_fast_math leaves the function as it is
+  kUlp,         ///< `ulp` ulps (vs the correctly rounded result)
+  kUlpLinear,   ///< ulp + floor(slope * |x|) ulps (__expf, __exp10f)
+  kAbsInRange,  ///< abs_err absolute for x in [lo, hi]; otherwise `ulp` ulps, or no bound if ulp < 0
+  kRelative,    ///< rel relative (__tanhf: 2^-11)
+  kDerived,     ///< composed of other intrinsics; elementwise_budget derives it
 };
 
 struct FastBound {
@@ -367,11 +367,9 @@ const MathFnAccuracy* find_math_fn(std::string_view name);
 /// __tanf and __powf derived from their documented implementations. +Inf where the guide
 /// states no bound (__sinf outside [-pi, pi]). `x2` is the second argument (y of powf, x/y).
 /// There is no accumulation, so the expected level equals the ceiling for elementwise ops.
-double elementwise_budget(const MathFnAccuracy& fn, bool fast, double x, double y_exact, DType out,
-                          double x2 = 0);
+double elementwise_budget(const MathFnAccuracy& fn, bool fast, double x, double y_exact, DType out, double x2 = 0);
 /// The same in ulps of `out` at |y|.
-double elementwise_budget_ulps(const MathFnAccuracy& fn, bool fast, double x, double y_exact, DType out,
-                               double x2 = 0);
+double elementwise_budget_ulps(const MathFnAccuracy& fn, bool fast, double x, double y_exact, DType out, double x2 = 0);
 
 // ---- vendor-relative ---------------------------------------------------------------------------------
 

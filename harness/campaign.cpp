@@ -17,7 +17,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 }  // namespace
 
@@ -52,8 +54,8 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
   if (opts.max_cases == 0 && opts.max_seconds == 0) opts.max_cases = 1000;
   if (opts.lanes < 1) return invalid_argument("--lanes must be at least 1");
   if (opts.shard_count < 1 || opts.shard_index < 0 || opts.shard_index >= opts.shard_count)
-    return invalid_argument(fmt::format("--shard {}/{} is not of the form i/N with 0 <= i < N", opts.shard_index,
-                                        opts.shard_count));
+    return invalid_argument(
+        fmt::format("--shard {}/{} is not of the form i/N with 0 <= i < N", opts.shard_index, opts.shard_count));
   if (opts.devices.empty()) return invalid_argument("no devices to run on");
   ASSAY_ASSIGN_OR_RETURN(int ndev, gpu::device_count());
   for (int d : opts.devices)
@@ -171,8 +173,10 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
     f.seconds_to_shrink = since(ts);
     if (!opts.corpus_dir.empty()) {
       auto path = write_entry(opts.corpus_dir, f.shrunk, found_json(f, report.device, spec, opts));
-      if (path.ok()) f.path = *path;
-      else if (infra.ok()) infra = path.status();
+      if (path.ok())
+        f.path = *path;
+      else if (infra.ok())
+        infra = path.status();
     }
     report.failures.push_back(std::move(f));
   };
@@ -210,8 +214,8 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
       }
       ++st.failures;
       const bool still_active = std::find(active.begin(), active.end(), v.variant) != active.end();
-      const bool queued = std::any_of(to_shrink.begin(), to_shrink.end(),
-                                      [&](const ToShrink& t) { return t.variant == v.variant; });
+      const bool queued =
+          std::any_of(to_shrink.begin(), to_shrink.end(), [&](const ToShrink& t) { return t.variant == v.variant; });
       if ((still_active || opts.keep_going) && !queued) {
         to_shrink.push_back({r.id, v.variant, v, since(t0)});
         if (!opts.keep_going) active.erase(std::remove(active.begin(), active.end(), v.variant), active.end());

@@ -32,15 +32,15 @@ struct CampaignOptions {
   int64_t max_cases = 0;              ///< 0: no case limit
   double max_seconds = 0;             ///< 0: no time limit (both 0: 1000 cases)
   uint64_t seed = 1;
-  int lanes = 4;                      ///< lanes per GPU
-  std::vector<int> devices = {0};     ///< one worker per GPU (in-process: the first only)
+  int lanes = 4;                   ///< lanes per GPU
+  std::vector<int> devices = {0};  ///< one worker per GPU (in-process: the first only)
   GenConfig gen;
-  int shard_index = 0;                ///< this shard runs case indices i with i % shard_count == shard_index
+  int shard_index = 0;  ///< this shard runs case indices i with i % shard_count == shard_index
   int shard_count = 1;
-  std::string worker_binary;          ///< assay executable for worker processes; empty: lanes in this process
-  double case_timeout_s = 60;         ///< watchdog per case (worker processes only)
-  std::string sanitize;               ///< compute-sanitizer tool (worker processes only)
-  RunOptions run;                     ///< --repeat
+  std::string worker_binary;           ///< assay executable for worker processes; empty: lanes in this process
+  double case_timeout_s = 60;          ///< watchdog per case (worker processes only)
+  std::string sanitize;                ///< compute-sanitizer tool (worker processes only)
+  RunOptions run;                      ///< --repeat
   std::string corpus_dir = "corpora";  ///< empty: do not store
   bool keep_going = false;             ///< keep fuzzing a variant after its first failure
   int max_shrink_evals = 4000;
@@ -52,13 +52,13 @@ struct FoundFailure {
   std::string variant;
   Case original;
   Case shrunk;
-  Verdict verdict;            ///< of the shrunk case
-  int64_t case_index = 0;     ///< which generated case first failed
+  Verdict verdict;         ///< of the shrunk case
+  int64_t case_index = 0;  ///< which generated case first failed
   int shrink_steps = 0;
   int shrink_evals = 0;
   double seconds_to_find = 0;
   double seconds_to_shrink = 0;
-  std::string path;           ///< corpus entry, if stored
+  std::string path;  ///< corpus entry, if stored
 };
 
 struct VariantStats {

@@ -9,9 +9,12 @@ namespace assay {
 
 std::string_view role_name(Role r) {
   switch (r) {
-    case Role::kIn: return "in";
-    case Role::kOut: return "out";
-    case Role::kInOut: return "inout";
+    case Role::kIn:
+      return "in";
+    case Role::kOut:
+      return "out";
+    case Role::kInOut:
+      return "inout";
   }
   return "?";
 }
@@ -150,8 +153,8 @@ struct Reader {
 bool is_safe_name(const std::string& s, size_t max_len) {
   if (s.empty() || s.size() > max_len) return false;
   for (char ch : s) {
-    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' ||
-                    ch == '-';
+    const bool ok =
+        (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
     if (!ok) return false;
   }
   return true;
@@ -166,9 +169,9 @@ Status read_recipe_extras(const Reader& r, const nlohmann::json& vv, const std::
   if (auto it = vv.find("exp_max"); it != vv.end()) {
     ASSAY_ASSIGN_OR_RETURN(v.exp_max, r.int_in(*it, vp + ".exp_max", -1100, 1100));
   }
-  for (auto [key, field] : {std::pair{"pareto_alpha", &ValueRecipe::pareto_alpha}, std::pair{"mean", &ValueRecipe::mean},
-                            std::pair{"spread", &ValueRecipe::spread},
-                            std::pair{"overflow_factor", &ValueRecipe::overflow_factor}}) {
+  for (auto [key, field] :
+       {std::pair{"pareto_alpha", &ValueRecipe::pareto_alpha}, std::pair{"mean", &ValueRecipe::mean},
+        std::pair{"spread", &ValueRecipe::spread}, std::pair{"overflow_factor", &ValueRecipe::overflow_factor}}) {
     if (auto it = vv.find(key); it != vv.end()) {
       ASSAY_ASSIGN_OR_RETURN(v.*field, r.num(*it, vp + "." + key));
     }
@@ -230,10 +233,14 @@ StatusOr<Case> Case::from_json(const nlohmann::json& j, const std::string& where
     if (c.find(t.name)) return r.err(p + ".name", fmt::format("duplicate tensor name '{}'", t.name));
     ASSAY_ASSIGN_OR_RETURN(const nlohmann::json* rv, r.field(jt, p, "role"));
     ASSAY_ASSIGN_OR_RETURN(std::string role, r.str(*rv, p + ".role", 8));
-    if (role == "in") t.role = Role::kIn;
-    else if (role == "out") t.role = Role::kOut;
-    else if (role == "inout") t.role = Role::kInOut;
-    else return r.err(p + ".role", fmt::format("unknown role '{}' (in, out, inout)", role));
+    if (role == "in")
+      t.role = Role::kIn;
+    else if (role == "out")
+      t.role = Role::kOut;
+    else if (role == "inout")
+      t.role = Role::kInOut;
+    else
+      return r.err(p + ".role", fmt::format("unknown role '{}' (in, out, inout)", role));
     ASSAY_ASSIGN_OR_RETURN(const nlohmann::json* dv, r.field(jt, p, "dtype"));
     ASSAY_ASSIGN_OR_RETURN(std::string dt, r.str(*dv, p + ".dtype", 16));
     auto dtype = parse_dtype(dt);

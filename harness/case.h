@@ -29,8 +29,8 @@ struct TensorSpec {
 
 struct Case {
   std::string op;
-  std::string variant;     ///< the kernel variant this case is about; empty = all
-  nlohmann::json params;   ///< op-specific scalars (m, n, k, alpha, ...), an object
+  std::string variant;    ///< the kernel variant this case is about; empty = all
+  nlohmann::json params;  ///< op-specific scalars (m, n, k, alpha, ...), an object
   std::vector<TensorSpec> tensors;
 
   const TensorSpec* find(const std::string& name) const;

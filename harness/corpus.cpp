@@ -25,7 +25,8 @@ Status write_file_atomic(const std::string& path, const std::string& text) {
   const fs::path target(path);
   if (target.has_parent_path()) {
     fs::create_directories(target.parent_path(), ec);
-    if (ec) return internal_error(fmt::format("cannot create folder {}: {}", target.parent_path().string(), ec.message()));
+    if (ec)
+      return internal_error(fmt::format("cannot create folder {}: {}", target.parent_path().string(), ec.message()));
   }
   std::random_device rd;
   const std::string tmp =
@@ -115,8 +116,7 @@ StatusOr<std::vector<std::string>> list_entries(const std::vector<std::string>& 
           it.disable_recursion_pending();  // accuracy baselines are not corpus entries
           continue;
         }
-        if (it->is_regular_file() && it->path().extension() == ".json" &&
-            it->path().filename().string().front() != '.')
+        if (it->is_regular_file() && it->path().extension() == ".json" && it->path().filename().string().front() != '.')
           out.push_back(it->path().string());
       }
       if (ec) return internal_error(fmt::format("{}: cannot list: {}", p, ec.message()));

@@ -53,10 +53,10 @@ uint32_t encode_magnitude_rne(uint32_t a, int mant_bits, int bias) {
   const int fe = static_cast<int>(a >> 23);
   // Significand as an integer, scaled by 2^-23; fp32 subnormals have no hidden bit.
   const uint64_t sig = fe != 0 ? ((a & 0x7FFFFFu) | 0x800000u) : (a & 0x7FFFFFu);
-  const int e = (fe != 0 ? fe : 1) - 127;                 // unbiased exponent of sig's bit 23
-  const int min_e = 1 - bias;                             // target's smallest normal exponent
-  const int eff_e = e > min_e ? e : min_e;                // below it the quantum stops shrinking
-  const int shift = 23 - mant_bits + (eff_e - e);         // bits of sig below the target quantum
+  const int e = (fe != 0 ? fe : 1) - 127;          // unbiased exponent of sig's bit 23
+  const int min_e = 1 - bias;                      // target's smallest normal exponent
+  const int eff_e = e > min_e ? e : min_e;         // below it the quantum stops shrinking
+  const int shift = 23 - mant_bits + (eff_e - e);  // bits of sig below the target quantum
   // sig < 2^24 <= half a quantum: rounds to zero (also keeps the shift in range).
   if (shift >= 25) return 0;
   uint64_t q = sig >> shift;
@@ -96,15 +96,24 @@ constexpr float kBf16Max = 0x1.fep127f;   // bits 0x7F7F0000: (2 - 2^-7) * 2^127
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::kF64: return "fp64";
-    case DType::kF32: return "fp32";
-    case DType::kTF32: return "tf32";
-    case DType::kF16: return "fp16";
-    case DType::kBF16: return "bf16";
-    case DType::kE4M3: return "e4m3";
-    case DType::kE5M2: return "e5m2";
-    case DType::kI8: return "int8";
-    case DType::kI32: return "int32";
+    case DType::kF64:
+      return "fp64";
+    case DType::kF32:
+      return "fp32";
+    case DType::kTF32:
+      return "tf32";
+    case DType::kF16:
+      return "fp16";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kE4M3:
+      return "e4m3";
+    case DType::kE5M2:
+      return "e5m2";
+    case DType::kI8:
+      return "int8";
+    case DType::kI32:
+      return "int32";
   }
   return "unknown";
 }
@@ -118,77 +127,112 @@ std::optional<DType> parse_dtype(std::string_view name) {
 
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::kF64: return 8;
+    case DType::kF64:
+      return 8;
     case DType::kF32:
     case DType::kTF32:
-    case DType::kI32: return 4;
+    case DType::kI32:
+      return 4;
     case DType::kF16:
-    case DType::kBF16: return 2;
+    case DType::kBF16:
+      return 2;
     case DType::kE4M3:
     case DType::kE5M2:
-    case DType::kI8: return 1;
+    case DType::kI8:
+      return 1;
   }
   return 0;
 }
 
-bool dtype_is_float(DType t) { return t != DType::kI8 && t != DType::kI32; }
+bool dtype_is_float(DType t) {
+  return t != DType::kI8 && t != DType::kI32;
+}
 
 double unit_roundoff(DType t) {
   switch (t) {
-    case DType::kF64: return std::ldexp(1.0, -53);
-    case DType::kF32: return std::ldexp(1.0, -24);
+    case DType::kF64:
+      return std::ldexp(1.0, -53);
+    case DType::kF32:
+      return std::ldexp(1.0, -24);
     case DType::kTF32:
-    case DType::kF16: return std::ldexp(1.0, -11);
-    case DType::kBF16: return std::ldexp(1.0, -8);
-    case DType::kE4M3: return std::ldexp(1.0, -4);
-    case DType::kE5M2: return std::ldexp(1.0, -3);
+    case DType::kF16:
+      return std::ldexp(1.0, -11);
+    case DType::kBF16:
+      return std::ldexp(1.0, -8);
+    case DType::kE4M3:
+      return std::ldexp(1.0, -4);
+    case DType::kE5M2:
+      return std::ldexp(1.0, -3);
     case DType::kI8:
-    case DType::kI32: return 0.0;
+    case DType::kI32:
+      return 0.0;
   }
   return 0.0;
 }
 
 double max_finite(DType t) {
   switch (t) {
-    case DType::kF64: return DBL_MAX;
-    case DType::kF32: return FLT_MAX;
-    case DType::kTF32: return kTf32Max;
-    case DType::kF16: return 65504.0;
-    case DType::kBF16: return kBf16Max;
-    case DType::kE4M3: return 448.0;
-    case DType::kE5M2: return 57344.0;
-    case DType::kI8: return 127.0;
-    case DType::kI32: return 2147483647.0;
+    case DType::kF64:
+      return DBL_MAX;
+    case DType::kF32:
+      return FLT_MAX;
+    case DType::kTF32:
+      return kTf32Max;
+    case DType::kF16:
+      return 65504.0;
+    case DType::kBF16:
+      return kBf16Max;
+    case DType::kE4M3:
+      return 448.0;
+    case DType::kE5M2:
+      return 57344.0;
+    case DType::kI8:
+      return 127.0;
+    case DType::kI32:
+      return 2147483647.0;
   }
   return 0.0;
 }
 
 double min_normal(DType t) {
   switch (t) {
-    case DType::kF64: return DBL_MIN;
+    case DType::kF64:
+      return DBL_MIN;
     case DType::kF32:
     case DType::kTF32:
-    case DType::kBF16: return std::ldexp(1.0, -126);
+    case DType::kBF16:
+      return std::ldexp(1.0, -126);
     case DType::kF16:
-    case DType::kE5M2: return std::ldexp(1.0, -14);
-    case DType::kE4M3: return std::ldexp(1.0, -6);
+    case DType::kE5M2:
+      return std::ldexp(1.0, -14);
+    case DType::kE4M3:
+      return std::ldexp(1.0, -6);
     case DType::kI8:
-    case DType::kI32: return 0.0;
+    case DType::kI32:
+      return 0.0;
   }
   return 0.0;
 }
 
 double min_subnormal(DType t) {
   switch (t) {
-    case DType::kF64: return std::ldexp(1.0, -1074);
-    case DType::kF32: return std::ldexp(1.0, -149);
-    case DType::kTF32: return std::ldexp(1.0, -136);  // fp32 exponent range, 10-bit mantissa field
-    case DType::kF16: return std::ldexp(1.0, -24);
-    case DType::kBF16: return std::ldexp(1.0, -133);
-    case DType::kE4M3: return std::ldexp(1.0, -9);
-    case DType::kE5M2: return std::ldexp(1.0, -16);
+    case DType::kF64:
+      return std::ldexp(1.0, -1074);
+    case DType::kF32:
+      return std::ldexp(1.0, -149);
+    case DType::kTF32:
+      return std::ldexp(1.0, -136);  // fp32 exponent range, 10-bit mantissa field
+    case DType::kF16:
+      return std::ldexp(1.0, -24);
+    case DType::kBF16:
+      return std::ldexp(1.0, -133);
+    case DType::kE4M3:
+      return std::ldexp(1.0, -9);
+    case DType::kE5M2:
+      return std::ldexp(1.0, -16);
     case DType::kI8:
-    case DType::kI32: return 0.0;
+    case DType::kI32:
+      return 0.0;
   }
   return 0.0;
 }
@@ -317,14 +361,22 @@ float round_to(DType t, float x, Overflow mode) {
   // integer types, which always saturate.
   switch (t) {
     case DType::kF64:
-    case DType::kF32: return x;
-    case DType::kTF32: return saturate_if(round_to_tf32(x), kTf32Max, mode);
-    case DType::kF16: return saturate_if(f16_bits_to_f32(f32_to_f16_bits(x)), 65504.0f, mode);
-    case DType::kBF16: return saturate_if(bf16_bits_to_f32(f32_to_bf16_bits(x)), kBf16Max, mode);
-    case DType::kE4M3: return e4m3_bits_to_f32(f32_to_e4m3_bits(x, mode));
-    case DType::kE5M2: return e5m2_bits_to_f32(f32_to_e5m2_bits(x, mode));
-    case DType::kI8: return static_cast<float>(f32_to_i8(x));
-    case DType::kI32: return static_cast<float>(f64_to_i32(static_cast<double>(x)));
+    case DType::kF32:
+      return x;
+    case DType::kTF32:
+      return saturate_if(round_to_tf32(x), kTf32Max, mode);
+    case DType::kF16:
+      return saturate_if(f16_bits_to_f32(f32_to_f16_bits(x)), 65504.0f, mode);
+    case DType::kBF16:
+      return saturate_if(bf16_bits_to_f32(f32_to_bf16_bits(x)), kBf16Max, mode);
+    case DType::kE4M3:
+      return e4m3_bits_to_f32(f32_to_e4m3_bits(x, mode));
+    case DType::kE5M2:
+      return e5m2_bits_to_f32(f32_to_e5m2_bits(x, mode));
+    case DType::kI8:
+      return static_cast<float>(f32_to_i8(x));
+    case DType::kI32:
+      return static_cast<float>(f64_to_i32(static_cast<double>(x)));
   }
   return x;
 }
@@ -337,8 +389,12 @@ void store_as(DType t, double x, void* dst, Overflow mode) {
   // FLT_MAX becomes Inf whatever the mode.
   const float f = static_cast<float>(x);
   switch (t) {
-    case DType::kF64: std::memcpy(dst, &x, sizeof x); return;
-    case DType::kF32: std::memcpy(dst, &f, sizeof f); return;
+    case DType::kF64:
+      std::memcpy(dst, &x, sizeof x);
+      return;
+    case DType::kF32:
+      std::memcpy(dst, &f, sizeof f);
+      return;
     case DType::kTF32: {
       const float r = round_to(DType::kTF32, f, mode);
       std::memcpy(dst, &r, sizeof r);

@@ -24,8 +24,8 @@ enum class DType : uint8_t {
 };
 
 /// Every dtype, in declaration order.
-inline constexpr DType kAllDTypes[] = {DType::kF64, DType::kF32, DType::kTF32, DType::kF16, DType::kBF16,
-                                       DType::kE4M3, DType::kE5M2, DType::kI8, DType::kI32};
+inline constexpr DType kAllDTypes[] = {DType::kF64,  DType::kF32,  DType::kTF32, DType::kF16, DType::kBF16,
+                                       DType::kE4M3, DType::kE5M2, DType::kI8,   DType::kI32};
 
 /// "fp64", "fp32", "tf32", "fp16", "bf16", "e4m3", "e5m2", "int8", "int32".
 std::string_view dtype_name(DType t);
@@ -49,8 +49,8 @@ double min_subnormal(DType t);
 
 /// What a narrowing conversion does with values beyond the largest finite one.
 enum class Overflow {
-  kIeee,       ///< to +-Inf where the format has it (fp16, bf16, e5m2); e4m3 gives NaN
-  kSaturate,   ///< clamp to +-max finite (CUDA's __NV_SATFINITE); NaN stays NaN
+  kIeee,      ///< to +-Inf where the format has it (fp16, bf16, e5m2); e4m3 gives NaN
+  kSaturate,  ///< clamp to +-max finite (CUDA's __NV_SATFINITE); NaN stays NaN
 };
 
 // ---- bit-level conversions, all round-to-nearest-even ----------------------

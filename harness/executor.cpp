@@ -76,8 +76,10 @@ class InProcessExecutor final : public Executor {
       } else {
         const Case c = j.gen_index ? generate_case(spec_, plan_, *j.gen_index) : j.c;
         auto v = spec_.run(c, j.variants, **lane);
-        if (v.ok()) r.verdicts = std::move(v).value();
-        else r.status = v.status();
+        if (v.ok())
+          r.verdicts = std::move(v).value();
+        else
+          r.status = v.status();
       }
       {
         std::lock_guard lk(mu_);

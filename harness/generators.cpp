@@ -21,7 +21,9 @@ rc::Gen<T> gen_uniform(T lo, T hi) {
 }
 
 /// The full 64-bit range (seeds): uniform, shrinks toward 0.
-rc::Gen<uint64_t> gen_seed() { return gen_uniform<uint64_t>(0, UINT64_MAX); }
+rc::Gen<uint64_t> gen_seed() {
+  return gen_uniform<uint64_t>(0, UINT64_MAX);
+}
 
 template <typename T, typename Pred>
 std::vector<T> keep_if(std::vector<T> v, Pred pred, T fallback) {
@@ -46,7 +48,8 @@ rc::Gen<ValueRecipe> class_params(ValueClass c, DType dtype) {
     case ValueClass::kUniform:
     case ValueClass::kSameSign: {
       // 8 sigma fits: an N(0,1) draw beyond 8.3 needs ~2^53 tries.
-      auto scales = keep_if<double>({1, 0.5, 2, 1e-3, 1e3}, [&](double s) { return 8 * s <= mx; }, 1);
+      auto scales = keep_if<double>(
+          {1, 0.5, 2, 1e-3, 1e3}, [&](double s) { return 8 * s <= mx; }, 1);
       return rc::gen::map(gen_element(std::move(scales)), [c](double s) {
         ValueRecipe r = of_class(c);
         r.scale = s;
@@ -57,7 +60,8 @@ rc::Gen<ValueRecipe> class_params(ValueClass c, DType dtype) {
       // Integers exact in the dtype: up to 1/u (2048 for fp16, 16 for e4m3).
       const double u = unit_roundoff(dtype);
       const double exact = u > 0 ? 1 / u : mx;
-      auto ranges = keep_if<int64_t>({2, 1, 3, 8, 64}, [&](int64_t k) { return k <= exact && k <= mx; }, 1);
+      auto ranges = keep_if<int64_t>(
+          {2, 1, 3, 8, 64}, [&](int64_t k) { return k <= exact && k <= mx; }, 1);
       return rc::gen::map(gen_element(std::move(ranges)), [](int64_t k) {
         ValueRecipe r = of_class(ValueClass::kSmallInt);
         r.int_range = k;
@@ -108,7 +112,8 @@ rc::Gen<ValueRecipe> class_params(ValueClass c, DType dtype) {
     case ValueClass::kSubnormal:
     case ValueClass::kSignedZero:
     case ValueClass::kOneHot:
-    case ValueClass::kPermutation: break;
+    case ValueClass::kPermutation:
+      break;
   }
   return rc::gen::just(of_class(c));
 }
@@ -128,19 +133,32 @@ rc::Gen<size_t> gen_weighted_index(std::vector<size_t> weights) {
 
 int value_class_rank(ValueClass c) {
   switch (c) {
-    case ValueClass::kNormal: return 0;
-    case ValueClass::kSmallInt: return 1;
-    case ValueClass::kUniform: return 2;
-    case ValueClass::kSameSign: return 3;
-    case ValueClass::kSignedZero: return 4;
-    case ValueClass::kOneHot: return 5;
-    case ValueClass::kPermutation: return 6;
-    case ValueClass::kMeanSpread: return 7;
-    case ValueClass::kLogUniform: return 8;
-    case ValueClass::kPareto: return 9;
-    case ValueClass::kSubnormal: return 10;
-    case ValueClass::kNearOverflow: return 11;
-    case ValueClass::kNaN: return 12;
+    case ValueClass::kNormal:
+      return 0;
+    case ValueClass::kSmallInt:
+      return 1;
+    case ValueClass::kUniform:
+      return 2;
+    case ValueClass::kSameSign:
+      return 3;
+    case ValueClass::kSignedZero:
+      return 4;
+    case ValueClass::kOneHot:
+      return 5;
+    case ValueClass::kPermutation:
+      return 6;
+    case ValueClass::kMeanSpread:
+      return 7;
+    case ValueClass::kLogUniform:
+      return 8;
+    case ValueClass::kPareto:
+      return 9;
+    case ValueClass::kSubnormal:
+      return 10;
+    case ValueClass::kNearOverflow:
+      return 11;
+    case ValueClass::kNaN:
+      return 12;
   }
   return 99;
 }
@@ -188,7 +206,8 @@ rc::Gen<ValueRecipe> gen_value_recipe(RecipeOptions opt) {
             [](ValueClass a, ValueClass b) { return value_class_rank(a) < value_class_rank(b); });
   classes.erase(std::unique(classes.begin(), classes.end()), classes.end());
   const DType dtype = opt.dtype;
-  auto base = rc::gen::mapcat(gen_element(std::move(classes)), [dtype](ValueClass c) { return class_params(c, dtype); });
+  auto base =
+      rc::gen::mapcat(gen_element(std::move(classes)), [dtype](ValueClass c) { return class_params(c, dtype); });
   rc::Gen<SpecialInjection> inject = rc::gen::just(SpecialInjection{});
   const size_t p = static_cast<size_t>(std::clamp(opt.inject_percent, 0, 100));
   if ((opt.specials & kSpecialAll) != 0 && p > 0) {
@@ -214,9 +233,9 @@ rc::Gen<ValueRecipe> gen_value_recipe(std::vector<ValueClass> classes) {
 std::vector<int64_t> edge_extents(int64_t max, const std::vector<int64_t>& tiles, int64_t min) {
   // Primes: small ones, then the largest below each power of two (no
   // power-of-two factor at all, so every tile size leaves a tail).
-  std::vector<int64_t> v = {0,   1,   2,   3,   5,    7,    11,   13,   17,    31,    37,    61,   67,
-                            97,  127, 131, 251, 257,  509,  521,  1021, 2039,  4093,  8191, 16381, 32749,
-                            65521, 131071, 262139, 524287, 1048573, 2147483647};
+  std::vector<int64_t> v = {0,    1,    2,     3,     5,     7,      11,     13,     17,      31,        37,
+                            61,   67,   97,    127,   131,   251,    257,    509,    521,     1021,      2039,
+                            4093, 8191, 16381, 32749, 65521, 131071, 262139, 524287, 1048573, 2147483647};
   for (int k = 2; k <= 40; ++k) {
     const int64_t p = int64_t{1} << k;
     v.insert(v.end(), {p - 1, p, p + 1});
@@ -226,7 +245,8 @@ std::vector<int64_t> edge_extents(int64_t max, const std::vector<int64_t>& tiles
     v.insert(v.end(), {t - 1, t, t + 1, 2 * t - 1, 2 * t, 2 * t + 1, 3 * t});
   }
   v.insert(v.end(), {max - 1, max});
-  v = keep_if<int64_t>(std::move(v), [&](int64_t x) { return x >= min && x <= max; }, min);
+  v = keep_if<int64_t>(
+      std::move(v), [&](int64_t x) { return x >= min && x <= max; }, min);
   std::sort(v.begin(), v.end());
   v.erase(std::unique(v.begin(), v.end()), v.end());
   return v;
@@ -251,12 +271,18 @@ rc::Gen<std::vector<int64_t>> gen_shape(int rank, int64_t max, std::vector<int64
 
 std::string_view layout_kind_name(LayoutKind k) {
   switch (k) {
-    case LayoutKind::kContiguous: return "contiguous";
-    case LayoutKind::kTransposed: return "transposed";
-    case LayoutKind::kPaddedLd: return "padded_ld";
-    case LayoutKind::kBroadcast: return "broadcast";
-    case LayoutKind::kSliced: return "sliced";
-    case LayoutKind::kBatched: return "batched";
+    case LayoutKind::kContiguous:
+      return "contiguous";
+    case LayoutKind::kTransposed:
+      return "transposed";
+    case LayoutKind::kPaddedLd:
+      return "padded_ld";
+    case LayoutKind::kBroadcast:
+      return "broadcast";
+    case LayoutKind::kSliced:
+      return "sliced";
+    case LayoutKind::kBatched:
+      return "batched";
   }
   return "?";
 }
@@ -297,9 +323,12 @@ rc::Gen<LayoutChoice> gen_layout(DType dtype, int rank, bool input) {
       });
     };
     switch (k) {
-      case LayoutKind::kContiguous: break;
-      case LayoutKind::kTransposed: return with({0, 1, 3, 16}, &LayoutChoice::pad);
-      case LayoutKind::kPaddedLd: return with({1, 3, 4, 16, 33}, &LayoutChoice::pad);
+      case LayoutKind::kContiguous:
+        break;
+      case LayoutKind::kTransposed:
+        return with({0, 1, 3, 16}, &LayoutChoice::pad);
+      case LayoutKind::kPaddedLd:
+        return with({1, 3, 4, 16, 33}, &LayoutChoice::pad);
       case LayoutKind::kBroadcast: {
         std::vector<int> dims(static_cast<size_t>(rank));
         std::iota(dims.begin(), dims.end(), 0);

@@ -61,9 +61,9 @@ struct RecipeOptions {
   /// Dtype the values are meant for: class parameters are kept where the
   /// values stay finite in it (near_overflow and injection aside).
   DType dtype = DType::kF32;
-  uint8_t specials = 0;    ///< OR of kSpecial* that injection may use; 0 = never inject
-  int64_t tile = 0;        ///< > 0: injections may target tile edges of this size
-  int inject_percent = 25; ///< share of recipes, in percent [0, 100], that carry an injection
+  uint8_t specials = 0;     ///< OR of kSpecial* that injection may use; 0 = never inject
+  int64_t tile = 0;         ///< > 0: injections may target tile edges of this size
+  int inject_percent = 25;  ///< share of recipes, in percent [0, 100], that carry an injection
 };
 
 /// Recipes over `opt.classes` with class-appropriate parameters, a random
@@ -119,10 +119,10 @@ std::string_view layout_kind_name(LayoutKind k);
 /// How a logical shape is laid out in memory; applied by make_desc().
 struct LayoutChoice {
   LayoutKind kind = LayoutKind::kContiguous;
-  int64_t pad = 0;        ///< elements added to the leading dimension (the stride of the second-innermost dim)
-  int64_t offset = 0;     ///< element offset of [0, ..., 0] in the allocation
-  int broadcast_dim = -1; ///< dim given stride 0, or -1
-  int64_t batch_gap = 0;  ///< elements between consecutive matrices beyond rows * ld (rank >= 3)
+  int64_t pad = 0;         ///< elements added to the leading dimension (the stride of the second-innermost dim)
+  int64_t offset = 0;      ///< element offset of [0, ..., 0] in the allocation
+  int broadcast_dim = -1;  ///< dim given stride 0, or -1
+  int64_t batch_gap = 0;   ///< elements between consecutive matrices beyond rows * ld (rank >= 3)
 
   bool operator==(const LayoutChoice&) const = default;
 };

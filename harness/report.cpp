@@ -28,7 +28,8 @@ Status ErrorMatrix::validate() const {
     return invalid_argument(fmt::format("error matrix: {} x {} is more than 2^32 elements", rows, cols));
   const auto n = static_cast<size_t>(rows * cols);
   if (ratio.size() != n)
-    return invalid_argument(fmt::format("error matrix: ratio has {} entries, {} x {} needs {}", ratio.size(), rows, cols, n));
+    return invalid_argument(
+        fmt::format("error matrix: ratio has {} entries, {} x {} needs {}", ratio.size(), rows, cols, n));
   if (!unwritten.empty() && unwritten.size() != n)
     return invalid_argument(
         fmt::format("error matrix: unwritten mask has {} entries, {} x {} needs {}", unwritten.size(), rows, cols, n));
@@ -37,15 +38,24 @@ Status ErrorMatrix::validate() const {
 
 std::string_view error_pattern_name(ErrorPattern p) {
   switch (p) {
-    case ErrorPattern::kNone: return "none";
-    case ErrorPattern::kEverywhere: return "everywhere";
-    case ErrorPattern::kLastRows: return "last rows";
-    case ErrorPattern::kLastCols: return "last columns";
-    case ErrorPattern::kLastRowsAndCols: return "last rows and columns";
-    case ErrorPattern::kTile: return "tile";
-    case ErrorPattern::kLines: return "lines";
-    case ErrorPattern::kIsolated: return "isolated";
-    case ErrorPattern::kScattered: return "scattered";
+    case ErrorPattern::kNone:
+      return "none";
+    case ErrorPattern::kEverywhere:
+      return "everywhere";
+    case ErrorPattern::kLastRows:
+      return "last rows";
+    case ErrorPattern::kLastCols:
+      return "last columns";
+    case ErrorPattern::kLastRowsAndCols:
+      return "last rows and columns";
+    case ErrorPattern::kTile:
+      return "tile";
+    case ErrorPattern::kLines:
+      return "lines";
+    case ErrorPattern::kIsolated:
+      return "isolated";
+    case ErrorPattern::kScattered:
+      return "scattered";
   }
   return "?";
 }
@@ -144,14 +154,16 @@ StatusOr<ErrorLocation> locate_errors(const ErrorMatrix& m) {
   if (loc.over_bound) kinds.push_back(fmt::format("{} over bound", loc.over_bound));
   if (loc.nan) kinds.push_back(fmt::format("{} NaN", loc.nan));
   if (loc.unwritten) kinds.push_back(fmt::format("{} unwritten", loc.unwritten));
-  const std::string counts =
-      fmt::format("{} of {} elements bad ({}; max ratio {:.3g})", loc.bad, total, fmt::join(kinds, ", "), loc.max_ratio);
+  const std::string counts = fmt::format("{} of {} elements bad ({}; max ratio {:.3g})", loc.bad, total,
+                                         fmt::join(kinds, ", "), loc.max_ratio);
   auto finish = [&](ErrorPattern p, std::string head) {
     loc.pattern = p;
     loc.description = p == ErrorPattern::kNone ? head : head + ": " + counts;
     return loc;
   };
-  if (loc.bad == 0) return finish(ErrorPattern::kNone, fmt::format("no errors in {} x {} elements (max ratio {:.3g})", rows, cols, loc.max_ratio));
+  if (loc.bad == 0)
+    return finish(ErrorPattern::kNone,
+                  fmt::format("no errors in {} x {} elements (max ratio {:.3g})", rows, cols, loc.max_ratio));
 
   auto hit = [](const std::vector<int64_t>& v) {
     return static_cast<int64_t>(std::count_if(v.begin(), v.end(), [](int64_t x) { return x > 0; }));
@@ -230,22 +242,24 @@ StatusOr<ErrorLocation> locate_errors(const ErrorMatrix& m) {
     if (n_strays > 0) {
       std::vector<std::string> at;
       for (auto [r, c] : strays) at.push_back(fmt::format("({}, {})", r, c));
-      head += fmt::format(", plus {} isolated element{}, e.g. {}", n_strays, n_strays == 1 ? "" : "s",
-                          fmt::join(at, " "));
+      head +=
+          fmt::format(", plus {} isolated element{}, e.g. {}", n_strays, n_strays == 1 ? "" : "s", fmt::join(at, " "));
     }
     ErrorPattern p = ErrorPattern::kLines;
-    if (loc.tile != 0) p = ErrorPattern::kTile;
-    else if (tails && !lines) p = loc.first_row >= 0 && loc.first_col >= 0 ? ErrorPattern::kLastRowsAndCols
-                                  : loc.first_row >= 0                   ? ErrorPattern::kLastRows
-                                                                         : ErrorPattern::kLastCols;
+    if (loc.tile != 0)
+      p = ErrorPattern::kTile;
+    else if (tails && !lines)
+      p = loc.first_row >= 0 && loc.first_col >= 0 ? ErrorPattern::kLastRowsAndCols
+          : loc.first_row >= 0                     ? ErrorPattern::kLastRows
+                                                   : ErrorPattern::kLastCols;
     return finish(p, head);
   }
 
   if (loc.bad <= 64 && 10 * loc.bad <= total) {
     std::vector<std::string> at;
     for (auto [r, c] : first_bad) at.push_back(fmt::format("({}, {})", r, c));
-    return finish(ErrorPattern::kIsolated, fmt::format("{} isolated element{}, e.g. (row, col) {}", loc.bad, loc.bad == 1 ? "" : "s",
-                                                       fmt::join(at, " ")));
+    return finish(ErrorPattern::kIsolated, fmt::format("{} isolated element{}, e.g. (row, col) {}", loc.bad,
+                                                       loc.bad == 1 ? "" : "s", fmt::join(at, " ")));
   }
   return finish(ErrorPattern::kScattered,
                 fmt::format("errors scattered over {} of {} rows and {} of {} columns, no tail or tile pattern",
@@ -265,8 +279,8 @@ Rgb mix(Rgb a, Rgb b, double t) {
   return {l(a.r, b.r), l(a.g, b.g), l(a.b, b.b)};
 }
 
-constexpr Rgb kOkLow{247, 251, 255}, kOkHigh{33, 113, 181};    // ratio 1e-6 .. 1
-constexpr Rgb kBadLow{252, 146, 114}, kBadHigh{103, 0, 13};    // ratio 1 .. 1e6
+constexpr Rgb kOkLow{247, 251, 255}, kOkHigh{33, 113, 181};  // ratio 1e-6 .. 1
+constexpr Rgb kBadLow{252, 146, 114}, kBadHigh{103, 0, 13};  // ratio 1 .. 1e6
 constexpr Rgb kNaNColour{0, 0, 0}, kUnwrittenColour{212, 0, 212};
 constexpr int kLevels = 16;  // per scale: quantised so that runs of equal cells merge into one rect
 
@@ -293,7 +307,9 @@ Rgb colour(const Cell& c) {
   return mix(kOkLow, kOkHigh, level(t));
 }
 
-std::string hex(Rgb c) { return fmt::format("#{:02x}{:02x}{:02x}", c.r, c.g, c.b); }
+std::string hex(Rgb c) {
+  return fmt::format("#{:02x}{:02x}{:02x}", c.r, c.g, c.b);
+}
 
 // 1, 2, 5 x 10^k, the smallest not below x.
 int64_t nice_step(double x) {
@@ -310,7 +326,8 @@ int64_t nice_step(double x) {
 StatusOr<std::string> heatmap_svg(const ErrorMatrix& m, const HeatmapOptions& opt) {
   ASSAY_RETURN_IF_ERROR(m.validate());
   const int64_t cap = std::max<int64_t>(opt.max_cells, 1);
-  const int64_t fr = std::max<int64_t>(1, (m.rows + cap - 1) / cap), fc = std::max<int64_t>(1, (m.cols + cap - 1) / cap);
+  const int64_t fr = std::max<int64_t>(1, (m.rows + cap - 1) / cap),
+                fc = std::max<int64_t>(1, (m.cols + cap - 1) / cap);
   const int64_t pr = (m.rows + fr - 1) / fr, pc = (m.cols + fc - 1) / fc;  // pooled size
   const int64_t px = std::clamp<int64_t>(640 / std::max<int64_t>({pr, pc, 1}), 1, 24);
   const int64_t left = 64, top = opt.title.empty() ? 40 : 64, legend_w = 190;
@@ -324,8 +341,8 @@ StatusOr<std::string> heatmap_svg(const ErrorMatrix& m, const HeatmapOptions& op
   if (!opt.title.empty())
     s += fmt::format("<text x=\"{}\" y=\"20\" font-size=\"13\">{}</text>\n", left, html_escape(opt.title));
   if (fr > 1 || fc > 1)
-    s += fmt::format("<text x=\"{}\" y=\"{}\">{} x {} elements, max-pooled {} x {} per cell</text>\n", left,
-                     top - 26, m.rows, m.cols, fr, fc);
+    s += fmt::format("<text x=\"{}\" y=\"{}\">{} x {} elements, max-pooled {} x {} per cell</text>\n", left, top - 26,
+                     m.rows, m.cols, fr, fc);
   s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>\n", left - 1,
                    top - 1, map_w + 2, map_h + 2);
   // Cells, one pooled row at a time; equal neighbours merge into one rect.
@@ -336,9 +353,12 @@ StatusOr<std::string> heatmap_svg(const ErrorMatrix& m, const HeatmapOptions& op
     for (int64_t r = i * fr; r < std::min(m.rows, (i + 1) * fr); ++r) {
       for (int64_t c = 0; c < m.cols; ++c) {
         Cell e;
-        if (m.is_unwritten(r, c)) e.kind = 2;
-        else if (std::isnan(m.at(r, c))) e.kind = 1;
-        else e.ratio = m.at(r, c);
+        if (m.is_unwritten(r, c))
+          e.kind = 2;
+        else if (std::isnan(m.at(r, c)))
+          e.kind = 1;
+        else
+          e.ratio = m.at(r, c);
         row[static_cast<size_t>(c / fc)].absorb(e);
       }
     }
@@ -369,7 +389,8 @@ StatusOr<std::string> heatmap_svg(const ErrorMatrix& m, const HeatmapOptions& op
         for (int64_t di = -1; di <= 1; ++di)
           for (int64_t dj = -1; dj <= 1; ++dj) {
             const int64_t y = i + di, x = j + dj;
-            if ((di || dj) && y >= 0 && y < pr && x >= 0 && x < pc && bad[static_cast<size_t>(y * pc + x)]) alone = false;
+            if ((di || dj) && y >= 0 && y < pr && x >= 0 && x < pc && bad[static_cast<size_t>(y * pc + x)])
+              alone = false;
           }
         if (alone) lone.emplace_back(i, j);
       }
@@ -406,7 +427,8 @@ StatusOr<std::string> heatmap_svg(const ErrorMatrix& m, const HeatmapOptions& op
   const int64_t lx = left + map_w + 24;
   int64_t ly = top;
   auto swatch = [&](Rgb c, const std::string& label) {
-    s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"14\" height=\"14\" fill=\"{}\" stroke=\"#888\"/>", lx, ly, hex(c));
+    s +=
+        fmt::format("<rect x=\"{}\" y=\"{}\" width=\"14\" height=\"14\" fill=\"{}\" stroke=\"#888\"/>", lx, ly, hex(c));
     s += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", lx + 20, ly + 11, html_escape(label));
     ly += 20;
   };
@@ -433,12 +455,23 @@ std::string html_escape(std::string_view in) {
   out.reserve(in.size());
   for (char ch : in) {
     switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += ch;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += ch;
     }
   }
   return out;
@@ -460,7 +493,9 @@ StatusOr<std::string> html_report(const TriageReport& r, const HeatmapOptions& o
   ASSAY_ASSIGN_OR_RETURN(std::string svg, heatmap_svg(r.errors, hopt));
   std::string h =
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-      "<title>assay triage: " + html_escape(r.summary) + "</title>\n"
+      "<title>assay triage: " +
+      html_escape(r.summary) +
+      "</title>\n"
       "<style>\n"
       "body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}\n"
       "code,pre{font-family:ui-monospace,monospace}\n"

@@ -43,10 +43,10 @@ enum class ErrorPattern : uint8_t {
   kLastRowsAndCols,  ///< only in a dense suffix of rows and a dense suffix of columns
   // The next two: bad elements on dense lines (rows / columns at least half
   // bad), except for at most max(2, 1%) strays, which the description lists.
-  kTile,   ///< some dense lines i have i % tile in one or two residues (tails may come with them)
-  kLines,  ///< dense lines without a period (a tail with other lines, or a few unrelated lines)
-  kIsolated,         ///< at most 64 bad elements and at most 10% of all
-  kScattered,        ///< none of the above
+  kTile,       ///< some dense lines i have i % tile in one or two residues (tails may come with them)
+  kLines,      ///< dense lines without a period (a tail with other lines, or a few unrelated lines)
+  kIsolated,   ///< at most 64 bad elements and at most 10% of all
+  kScattered,  ///< none of the above
 };
 
 /// "none", "everywhere", "last rows", "last columns", "last rows and columns",
@@ -56,10 +56,10 @@ std::string_view error_pattern_name(ErrorPattern p);
 struct ErrorLocation {
   ErrorPattern pattern = ErrorPattern::kNone;
   int64_t bad = 0, over_bound = 0, nan = 0, unwritten = 0;  ///< element counts (unwritten counted apart)
-  double max_ratio = 0;    ///< largest finite-or-Inf ratio over written, non-NaN elements
-  int64_t first_row = -1;  ///< kLastRows / kLastRowsAndCols: first row of the tail
-  int64_t first_col = -1;  ///< kLastCols / kLastRowsAndCols: first column of the tail
-  int64_t tile = 0;        ///< kTile: the period
+  double max_ratio = 0;                             ///< largest finite-or-Inf ratio over written, non-NaN elements
+  int64_t first_row = -1;                           ///< kLastRows / kLastRowsAndCols: first row of the tail
+  int64_t first_col = -1;                           ///< kLastCols / kLastRowsAndCols: first column of the tail
+  int64_t tile = 0;                                 ///< kTile: the period
   std::vector<int64_t> row_residues, col_residues;  ///< kTile: i % tile of the bad rows / columns
   std::string description;  ///< one line, e.g. "errors only in the last 3 rows (61..63 of 64): ..."
 };
@@ -86,9 +86,9 @@ struct Metric {
 };
 
 struct TriageReport {
-  std::string summary;        ///< Case::summary() or any one line
-  nlohmann::json case_json;   ///< Case::to_json(), shown verbatim
-  std::string replay;         ///< command that replays the case; empty for none
+  std::string summary;       ///< Case::summary() or any one line
+  nlohmann::json case_json;  ///< Case::to_json(), shown verbatim
+  std::string replay;        ///< command that replays the case; empty for none
   std::vector<Metric> metrics;
   ErrorMatrix errors;
 };

@@ -23,9 +23,9 @@ class Lane;
 struct VariantInfo {
   std::string name;
   std::string description;
-  bool mutant = false;         ///< a planted bug (tests/mutants): fuzzed only when named
-  bool deterministic = true;   ///< false: the determinism rerun is not a failure
-  std::string source;          ///< kernel source file, relative to the project (its hash goes in corpus entries)
+  bool mutant = false;        ///< a planted bug (tests/mutants): fuzzed only when named
+  bool deterministic = true;  ///< false: the determinism rerun is not a failure
+  std::string source;         ///< kernel source file, relative to the project (its hash goes in corpus entries)
 };
 
 /// SHA-256 of a kernel source recorded at build time ("" if unknown).
@@ -119,6 +119,6 @@ std::vector<const OpSpec*> all_specs();
 #define ASSAY_CONCAT2_(a, b) a##b
 #define ASSAY_CONCAT1_(a, b) ASSAY_CONCAT2_(a, b)
 /// In properties/<op>.cpp: ASSAY_REGISTER_SPEC(GemmSpec);
-#define ASSAY_REGISTER_SPEC(Type) \
+#define ASSAY_REGISTER_SPEC(Type)                                                       \
   [[maybe_unused]] static const bool ASSAY_CONCAT1_(assay_spec_registered_, __LINE__) = \
       ::assay::register_spec(std::make_unique<Type>())

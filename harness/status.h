@@ -12,11 +12,11 @@ namespace assay {
 /// Broad error classes; they map onto the CLI's exit codes (see README).
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,   ///< bad input from the user or a file (exit 2)
-  kNotFound,          ///< a named op, variant or file does not exist (exit 2)
-  kUnavailable,       ///< no GPU, missing library feature (skip, or exit 3)
-  kInternal,          ///< a CUDA / cuBLAS / cuDNN call failed (exit 3)
-  kDataLoss,          ///< a corrupt corpus entry (exit 2)
+  kInvalidArgument,  ///< bad input from the user or a file (exit 2)
+  kNotFound,         ///< a named op, variant or file does not exist (exit 2)
+  kUnavailable,      ///< no GPU, missing library feature (skip, or exit 3)
+  kInternal,         ///< a CUDA / cuBLAS / cuDNN call failed (exit 3)
+  kDataLoss,         ///< a corrupt corpus entry (exit 2)
 };
 
 const char* status_code_name(StatusCode code);
@@ -38,19 +38,31 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status ok_status() { return {}; }
-inline Status invalid_argument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
-inline Status not_found(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
-inline Status unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
-inline Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
-inline Status data_loss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
+inline Status ok_status() {
+  return {};
+}
+inline Status invalid_argument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
+inline Status not_found(std::string m) {
+  return {StatusCode::kNotFound, std::move(m)};
+}
+inline Status unavailable(std::string m) {
+  return {StatusCode::kUnavailable, std::move(m)};
+}
+inline Status internal_error(std::string m) {
+  return {StatusCode::kInternal, std::move(m)};
+}
+inline Status data_loss(std::string m) {
+  return {StatusCode::kDataLoss, std::move(m)};
+}
 
 /// A value or the Status that explains why there is none.
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : value_(std::move(value)) {}                      // NOLINT: implicit by design
-  StatusOr(Status status) : status_(std::move(status)) {}              // NOLINT: implicit by design
+  StatusOr(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
+  StatusOr(Status status) : status_(std::move(status)) {}  // NOLINT: implicit by design
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
   T& value() & { return *value_; }
@@ -72,10 +84,10 @@ class [[nodiscard]] StatusOr {
 #define ASSAY_CONCAT_(a, b) ASSAY_CONCAT_INNER_(a, b)
 
 /// Returns from the enclosing function if `expr` yields a non-ok Status.
-#define ASSAY_RETURN_IF_ERROR(expr)                 \
-  do {                                              \
-    ::assay::Status assay_status_ = (expr);         \
-    if (!assay_status_.ok()) return assay_status_;  \
+#define ASSAY_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::assay::Status assay_status_ = (expr);        \
+    if (!assay_status_.ok()) return assay_status_; \
   } while (false)
 
 #define ASSAY_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \

@@ -30,7 +30,9 @@ int64_t sat_mul(int64_t a, int64_t b) {
 
 /// Dims paired with their strides, rank-agreement tolerant (extra entries of
 /// the longer vector are ignored; validate() reports the mismatch).
-size_t paired_rank(const TensorDesc& t) { return std::min(t.shape.size(), t.strides.size()); }
+size_t paired_rank(const TensorDesc& t) {
+  return std::min(t.shape.size(), t.strides.size());
+}
 
 /// "2^40" for powers of two (sizes near the limits read better that way), else decimal.
 std::string count_str(int64_t v) {
@@ -43,8 +45,7 @@ std::string count_str(int64_t v) {
 /// Calls f(linear) for every multi-index of (shape, strides), starting at
 /// `base`, last dim fastest. Nothing when some extent is <= 0.
 template <typename F>
-void for_each_linear(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides, int64_t base,
-                     F&& f) {
+void for_each_linear(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides, int64_t base, F&& f) {
   const size_t r = std::min(shape.size(), strides.size());
   for (size_t d = 0; d < r; ++d) {
     if (shape[d] <= 0) return;
@@ -140,8 +141,8 @@ bool TensorDesc::has_overlap() const {
     // |stride|: flipping a dim's direction does not change collisions (negative
     // strides are invalid anyway; this keeps the answer defined).
     const int64_t s = strides[d] == std::numeric_limits<int64_t>::min() ? kInt64Max
-                      : strides[d] < 0                                   ? -strides[d]
-                                                                         : strides[d];
+                      : strides[d] < 0                                  ? -strides[d]
+                                                                        : strides[d];
     if (s == 0) return true;  // broadcast over >= 2 indices
     dims.push_back({shape[d], s});
   }
@@ -220,8 +221,7 @@ Status TensorDesc::validate(const std::string& name, int64_t max_extent) const {
   }
   for (size_t d = 0; d < strides.size(); ++d) {
     if (strides[d] < 0) {
-      return invalid_argument(who + "negative stride " + std::to_string(strides[d]) + " at dim " +
-                              std::to_string(d));
+      return invalid_argument(who + "negative stride " + std::to_string(strides[d]) + " at dim " + std::to_string(d));
     }
   }
   if (offset < 0) return invalid_argument(who + "negative offset " + std::to_string(offset));
@@ -235,12 +235,10 @@ Status TensorDesc::validate(const std::string& name, int64_t max_extent) const {
     n_overflow = __builtin_mul_overflow(n, shape[d], &n);
   }
   if (n_overflow) {
-    return invalid_argument(who + "shape has more than 2^63 elements, exceeds limit " +
-                            count_str(max_extent));
+    return invalid_argument(who + "shape has more than 2^63 elements, exceeds limit " + count_str(max_extent));
   }
   if (n > max_extent) {
-    return invalid_argument(who + "shape has " + count_str(n) + " elements, exceeds limit " +
-                            count_str(max_extent));
+    return invalid_argument(who + "shape has " + count_str(n) + " elements, exceeds limit " + count_str(max_extent));
   }
 
   // Extent with checked arithmetic: offset + sum (n_d - 1) * s_d + 1.
@@ -249,8 +247,7 @@ Status TensorDesc::validate(const std::string& name, int64_t max_extent) const {
   if (!empty) {
     for (size_t d = 0; d < shape.size() && !overflow; ++d) {
       int64_t span = 0;
-      overflow = __builtin_mul_overflow(shape[d] - 1, strides[d], &span) ||
-                 __builtin_add_overflow(ext, span, &ext);
+      overflow = __builtin_mul_overflow(shape[d] - 1, strides[d], &span) || __builtin_add_overflow(ext, span, &ext);
     }
     overflow = overflow || __builtin_add_overflow(ext, 1, &ext);
   }
@@ -259,8 +256,7 @@ Status TensorDesc::validate(const std::string& name, int64_t max_extent) const {
                             count_str(max_extent));
   }
   if (ext > max_extent) {
-    return invalid_argument(who + "extent " + count_str(ext) + " elements exceeds limit " +
-                            count_str(max_extent));
+    return invalid_argument(who + "extent " + count_str(ext) + " elements exceeds limit " + count_str(max_extent));
   }
   return ok_status();
 }

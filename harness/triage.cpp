@@ -16,9 +16,12 @@ ErrorMatrix error_matrix(const Inspection& in) {
       const size_t l = static_cast<size_t>(i * in.cols + j);
       const double o = in.out[l], r = in.ref[l], t = in.tol[l];
       double ratio;
-      if (std::isnan(r) || std::isnan(o)) ratio = std::isnan(r) && std::isnan(o) ? 0.0 : NAN;
-      else if (std::isinf(r) || std::isinf(o)) ratio = o == r ? 0.0 : NAN;
-      else ratio = t > 0 ? std::fabs(o - r) / t : (o == r ? 0.0 : INFINITY);
+      if (std::isnan(r) || std::isnan(o))
+        ratio = std::isnan(r) && std::isnan(o) ? 0.0 : NAN;
+      else if (std::isinf(r) || std::isinf(o))
+        ratio = o == r ? 0.0 : NAN;
+      else
+        ratio = t > 0 ? std::fabs(o - r) / t : (o == r ? 0.0 : INFINITY);
       m.at(i, j) = ratio;
       if (!in.unwritten.empty() && in.unwritten[l]) m.mark_unwritten(i, j);
     }
@@ -73,16 +76,18 @@ StatusOr<TriageResult> triage(const OpSpec& spec, const Case& c, Executor& exec,
         if (std::isfinite(errors.ratio[l])) kernel_max = std::max(kernel_max, errors.ratio[l]);
         if (!in->vendor.empty()) {
           const double vo = in->vendor[l], r = in->ref[l], tl = in->tol[l];
-          if (std::isfinite(vo) && std::isfinite(r) && tl > 0) vendor_max = std::max(vendor_max, std::fabs(vo - r) / tl);
+          if (std::isfinite(vo) && std::isfinite(r) && tl > 0)
+            vendor_max = std::max(vendor_max, std::fabs(vo - r) / tl);
           if (std::isfinite(vo) && std::isfinite(in->out[l]) && tl > 0)
             kv_max = std::max(kv_max, std::fabs(in->out[l] - vo) / tl);
         }
       }
       t += fmt::format("against the {} reference: max |err|/bound {:.4g}\n", in->reference, kernel_max);
       if (!in->vendor.empty())
-        t += fmt::format("vendor library against the same reference: max |err|/bound {:.4g}; kernel vs vendor: max "
-                         "|diff|/bound {:.4g}\n",
-                         vendor_max, kv_max);
+        t += fmt::format(
+            "vendor library against the same reference: max |err|/bound {:.4g}; kernel vs vendor: max "
+            "|diff|/bound {:.4g}\n",
+            vendor_max, kv_max);
       metrics.push_back({"reference", in->reference});
       metrics.push_back({"max |err|/bound (kernel)", fmt::format("{:.4g}", kernel_max)});
       metrics.push_back({"max |err|/bound (vendor)", fmt::format("{:.4g}", vendor_max)});
@@ -102,10 +107,10 @@ StatusOr<TriageResult> triage(const OpSpec& spec, const Case& c, Executor& exec,
               bad_special += sp;
             }
           }
-        const std::string line =
-            special == 0 ? "no NaN/Inf among the inputs"
-                         : fmt::format("{} of {} bad elements are fed by a NaN/Inf input ({} elements are)", bad_special,
-                                       bad, special);
+        const std::string line = special == 0
+                                     ? "no NaN/Inf among the inputs"
+                                     : fmt::format("{} of {} bad elements are fed by a NaN/Inf input ({} elements are)",
+                                                   bad_special, bad, special);
         t += fmt::format("special values: {}\n", line);
         metrics.push_back({"special values", line});
       }
@@ -115,8 +120,8 @@ StatusOr<TriageResult> triage(const OpSpec& spec, const Case& c, Executor& exec,
           if (!errors.bad(i, j)) continue;
           const size_t l = static_cast<size_t>(i * in->cols + j);
           t += fmt::format("  {}[{}][{}] = {:.9g}{}, reference {:.17g}, bound {:.3g}\n    inputs: {}\n", in->tensor, i,
-                           j, in->out[l], errors.is_unwritten(i, j) ? " (never written)" : "", in->ref[l],
-                           in->tol[l], in->inputs ? in->inputs(i, j) : "");
+                           j, in->out[l], errors.is_unwritten(i, j) ? " (never written)" : "", in->ref[l], in->tol[l],
+                           in->inputs ? in->inputs(i, j) : "");
           ++listed;
         }
     }
@@ -147,7 +152,8 @@ StatusOr<TriageResult> triage(const OpSpec& spec, const Case& c, Executor& exec,
   }
 
   if (!opts.html_path.empty()) {
-    TriageReport r = make_triage_report(c, metrics, errors.rows > 0 || errors.cols > 0 ? errors : ErrorMatrix::zeros(0, 0));
+    TriageReport r =
+        make_triage_report(c, metrics, errors.rows > 0 || errors.cols > 0 ? errors : ErrorMatrix::zeros(0, 0));
     r.replay = "assay replay <entry>";
     ASSAY_RETURN_IF_ERROR(write_triage_report(r, opts.html_path, opts.svg_path));
     t += fmt::format("report: {}{}\n", opts.html_path, opts.svg_path.empty() ? "" : " and " + opts.svg_path);

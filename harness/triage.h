@@ -20,11 +20,11 @@ class Lane;
 }
 
 struct TriageOptions {
-  std::string variant;           ///< empty: the case's variant, else the spec's first default
+  std::string variant;                               ///< empty: the case's variant, else the spec's first default
   std::vector<std::string> sweep = {"m", "n", "k"};  ///< integer knobs to move
-  int sweep_radius = 2;          ///< values v-r .. v+r (>= 0)
-  int max_elements = 5;          ///< bad elements listed with their inputs
-  std::string html_path;         ///< empty: no files
+  int sweep_radius = 2;                              ///< values v-r .. v+r (>= 0)
+  int max_elements = 5;                              ///< bad elements listed with their inputs
+  std::string html_path;                             ///< empty: no files
   std::string svg_path;
 };
 

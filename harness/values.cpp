@@ -13,19 +13,32 @@ namespace assay {
 
 std::string_view value_class_name(ValueClass c) {
   switch (c) {
-    case ValueClass::kNormal: return "normal";
-    case ValueClass::kUniform: return "uniform";
-    case ValueClass::kSameSign: return "same_sign";
-    case ValueClass::kSmallInt: return "small_int";
-    case ValueClass::kNaN: return "nan";
-    case ValueClass::kLogUniform: return "log_uniform";
-    case ValueClass::kPareto: return "pareto";
-    case ValueClass::kMeanSpread: return "mean_spread";
-    case ValueClass::kNearOverflow: return "near_overflow";
-    case ValueClass::kSubnormal: return "subnormal";
-    case ValueClass::kSignedZero: return "signed_zero";
-    case ValueClass::kOneHot: return "one_hot";
-    case ValueClass::kPermutation: return "permutation";
+    case ValueClass::kNormal:
+      return "normal";
+    case ValueClass::kUniform:
+      return "uniform";
+    case ValueClass::kSameSign:
+      return "same_sign";
+    case ValueClass::kSmallInt:
+      return "small_int";
+    case ValueClass::kNaN:
+      return "nan";
+    case ValueClass::kLogUniform:
+      return "log_uniform";
+    case ValueClass::kPareto:
+      return "pareto";
+    case ValueClass::kMeanSpread:
+      return "mean_spread";
+    case ValueClass::kNearOverflow:
+      return "near_overflow";
+    case ValueClass::kSubnormal:
+      return "subnormal";
+    case ValueClass::kSignedZero:
+      return "signed_zero";
+    case ValueClass::kOneHot:
+      return "one_hot";
+    case ValueClass::kPermutation:
+      return "permutation";
   }
   return "?";
 }
@@ -39,10 +52,14 @@ std::optional<ValueClass> parse_value_class(std::string_view name) {
 
 std::string_view special_name(uint8_t bit) {
   switch (bit) {
-    case kSpecialNaN: return "nan";
-    case kSpecialPosInf: return "+inf";
-    case kSpecialNegInf: return "-inf";
-    case kSpecialNegZero: return "-0";
+    case kSpecialNaN:
+      return "nan";
+    case kSpecialPosInf:
+      return "+inf";
+    case kSpecialNegInf:
+      return "-inf";
+    case kSpecialNegZero:
+      return "-0";
   }
   return "?";
 }
@@ -55,9 +72,12 @@ std::optional<uint8_t> parse_special(std::string_view name) {
 
 std::string_view inject_at_name(uint8_t bit) {
   switch (bit) {
-    case kAtFirst: return "first";
-    case kAtLast: return "last";
-    case kAtTile: return "tile";
+    case kAtFirst:
+      return "first";
+    case kAtLast:
+      return "last";
+    case kAtTile:
+      return "tile";
   }
   return "?";
 }
@@ -135,7 +155,7 @@ double unit_open(uint32_t hi, uint32_t lo) {
 // on every machine. Accuracy ~1e-13 relative, ample for test data.
 double det_log(double x) {  // x > 0
   int e = 0;
-  const double m = std::frexp(x, &e);  // x = m * 2^e, m in [0.5, 1)
+  const double m = std::frexp(x, &e);      // x = m * 2^e, m in [0.5, 1)
   const double s = (m - 1.0) / (m + 1.0);  // log m = 2 atanh(s), |s| <= 1/3
   const double s2 = s * s;
   double term = s, sum = 0;
@@ -160,10 +180,14 @@ double det_cos_2pi(double u) {
     ts *= -p2 / ((2 * k + 2) * (2 * k + 3));
   }
   switch (q & 3) {
-    case 0: return c;
-    case 1: return -sn;
-    case 2: return -c;
-    default: return sn;
+    case 0:
+      return c;
+    case 1:
+      return -sn;
+    case 2:
+      return -c;
+    default:
+      return sn;
   }
 }
 
@@ -185,7 +209,9 @@ double det_exp2(double t) {
   return std::ldexp(sum, static_cast<int>(k));
 }
 
-double det_log2(double x) { return det_log(x) / kLn2; }  // x > 0
+double det_log2(double x) {
+  return det_log(x) / kLn2;
+}  // x > 0
 
 // Philox block for a 64-bit key and two 64-bit counter words, as one array.
 struct Block {
@@ -207,7 +233,9 @@ constexpr uint64_t kInjectTweak = 0x9E3779B97F4A7C15ull;
 constexpr uint64_t kHotTweak = 0xC2B2AE3D27D4EB4Full;
 constexpr uint64_t kPermTweak = 0x165667B19E3779F9ull;
 
-double with_sign(double mag, uint32_t bits) { return (bits & 1u) != 0 ? -mag : mag; }
+double with_sign(double mag, uint32_t bits) {
+  return (bits & 1u) != 0 ? -mag : mag;
+}
 
 // A bijection of [0, n) keyed by `key`: a 4-round Feistel network on
 // 2h-bit words (2^(2h) < 4n), cycle-walked until the result lands in [0, n)
@@ -266,14 +294,17 @@ class Expander {
         const double u1 = unit_open(ctr[0], ctr[1]), u2 = unit_open(ctr[2], ctr[3]);
         return r_.scale * std::sqrt(-2.0 * det_log(u1)) * det_cos_2pi(u2);
       }
-      case ValueClass::kUniform: return r_.scale * (2.0 * unit_open(ctr[0], ctr[1]) - 1.0);
-      case ValueClass::kSameSign: return r_.scale * unit_open(ctr[0], ctr[1]);
+      case ValueClass::kUniform:
+        return r_.scale * (2.0 * unit_open(ctr[0], ctr[1]) - 1.0);
+      case ValueClass::kSameSign:
+        return r_.scale * unit_open(ctr[0], ctr[1]);
       case ValueClass::kSmallInt: {
         const uint64_t span = 2 * static_cast<uint64_t>(r_.int_range) + 1;
         const uint64_t x = ((uint64_t{ctr[0]} << 32) | ctr[1]) % span;
         return static_cast<double>(static_cast<int64_t>(x) - r_.int_range);
       }
-      case ValueClass::kNaN: return std::numeric_limits<double>::quiet_NaN();
+      case ValueClass::kNaN:
+        return std::numeric_limits<double>::quiet_NaN();
       case ValueClass::kLogUniform: {
         const double u = unit_open(ctr[0], ctr[1]);
         const double e = static_cast<double>(r_.exp_min) + u * static_cast<double>(r_.exp_max - r_.exp_min);
@@ -284,7 +315,8 @@ class Expander {
         const double u = unit_open(ctr[0], ctr[1]);
         return with_sign(r_.scale * det_exp2(-det_log2(u) / r_.pareto_alpha), ctr[2]);
       }
-      case ValueClass::kMeanSpread: return r_.mean + r_.spread * (2.0 * unit_open(ctr[0], ctr[1]) - 1.0);
+      case ValueClass::kMeanSpread:
+        return r_.mean + r_.spread * (2.0 * unit_open(ctr[0], ctr[1]) - 1.0);
       case ValueClass::kNearOverflow: {
         // Log-uniform in [max / f, max]; clamped, so that rounding in the
         // series can never step past max (and into Inf after rounding).
@@ -303,7 +335,8 @@ class Expander {
         const uint64_t k = (uint64_t{1} << (len - 1)) | (b.u64(0) & ((uint64_t{1} << (len - 1)) - 1));
         return with_sign(std::ldexp(static_cast<double>(k), lo), ctr[3]);
       }
-      case ValueClass::kSignedZero: return with_sign(0.0, ctr[0]);
+      case ValueClass::kSignedZero:
+        return with_sign(0.0, ctr[0]);
       case ValueClass::kOneHot:
       case ValueClass::kPermutation: {
         const uint64_t row = index / cols_;  // global row, batch included
@@ -346,10 +379,18 @@ class Expander {
       if ((in.kinds & bit) != 0 && k-- == 0) break;
     }
     switch (bit) {
-      case kSpecialNaN: v = std::numeric_limits<double>::quiet_NaN(); break;
-      case kSpecialPosInf: v = std::numeric_limits<double>::infinity(); break;
-      case kSpecialNegInf: v = -std::numeric_limits<double>::infinity(); break;
-      default: v = -0.0; break;
+      case kSpecialNaN:
+        v = std::numeric_limits<double>::quiet_NaN();
+        break;
+      case kSpecialPosInf:
+        v = std::numeric_limits<double>::infinity();
+        break;
+      case kSpecialNegInf:
+        v = -std::numeric_limits<double>::infinity();
+        break;
+      default:
+        v = -0.0;
+        break;
     }
   }
 
@@ -389,29 +430,61 @@ void put(void* dst, T v) {
 // so arithmetic on them never traps and yields NaN.
 void write_gap_canary(DType t, void* dst) {
   switch (t) {
-    case DType::kF64: put<uint64_t>(dst, 0x7FF86A706A706A70ull); break;
+    case DType::kF64:
+      put<uint64_t>(dst, 0x7FF86A706A706A70ull);
+      break;
     case DType::kF32:
-    case DType::kTF32: put<uint32_t>(dst, 0x7FC06A70u); break;
-    case DType::kF16: put<uint16_t>(dst, 0x7E6Au); break;
-    case DType::kBF16: put<uint16_t>(dst, 0x7FCAu); break;
-    case DType::kE4M3: put<uint8_t>(dst, 0x7Fu); break;
-    case DType::kE5M2: put<uint8_t>(dst, 0x7Du); break;
-    case DType::kI8: put<int8_t>(dst, int8_t{-0x6B}); break;
-    case DType::kI32: put<int32_t>(dst, int32_t{-0x6A706A70}); break;
+    case DType::kTF32:
+      put<uint32_t>(dst, 0x7FC06A70u);
+      break;
+    case DType::kF16:
+      put<uint16_t>(dst, 0x7E6Au);
+      break;
+    case DType::kBF16:
+      put<uint16_t>(dst, 0x7FCAu);
+      break;
+    case DType::kE4M3:
+      put<uint8_t>(dst, 0x7Fu);
+      break;
+    case DType::kE5M2:
+      put<uint8_t>(dst, 0x7Du);
+      break;
+    case DType::kI8:
+      put<int8_t>(dst, int8_t{-0x6B});
+      break;
+    case DType::kI32:
+      put<int32_t>(dst, int32_t{-0x6A706A70});
+      break;
   }
 }
 
 void write_output_poison(DType t, void* dst) {
   switch (t) {
-    case DType::kF64: put<uint64_t>(dst, 0x7FF8DEADDEADDEADull); break;
+    case DType::kF64:
+      put<uint64_t>(dst, 0x7FF8DEADDEADDEADull);
+      break;
     case DType::kF32:
-    case DType::kTF32: put<uint32_t>(dst, 0x7FC0DEADu); break;
-    case DType::kF16: put<uint16_t>(dst, 0x7E5Au); break;
-    case DType::kBF16: put<uint16_t>(dst, 0x7FDAu); break;
-    case DType::kE4M3: put<uint8_t>(dst, 0xFFu); break;
-    case DType::kE5M2: put<uint8_t>(dst, 0xFEu); break;
-    case DType::kI8: put<int8_t>(dst, int8_t{-0x53}); break;
-    case DType::kI32: put<int32_t>(dst, int32_t{-0x21524111}); break;
+    case DType::kTF32:
+      put<uint32_t>(dst, 0x7FC0DEADu);
+      break;
+    case DType::kF16:
+      put<uint16_t>(dst, 0x7E5Au);
+      break;
+    case DType::kBF16:
+      put<uint16_t>(dst, 0x7FDAu);
+      break;
+    case DType::kE4M3:
+      put<uint8_t>(dst, 0xFFu);
+      break;
+    case DType::kE5M2:
+      put<uint8_t>(dst, 0xFEu);
+      break;
+    case DType::kI8:
+      put<int8_t>(dst, int8_t{-0x53});
+      break;
+    case DType::kI32:
+      put<int32_t>(dst, int32_t{-0x21524111});
+      break;
   }
 }
 

@@ -33,9 +33,9 @@ enum class ValueClass : uint8_t {
 
 /// Every value class, in declaration order.
 inline constexpr ValueClass kAllValueClasses[] = {
-    ValueClass::kNormal,     ValueClass::kUniform,    ValueClass::kSameSign,     ValueClass::kSmallInt,
-    ValueClass::kNaN,        ValueClass::kLogUniform, ValueClass::kPareto,       ValueClass::kMeanSpread,
-    ValueClass::kNearOverflow, ValueClass::kSubnormal, ValueClass::kSignedZero,  ValueClass::kOneHot,
+    ValueClass::kNormal,       ValueClass::kUniform,    ValueClass::kSameSign,   ValueClass::kSmallInt,
+    ValueClass::kNaN,          ValueClass::kLogUniform, ValueClass::kPareto,     ValueClass::kMeanSpread,
+    ValueClass::kNearOverflow, ValueClass::kSubnormal,  ValueClass::kSignedZero, ValueClass::kOneHot,
     ValueClass::kPermutation};
 
 std::string_view value_class_name(ValueClass c);

@@ -8,20 +8,34 @@ namespace assay {
 
 std::string_view failure_kind_name(FailureKind k) {
   switch (k) {
-    case FailureKind::kBound: return "bound";
-    case FailureKind::kExact: return "exact";
-    case FailureKind::kNanInf: return "nan-inf";
-    case FailureKind::kGuard: return "guard";
-    case FailureKind::kUnwritten: return "unwritten";
-    case FailureKind::kGapWritten: return "gap-written";
-    case FailureKind::kInputWritten: return "input-written";
-    case FailureKind::kNondeterministic: return "nondeterministic";
-    case FailureKind::kLaunchError: return "launch-error";
-    case FailureKind::kRejected: return "rejected";
-    case FailureKind::kCrash: return "crash";
-    case FailureKind::kHang: return "hang";
-    case FailureKind::kSanitizer: return "sanitizer";
-    case FailureKind::kProjection: return "projection";
+    case FailureKind::kBound:
+      return "bound";
+    case FailureKind::kExact:
+      return "exact";
+    case FailureKind::kNanInf:
+      return "nan-inf";
+    case FailureKind::kGuard:
+      return "guard";
+    case FailureKind::kUnwritten:
+      return "unwritten";
+    case FailureKind::kGapWritten:
+      return "gap-written";
+    case FailureKind::kInputWritten:
+      return "input-written";
+    case FailureKind::kNondeterministic:
+      return "nondeterministic";
+    case FailureKind::kLaunchError:
+      return "launch-error";
+    case FailureKind::kRejected:
+      return "rejected";
+    case FailureKind::kCrash:
+      return "crash";
+    case FailureKind::kHang:
+      return "hang";
+    case FailureKind::kSanitizer:
+      return "sanitizer";
+    case FailureKind::kProjection:
+      return "projection";
   }
   return "?";
 }

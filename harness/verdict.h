@@ -11,41 +11,41 @@
 namespace assay {
 
 enum class FailureKind : uint8_t {
-  kBound,            ///< |out - ref| above the rounding-error ceiling
-  kExact,            ///< exact-tier case not bit-identical to the reference
-  kNanInf,           ///< NaN / Inf pattern differs from the reference's
-  kGuard,            ///< a guard band around an allocation was overwritten
-  kUnwritten,        ///< an output element still holds the poison
-  kGapWritten,       ///< an element between the rows of a strided output changed
-  kInputWritten,     ///< an input differs from its snapshot after the launch
-  kNondeterministic, ///< a second launch gave different bits
-  kLaunchError,      ///< the launch or a later CUDA call failed
-  kRejected,         ///< the kernel refused a case its spec declares valid
-  kCrash,            ///< the worker died (fault, trap, abort)
-  kHang,             ///< the worker outlived its watchdog
-  kSanitizer,        ///< compute-sanitizer reported an error during the case
-  kProjection,       ///< <v, J u> from the kernel's backward disagrees with finite differences of the fp64 forward
+  kBound,             ///< |out - ref| above the rounding-error ceiling
+  kExact,             ///< exact-tier case not bit-identical to the reference
+  kNanInf,            ///< NaN / Inf pattern differs from the reference's
+  kGuard,             ///< a guard band around an allocation was overwritten
+  kUnwritten,         ///< an output element still holds the poison
+  kGapWritten,        ///< an element between the rows of a strided output changed
+  kInputWritten,      ///< an input differs from its snapshot after the launch
+  kNondeterministic,  ///< a second launch gave different bits
+  kLaunchError,       ///< the launch or a later CUDA call failed
+  kRejected,          ///< the kernel refused a case its spec declares valid
+  kCrash,             ///< the worker died (fault, trap, abort)
+  kHang,              ///< the worker outlived its watchdog
+  kSanitizer,         ///< compute-sanitizer reported an error during the case
+  kProjection,        ///< <v, J u> from the kernel's backward disagrees with finite differences of the fp64 forward
 };
 
 std::string_view failure_kind_name(FailureKind k);
 
 struct Failure {
   FailureKind kind;
-  std::string tensor;       ///< which tensor ("C"), or empty
-  int64_t count = 0;        ///< offending elements (or bytes for guards)
-  int64_t first_index = -1; ///< first offending element index in the allocation
-  std::string detail;       ///< one line: values, position (row, col), bound
+  std::string tensor;        ///< which tensor ("C"), or empty
+  int64_t count = 0;         ///< offending elements (or bytes for guards)
+  int64_t first_index = -1;  ///< first offending element index in the allocation
+  std::string detail;        ///< one line: values, position (row, col), bound
 };
 
 struct Metrics {
-  double max_ratio = 0;        ///< max over elements of |out-ref| / tol (<= 1 passes)
+  double max_ratio = 0;  ///< max over elements of |out-ref| / tol (<= 1 passes)
   double max_abs_err = 0;
-  int64_t worst_index = -1;    ///< element (row-major logical index) of max_ratio
-  double vendor_max_ratio = -1;  ///< the vendor library's own max ratio (-1: not run)
-  int64_t vendor_violations = 0; ///< elements where the vendor itself broke the bound (reference disagreement)
+  int64_t worst_index = -1;       ///< element (row-major logical index) of max_ratio
+  double vendor_max_ratio = -1;   ///< the vendor library's own max ratio (-1: not run)
+  int64_t vendor_violations = 0;  ///< elements where the vendor itself broke the bound (reference disagreement)
   bool exact_tier = false;
-  std::string reference;       ///< "host-f64", "device-f64"
-  std::string key;             ///< baseline key: dtype and value class, e.g. "fp32/normal"
+  std::string reference;  ///< "host-f64", "device-f64"
+  std::string key;        ///< baseline key: dtype and value class, e.g. "fp32/normal"
 };
 
 struct Verdict {

@@ -341,8 +341,8 @@ class ProcessExecutor final : public Executor {
       const double left = opts_.start_timeout_s - std::chrono::duration<double>(Clock::now() - t0).count();
       if (left <= 0 || !read_line(w, line, left)) {
         stop(w, true);
-        return internal_error(fmt::format("worker for device {} did not start{}", w.device,
-                                          w.fatal.empty() ? "" : ": " + w.fatal));
+        return internal_error(
+            fmt::format("worker for device {} did not start{}", w.device, w.fatal.empty() ? "" : ": " + w.fatal));
       }
       if (line.rfind("READY ", 0) == 0) {
         const std::string d = fmt::format("[{}] {}", w.device, line.substr(6));
@@ -507,9 +507,9 @@ class ProcessExecutor final : public Executor {
                          text.find("ERROR SUMMARY: 0 errors") != std::string::npos ||
                          text.find("RACECHECK SUMMARY: 0 hazards") != std::string::npos;
       const bool error = text.find("Invalid") != std::string::npos || text.find("Error") != std::string::npos ||
-                         text.find("ERROR SUMMARY") != std::string::npos ||
-                         text.find("Race") != std::string::npos || text.find("Uninitialized") != std::string::npos ||
-                         text.find("Barrier") != std::string::npos || text.find("hazard") != std::string::npos;
+                         text.find("ERROR SUMMARY") != std::string::npos || text.find("Race") != std::string::npos ||
+                         text.find("Uninitialized") != std::string::npos || text.find("Barrier") != std::string::npos ||
+                         text.find("hazard") != std::string::npos;
       if (!noise && error && w.sanitizer_log.size() < 2000) {
         size_t a = text.find_first_not_of(' ');
         w.sanitizer_log += (w.sanitizer_log.empty() ? "" : " | ") + text.substr(a == std::string::npos ? 0 : a);
@@ -541,8 +541,10 @@ class ProcessExecutor final : public Executor {
     std::string why;
     if (w.pid > 0 && ::waitpid(w.pid, &status, WNOHANG) == w.pid) {
       w.pid = -1;
-      if (WIFSIGNALED(status)) why = fmt::format("worker killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
-      else if (WIFEXITED(status)) why = fmt::format("worker exited with status {}", WEXITSTATUS(status));
+      if (WIFSIGNALED(status))
+        why = fmt::format("worker killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+      else if (WIFEXITED(status))
+        why = fmt::format("worker exited with status {}", WEXITSTATUS(status));
     }
     if (!w.fatal.empty()) why = (why.empty() ? "" : why + ": ") + w.fatal;
     return why.empty() ? "worker died" : why;
@@ -553,7 +555,8 @@ class ProcessExecutor final : public Executor {
   void recover(Worker& w, FailureKind kind, const std::string& reason) {
     std::map<int64_t, Job> suspects = std::move(w.inflight);
     w.inflight.clear();
-    if (w.pid > 0) stop(w, true);
+    if (w.pid > 0)
+      stop(w, true);
     else {
       ::close(w.to);
       ::close(w.from);

@@ -38,12 +38,12 @@ struct WorkerConfig {
 int run_worker(const WorkerConfig& config);
 
 struct ProcessOptions {
-  std::string binary;            ///< the assay executable (it has the `worker` subcommand)
+  std::string binary;              ///< the assay executable (it has the `worker` subcommand)
   std::vector<int> devices = {0};  ///< one worker per device
-  int lanes = 4;                 ///< lanes per worker
-  double case_timeout_s = 60;    ///< watchdog: no result for this long with jobs in flight = hang
-  double start_timeout_s = 120;  ///< a worker must say READY within this
-  std::string sanitize;          ///< "", memcheck, racecheck, initcheck, synccheck
+  int lanes = 4;                   ///< lanes per worker
+  double case_timeout_s = 60;      ///< watchdog: no result for this long with jobs in flight = hang
+  double start_timeout_s = 120;    ///< a worker must say READY within this
+  std::string sanitize;            ///< "", memcheck, racecheck, initcheck, synccheck
   std::string sanitizer = "compute-sanitizer";
   RunOptions run;
 };

@@ -41,8 +41,8 @@ cudaError_t launch_with(kernels::GemmF32Launcher fn, const GemmF32Problem& p, cu
 // (which moves toward earlier elements and toward 0) ends at small shapes.
 rc::Gen<int64_t> extent(int64_t max_dim) {
   const int64_t t = kernels::kGemmTiledTile;
-  std::vector<int64_t> edges = {1, 2, 3, 0, 5, 7, t - 1, t, t + 1, 2 * t - 1, 2 * t + 1, 17, 31, 37, 61, 67,
-                                97, 127, 129, 255, 257, 509, 1021, 2039, 2048};
+  std::vector<int64_t> edges = {1,  2,  3,  0,  5,   7,   t - 1, t,   t + 1, 2 * t - 1, 2 * t + 1, 17,  31,
+                                37, 61, 67, 97, 127, 129, 255,   257, 509,   1021,      2039,      2048};
   edges.erase(std::remove_if(edges.begin(), edges.end(), [&](int64_t e) { return e > max_dim; }), edges.end());
   return rc::gen::weightedOneOf<int64_t>({
       {5, rc::gen::elementOf(edges)},
@@ -83,10 +83,10 @@ rc::Gen<Case> gemm_cases(const GenConfig& cfg) {
       beta = *rc::gen::elementOf(std::vector<double>{0, 1, -1, 2});
     } else {
       RecipeOptions ro;
-      ro.classes = {ValueClass::kNormal,       ValueClass::kUniform,    ValueClass::kSameSign,
-                    ValueClass::kSmallInt,     ValueClass::kLogUniform, ValueClass::kPareto,
-                    ValueClass::kMeanSpread,   ValueClass::kNearOverflow, ValueClass::kSubnormal,
-                    ValueClass::kSignedZero,   ValueClass::kOneHot,     ValueClass::kPermutation};
+      ro.classes = {ValueClass::kNormal,     ValueClass::kUniform,      ValueClass::kSameSign,
+                    ValueClass::kSmallInt,   ValueClass::kLogUniform,   ValueClass::kPareto,
+                    ValueClass::kMeanSpread, ValueClass::kNearOverflow, ValueClass::kSubnormal,
+                    ValueClass::kSignedZero, ValueClass::kOneHot,       ValueClass::kPermutation};
       ro.dtype = DType::kF32;
       ro.specials = kSpecialAll;
       ro.tile = kernels::kGemmTiledTile;

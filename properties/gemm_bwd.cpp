@@ -64,7 +64,9 @@ rc::Gen<Case> gemm_bwd_cases(const GenConfig& cfg) {
 class GemmBwdSpec final : public OpSpec {
  public:
   std::string name() const override { return "gemm_bwd"; }
-  std::string description() const override { return "fp32 backward of C = alpha*A*B: dA = alpha dC B^T, dB += alpha A^T dC"; }
+  std::string description() const override {
+    return "fp32 backward of C = alpha*A*B: dA = alpha dC B^T, dB += alpha A^T dC";
+  }
   std::vector<VariantInfo> variants() const override {
     std::vector<VariantInfo> out;
     for (const auto& v : gemm_bwd_f32_variants()) out.push_back(v.info);

@@ -4,17 +4,17 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <cstdlib>
+#include <iostream>
 #include <map>
 #include <memory>
-#include <iostream>
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "harness/baseline.h"
 #include "harness/campaign.h"
@@ -32,11 +32,14 @@ constexpr int kExitPass = 0, kExitFail = 1, kExitUsage = 2, kExitInfra = 3;
 
 int exit_for(const Status& s) {
   switch (s.code()) {
-    case StatusCode::kOk: return kExitPass;
+    case StatusCode::kOk:
+      return kExitPass;
     case StatusCode::kInvalidArgument:
     case StatusCode::kNotFound:
-    case StatusCode::kDataLoss: return kExitUsage;
-    default: return kExitInfra;
+    case StatusCode::kDataLoss:
+      return kExitUsage;
+    default:
+      return kExitInfra;
   }
 }
 
@@ -93,11 +96,20 @@ std::string xml_escape(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') ? ' ' : c;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '&':
+        o += "&amp;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') ? ' ' : c;
     }
   }
   return o;
@@ -112,7 +124,8 @@ std::string junit_xml(const CampaignReport& r) {
   x += fmt::format("<testsuites><testsuite name=\"assay.{}\" tests=\"{}\" failures=\"{}\" time=\"{:.3f}\">\n", r.op,
                    r.per_variant.size(), failures, r.seconds);
   for (const auto& [name, st] : r.per_variant) {
-    x += fmt::format("  <testcase classname=\"assay.{}\" name=\"{}\" time=\"{:.3f}\">", r.op, xml_escape(name), r.seconds);
+    x += fmt::format("  <testcase classname=\"assay.{}\" name=\"{}\" time=\"{:.3f}\">", r.op, xml_escape(name),
+                     r.seconds);
     for (const auto& f : r.failures) {
       if (f.variant != name) continue;
       x += fmt::format("\n    <failure message=\"{}\">{}\nreplay: assay replay {}</failure>\n  ",
@@ -171,11 +184,10 @@ int cmd_fuzz(const FuzzArgs& a) {
   const bool tty = isatty(STDERR_FILENO) != 0;
   double last_line = -1e9;
   o.progress = [&](const CampaignProgress& p) {
-    const std::string line =
-        fmt::format("{}: {} cases, {} failures, {:.0f} cases/s, {:.0f} s{}{}", a.op, p.cases, p.failures,
-                    p.elapsed_s > 0 ? static_cast<double>(p.cases) / p.elapsed_s : 0.0, p.elapsed_s,
-                    p.time_left_s >= 0 ? fmt::format(", {:.0f} s left", p.time_left_s) : "",
-                    p.shrinking ? ", shrinking" : "");
+    const std::string line = fmt::format(
+        "{}: {} cases, {} failures, {:.0f} cases/s, {:.0f} s{}{}", a.op, p.cases, p.failures,
+        p.elapsed_s > 0 ? static_cast<double>(p.cases) / p.elapsed_s : 0.0, p.elapsed_s,
+        p.time_left_s >= 0 ? fmt::format(", {:.0f} s left", p.time_left_s) : "", p.shrinking ? ", shrinking" : "");
     if (tty) {
       fmt::print(stderr, "\r{:<100}", line);
     } else if (p.elapsed_s - last_line >= 10) {
@@ -187,10 +199,11 @@ int cmd_fuzz(const FuzzArgs& a) {
   if (tty) fmt::print(stderr, "\n");
   if (!rep.ok()) return error(rep.status());
   const CampaignReport& r = *rep;
-  fmt::print("{} on {}, {} lanes, seed {}: {} cases in {:.1f} s ({:.0f} cases/s); exact tier {}, device fp64 "
-             "reference {}, cuBLAS outside the bound {}\n",
-             r.op, r.device, r.lanes, a.seed, r.cases, r.seconds, r.cases_per_second(), r.exact_cases,
-             r.device_ref_cases, r.vendor_disagreements);
+  fmt::print(
+      "{} on {}, {} lanes, seed {}: {} cases in {:.1f} s ({:.0f} cases/s); exact tier {}, device fp64 "
+      "reference {}, cuBLAS outside the bound {}\n",
+      r.op, r.device, r.lanes, a.seed, r.cases, r.seconds, r.cases_per_second(), r.exact_cases, r.device_ref_cases,
+      r.vendor_disagreements);
   fmt::print("{:<28} {:>10} {:>9} {:>16}\n", "variant", "cases", "failures", "max err/bound");
   for (const auto& [name, st] : r.per_variant)
     fmt::print("{:<28} {:>10} {:>9} {:>16.4g}\n", name, st.cases, st.failures, st.max_ratio);
@@ -250,8 +263,7 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
   auto files = list_entries(paths);
   if (!files.ok()) return error(files.status());
   auto ndev = gpu::device_count();
-  if (!ndev.ok())
-    fmt::print(stderr, "assay: {}: entries are read and validated, not run\n", ndev.status().message());
+  if (!ndev.ok()) fmt::print(stderr, "assay: {}: entries are read and validated, not run\n", ndev.status().message());
   // One executor per op, started on first use; worker processes by default so
   // a stored crash replays as a crash instead of ending the replay.
   std::map<std::string, std::unique_ptr<Executor>> execs;
@@ -303,8 +315,8 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
     (*ex)->submit({0, std::nullopt, e->c, variants});
     JobResult r = (*ex)->wait();
     if (!r.status.ok()) return error(r.status);
-    const bool was_failure = e->found.is_object() && e->found.contains("verdict") &&
-                             e->found["verdict"].value("passed", true) == false;
+    const bool was_failure =
+        e->found.is_object() && e->found.contains("verdict") && e->found["verdict"].value("passed", true) == false;
     for (const auto& v : r.verdicts) {
       if (!v.passed()) {
         ++failing;
@@ -340,7 +352,6 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
   return kExitPass;
 }
 
-
 // assay bench: throughput per size class, time to detect each mutant, and the
 // large-case breakdown. A benchmark, not a test: it writes what it measured.
 struct BenchArgs {
@@ -367,13 +378,16 @@ int cmd_bench(const BenchArgs& a) {
   nlohmann::json j;
   j["device"] = gpu::describe_device(0);
   j["lanes"] = a.lanes;
-  std::string md = fmt::format("# assay bench\n\nDevice: {}. Lanes: {}. Command: `assay bench --seconds {} --lanes {}`.\n\n",
-                               gpu::describe_device(0), a.lanes, a.seconds, a.lanes);
+  std::string md =
+      fmt::format("# assay bench\n\nDevice: {}. Lanes: {}. Command: `assay bench --seconds {} --lanes {}`.\n\n",
+                  gpu::describe_device(0), a.lanes, a.seconds, a.lanes);
   for (const OpSpec* spec : specs) {
     auto& jo = j["ops"][spec->name()];
-    md += fmt::format("## {}\n\n| size class | max dim | cases | seconds | cases/s | failures |\n|---|---:|---:|---:|---:|---:|\n",
-                      spec->name());
-    for (const auto& [cls, dim] : std::vector<std::pair<std::string, int64_t>>{{"small", 64}, {"medium", 512}, {"large", 2048}}) {
+    md += fmt::format(
+        "## {}\n\n| size class | max dim | cases | seconds | cases/s | failures |\n|---|---:|---:|---:|---:|---:|\n",
+        spec->name());
+    for (const auto& [cls, dim] :
+         std::vector<std::pair<std::string, int64_t>>{{"small", 64}, {"medium", 512}, {"large", 2048}}) {
       CampaignOptions o;
       o.max_seconds = a.seconds;
       o.lanes = a.lanes;
@@ -382,12 +396,17 @@ int cmd_bench(const BenchArgs& a) {
       o.worker_binary = self_path();
       auto r = run_campaign(*spec, o);
       if (!r.ok()) return error(r.status());
-      jo["throughput"][cls] = {{"max_dim", dim}, {"cases", r->cases}, {"seconds", r->seconds},
-                               {"cases_per_second", r->cases_per_second()}, {"failures", r->failures.size()}};
+      jo["throughput"][cls] = {{"max_dim", dim},
+                               {"cases", r->cases},
+                               {"seconds", r->seconds},
+                               {"cases_per_second", r->cases_per_second()},
+                               {"failures", r->failures.size()}};
       md += fmt::format("| {} | {} | {} | {:.1f} | {:.0f} | {} |\n", cls, dim, r->cases, r->seconds,
                         r->cases_per_second(), r->failures.size());
     }
-    md += "\n| mutant | cases to catch | seconds to catch | shrink steps | shrink seconds | shrunk case |\n|---|---:|---:|---:|---:|---|\n";
+    md +=
+        "\n| mutant | cases to catch | seconds to catch | shrink steps | shrink seconds | shrunk case "
+        "|\n|---|---:|---:|---:|---:|---|\n";
     const std::string tmp = a.out + "/mutant-corpus";
     for (const auto& v : spec->variants()) {
       if (!v.mutant || v.name.rfind("fault_", 0) == 0 || v.name == "mutant_degrades") continue;
@@ -406,9 +425,13 @@ int cmd_bench(const BenchArgs& a) {
         continue;
       }
       const auto& f = r->failures.front();
-      jo["mutants"][v.name] = {{"caught", true}, {"case_index", f.case_index}, {"seconds_to_find", f.seconds_to_find},
-                               {"shrink_steps", f.shrink_steps}, {"seconds_to_shrink", f.seconds_to_shrink},
-                               {"shrunk", f.shrunk.summary()}, {"verdict", f.verdict.summary()}};
+      jo["mutants"][v.name] = {{"caught", true},
+                               {"case_index", f.case_index},
+                               {"seconds_to_find", f.seconds_to_find},
+                               {"shrink_steps", f.shrink_steps},
+                               {"seconds_to_shrink", f.seconds_to_shrink},
+                               {"shrunk", f.shrunk.summary()},
+                               {"verdict", f.verdict.summary()}};
       md += fmt::format("| {} | #{} | {:.3f} | {} | {:.2f} | {} |\n", v.name, f.case_index, f.seconds_to_find,
                         f.shrink_steps, f.seconds_to_shrink, f.shrunk.summary());
     }
@@ -431,7 +454,6 @@ int cmd_bench(const BenchArgs& a) {
   fmt::print("{}", md);
   return kExitPass;
 }
-
 
 int cmd_triage(const std::string& path, const std::string& variant, int device, bool no_sweep) {
   // A corpus entry ({"assay_entry": ..., "case": ...}) or a bare case file.
@@ -478,7 +500,6 @@ int cmd_triage(const std::string& path, const std::string& variant, int device, 
   return r->failing ? kExitFail : kExitPass;
 }
 
-
 // assay baseline update|check <op>: accept the current accuracy ratios, or
 // re-run the accepted campaign and compare.
 int cmd_baseline(const std::string& action, const std::string& op, int64_t cases, uint64_t seed, int64_t max_dim,
@@ -491,7 +512,8 @@ int cmd_baseline(const std::string& action, const std::string& op, int64_t cases
   if (!existing.ok()) return error(existing.status());
   if (action == "check") {
     if (!existing->has_value())
-      return error(not_found(fmt::format("no baseline at {} (run 'assay baseline update {}')", baseline_path(corpus, op), op)));
+      return error(
+          not_found(fmt::format("no baseline at {} (run 'assay baseline update {}')", baseline_path(corpus, op), op)));
     const auto& acc = (*existing)->accepted;
     cases = acc.value("cases", cases);
     seed = acc.value("seed", seed);
@@ -514,7 +536,10 @@ int cmd_baseline(const std::string& action, const std::string& op, int64_t cases
     Baseline b;
     b.op = op;
     b.ratios = r->ratios;
-    b.accepted = {{"cases", cases}, {"seed", seed}, {"max_dim", max_dim}, {"device", r->device},
+    b.accepted = {{"cases", cases},
+                  {"seed", seed},
+                  {"max_dim", max_dim},
+                  {"device", r->device},
                   {"assay_version", ASSAY_VERSION}};
     if (auto s = save_baseline(corpus, b); !s.ok()) return error(s);
     for (const auto& [variant, keys] : b.ratios)
@@ -524,7 +549,8 @@ int cmd_baseline(const std::string& action, const std::string& op, int64_t cases
   }
   const auto regs = find_regressions(**existing, r->ratios);
   for (const auto& g : regs)
-    fmt::print("ACCURACY REGRESSION {} {}: error/bound {:.4g}, baseline {:.4g}\n", g.variant, g.key, g.ratio, g.baseline);
+    fmt::print("ACCURACY REGRESSION {} {}: error/bound {:.4g}, baseline {:.4g}\n", g.variant, g.key, g.ratio,
+               g.baseline);
   fmt::print("baseline check: {} regression(s) over {} cases\n", regs.size(), r->cases);
   return regs.empty() ? kExitPass : kExitFail;
 }
@@ -545,8 +571,10 @@ int main(int argc, char** argv) {
   fuzz->add_option("--cases", fa.cases, "Stop after this many cases")->check(CLI::NonNegativeNumber);
   fuzz->add_option("--time", fa.seconds, "Stop after this many seconds")->check(CLI::NonNegativeNumber);
   fuzz->add_option("--seed", fa.seed, "Campaign seed (the same seed replays the same cases)");
-  fuzz->add_option("--max-dim", fa.max_dim, "Largest extent of any dimension")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  fuzz->add_option("--lanes", fa.lanes, "Concurrent lanes (host threads + streams) on the GPU")->check(CLI::Range(1, 64));
+  fuzz->add_option("--max-dim", fa.max_dim, "Largest extent of any dimension")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  fuzz->add_option("--lanes", fa.lanes, "Concurrent lanes (host threads + streams) on the GPU")
+      ->check(CLI::Range(1, 64));
   fuzz->add_option("--devices", fa.devices, "CUDA devices, one worker each (default: all visible)")
       ->check(CLI::NonNegativeNumber);
   fuzz->add_option("--shard", fa.shard, "Run shard i of N (i/N): case indices k with k % N == i");
@@ -556,7 +584,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   fuzz->add_option("--repeat", fa.repeat, "Launch each variant N times before the checked launches")
       ->check(CLI::Range(1, 100000));
-  fuzz->add_flag("--in-process", fa.in_process, "Run lanes in this process (faster start; a kernel fault ends the run)");
+  fuzz->add_flag("--in-process", fa.in_process,
+                 "Run lanes in this process (faster start; a kernel fault ends the run)");
   fuzz->add_option("--junit", fa.junit, "Write a JUnit XML report to this file");
   fuzz->add_option("--corpus", fa.corpus, "Folder for shrunk failing cases (empty: do not store)");
   fuzz->add_flag("--keep-going", fa.keep_going, "Keep fuzzing a variant after its first failure");
@@ -577,8 +606,9 @@ int main(int argc, char** argv) {
 
   FuzzArgs ga;
   auto* gradcheck = app.add_subcommand(
-      "gradcheck", "Fuzz an op's backward kernels (<op>_bwd): bounds against fp64 backward references, <v, J u> "
-                   "against finite differences of the fp64 forward, accumulate semantics; failures go to the corpus");
+      "gradcheck",
+      "Fuzz an op's backward kernels (<op>_bwd): bounds against fp64 backward references, <v, J u> "
+      "against finite differences of the fp64 forward, accumulate semantics; failures go to the corpus");
   gradcheck->add_option("op", ga.op, "Op whose backward to check (e.g. gemm)")->required();
   gradcheck->add_option("--variant", ga.variants, "Backward variant(s) (default: all but mutants)");
   gradcheck->add_option("--cases", ga.cases, "Stop after this many cases")->check(CLI::NonNegativeNumber);
@@ -592,7 +622,8 @@ int main(int argc, char** argv) {
   std::string triage_path, triage_variant;
   int triage_device = 0;
   bool triage_no_sweep = false;
-  auto* triage_cmd = app.add_subcommand("triage", "Re-run a stored case and explain it (writes <case>.triage.html/.svg)");
+  auto* triage_cmd =
+      app.add_subcommand("triage", "Re-run a stored case and explain it (writes <case>.triage.html/.svg)");
   triage_cmd->add_option("case", triage_path, "Corpus entry or case file")->required();
   triage_cmd->add_option("--variant", triage_variant, "Variant to triage (default: the case's)");
   triage_cmd->add_option("--device", triage_device, "CUDA device index")->check(CLI::NonNegativeNumber);

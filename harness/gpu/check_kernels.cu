@@ -11,11 +11,15 @@ namespace {
 
 __device__ double load_elem(int dtype, const void* base, int64_t i) {
   switch (dtype) {
-    case 0: return static_cast<const double*>(base)[i];
+    case 0:
+      return static_cast<const double*>(base)[i];
     case 1:
-    case 2: return static_cast<double>(static_cast<const float*>(base)[i]);
-    case 3: return static_cast<double>(__half2float(static_cast<const __half*>(base)[i]));
-    case 4: return static_cast<double>(__bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]));
+    case 2:
+      return static_cast<double>(static_cast<const float*>(base)[i]);
+    case 3:
+      return static_cast<double>(__half2float(static_cast<const __half*>(base)[i]));
+    case 4:
+      return static_cast<double>(__bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]));
     case 5: {
       __nv_fp8_e4m3 v;
       v.__x = static_cast<const unsigned char*>(base)[i];
@@ -26,30 +30,40 @@ __device__ double load_elem(int dtype, const void* base, int64_t i) {
       v.__x = static_cast<const unsigned char*>(base)[i];
       return static_cast<double>(static_cast<float>(v));
     }
-    case 7: return static_cast<double>(static_cast<const int8_t*>(base)[i]);
-    case 8: return static_cast<double>(static_cast<const int32_t*>(base)[i]);
+    case 7:
+      return static_cast<double>(static_cast<const int8_t*>(base)[i]);
+    case 8:
+      return static_cast<double>(static_cast<const int32_t*>(base)[i]);
   }
   return 0;
 }
 
 __device__ int elem_size_of(int dtype) {
   switch (dtype) {
-    case 0: return 8;
+    case 0:
+      return 8;
     case 1:
     case 2:
-    case 8: return 4;
+    case 8:
+      return 4;
     case 3:
-    case 4: return 2;
-    default: return 1;
+    case 4:
+      return 2;
+    default:
+      return 1;
   }
 }
 
 __device__ bool same_bits(const void* a, const void* b, int64_t i, int es) {
   switch (es) {
-    case 8: return static_cast<const unsigned long long*>(a)[i] == static_cast<const unsigned long long*>(b)[i];
-    case 4: return static_cast<const unsigned*>(a)[i] == static_cast<const unsigned*>(b)[i];
-    case 2: return static_cast<const unsigned short*>(a)[i] == static_cast<const unsigned short*>(b)[i];
-    default: return static_cast<const unsigned char*>(a)[i] == static_cast<const unsigned char*>(b)[i];
+    case 8:
+      return static_cast<const unsigned long long*>(a)[i] == static_cast<const unsigned long long*>(b)[i];
+    case 4:
+      return static_cast<const unsigned*>(a)[i] == static_cast<const unsigned*>(b)[i];
+    case 2:
+      return static_cast<const unsigned short*>(a)[i] == static_cast<const unsigned short*>(b)[i];
+    default:
+      return static_cast<const unsigned char*>(a)[i] == static_cast<const unsigned char*>(b)[i];
   }
 }
 
@@ -189,7 +203,7 @@ cudaError_t launch_check(const CheckParams& params, CheckResult* result, cudaStr
   const int threads = 256;
   const int64_t blocks = std::min<int64_t>((largest + threads - 1) / threads, 1024);
   check_kernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(tasks)), threads, 0, stream>>>(params,
-                                                                                                        result);
+                                                                                                          result);
   return cudaGetLastError();
 }
 

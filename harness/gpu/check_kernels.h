@@ -19,8 +19,8 @@ inline constexpr int kMaxCompares = 4;
 struct DevRegion {
   int64_t byte_begin = 0;  ///< in the arena
   int64_t byte_end = 0;
-  int32_t kind = 0;        ///< kBytesEqual or kOutput
-  int32_t elem_size = 4;   ///< for kOutput
+  int32_t kind = 0;             ///< kBytesEqual or kOutput
+  int32_t elem_size = 4;        ///< for kOutput
   int32_t check_unwritten = 0;  ///< kOutput: covered elements must differ from the snapshot (poison)
   int32_t pad_ = 0;
   // kOutput coverage: a dense 2-D view (row stride ld, column stride 1) or,
@@ -42,8 +42,8 @@ struct DevCompare {
   const double* ref = nullptr;
   const double* mag = nullptr;
   double rel_out = 0, rel_mag = 0, floor = 0;
-  double out_max = 0;       ///< largest finite value of the output dtype (overflow zone)
-  double overflow_mag = 0;  ///< mag at or above which intermediates may overflow (0: use out_max)
+  double out_max = 0;          ///< largest finite value of the output dtype (overflow zone)
+  double overflow_mag = 0;     ///< mag at or above which intermediates may overflow (0: use out_max)
   const void* prev = nullptr;  ///< a previous launch's output (same view) for determinism; or null
 };
 
@@ -70,8 +70,8 @@ struct CompareResult {
   unsigned long long naninf = 0, naninf_first = 0;
   unsigned long long exact = 0, exact_first = 0;
   unsigned long long nondet = 0, nondet_first = 0;
-  unsigned long long worst_key = 0;    ///< (float bits of ratio << 32) | ~index32
-  unsigned long long max_abs_bits = 0; ///< double bits of max |out-ref| (finite elements)
+  unsigned long long worst_key = 0;     ///< (float bits of ratio << 32) | ~index32
+  unsigned long long max_abs_bits = 0;  ///< double bits of max |out-ref| (finite elements)
 };
 
 struct CheckResult {

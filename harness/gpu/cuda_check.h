@@ -17,14 +17,14 @@ Status cublas_status(cublasStatus_t e, const char* call, const char* file, int l
 
 }  // namespace assay
 
-#define CUDA_CHECK(call)                                                              \
-  do {                                                                                \
+#define CUDA_CHECK(call)                                                                          \
+  do {                                                                                            \
     ::assay::Status assay_cuda_status_ = ::assay::cuda_status((call), #call, __FILE__, __LINE__); \
-    if (!assay_cuda_status_.ok()) return assay_cuda_status_;                          \
+    if (!assay_cuda_status_.ok()) return assay_cuda_status_;                                      \
   } while (false)
 
-#define CUBLAS_CHECK(call)                                                              \
-  do {                                                                                  \
+#define CUBLAS_CHECK(call)                                                                            \
+  do {                                                                                                \
     ::assay::Status assay_cublas_status_ = ::assay::cublas_status((call), #call, __FILE__, __LINE__); \
-    if (!assay_cublas_status_.ok()) return assay_cublas_status_;                        \
+    if (!assay_cublas_status_.ok()) return assay_cublas_status_;                                      \
   } while (false)

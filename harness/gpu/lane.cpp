@@ -45,8 +45,8 @@ std::string describe_device(int device) {
     cublasDestroy(h);
   }
   return fmt::format("{} (sm_{}{}), driver {}.{}, runtime {}.{}, cuBLAS {}.{}.{}, cuDNN {}", prop.name, prop.major,
-                     prop.minor, driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10,
-                     cublas / 10000, cublas % 10000 / 100, cublas % 100, cudnn_version());
+                     prop.minor, driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10, cublas / 10000,
+                     cublas % 10000 / 100, cublas % 100, cudnn_version());
 }
 
 StatusOr<std::unique_ptr<Lane>> Lane::create(int device) {

@@ -22,15 +22,15 @@
 #include <cuda_runtime.h>
 
 #include "harness/case.h"
-#include "harness/spec.h"
 #include "harness/gpu/check_kernels.h"
+#include "harness/spec.h"
 #include "harness/status.h"
 
 namespace assay::gpu {
 
-inline constexpr int64_t kGuardBytes = 1024;   ///< guard band before and after each tensor
+inline constexpr int64_t kGuardBytes = 1024;         ///< guard band before and after each tensor
 inline constexpr uint32_t kGuardWord = 0x7FF5A5A5u;  ///< canary (a NaN as fp32)
-inline constexpr int kMaxChecks = 16;          ///< check results per case
+inline constexpr int kMaxChecks = 16;                ///< check results per case
 
 /// How many CUDA devices are usable; an error says why none are.
 StatusOr<int> device_count();

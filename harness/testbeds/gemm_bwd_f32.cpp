@@ -60,7 +60,8 @@ StatusOr<Shape> parse(const Case& c) {
   }
   const Role roles[] = {Role::kIn, Role::kIn, Role::kIn, Role::kOut, Role::kInOut};
   for (size_t i = 0; i < 5; ++i)
-    if (c.tensors[i].role != roles[i]) return invalid_argument("gemm_bwd case: roles must be A,B,dC:in dA:out dB:inout");
+    if (c.tensors[i].role != roles[i])
+      return invalid_argument("gemm_bwd case: roles must be A,B,dC:in dA:out dB:inout");
   return s;
 }
 
@@ -74,10 +75,12 @@ bool register_gemm_bwd_f32_variant(GemmBwdF32Variant v) {
   registry().push_back(std::move(v));
   return true;
 }
-const std::vector<GemmBwdF32Variant>& gemm_bwd_f32_variants() { return registry(); }
+const std::vector<GemmBwdF32Variant>& gemm_bwd_f32_variants() {
+  return registry();
+}
 
-Case make_gemm_bwd_case(int64_t m, int64_t n, int64_t k, double alpha, int64_t pad, int64_t off,
-                        const ValueRecipe& ra, const ValueRecipe& rb, const ValueRecipe& rdc, const ValueRecipe& rdb) {
+Case make_gemm_bwd_case(int64_t m, int64_t n, int64_t k, double alpha, int64_t pad, int64_t off, const ValueRecipe& ra,
+                        const ValueRecipe& rb, const ValueRecipe& rdc, const ValueRecipe& rdb) {
   Case c;
   c.op = "gemm_bwd";
   c.params = {{"m", m}, {"n", n}, {"k", k}, {"alpha", alpha}};
@@ -97,7 +100,9 @@ Case make_gemm_bwd_case(int64_t m, int64_t n, int64_t k, double alpha, int64_t p
   return c;
 }
 
-Status validate_gemm_bwd_case(const Case& c) { return parse(c).status(); }
+Status validate_gemm_bwd_case(const Case& c) {
+  return parse(c).status();
+}
 
 std::vector<Case> shrink_gemm_bwd_case(const Case& c) {
   auto s = parse(c);
@@ -136,8 +141,7 @@ std::vector<Case> shrink_gemm_bwd_case(const Case& c) {
   return out;
 }
 
-StatusOr<std::vector<Verdict>> run_gemm_bwd_f32(const Case& c, const std::vector<std::string>& names,
-                                                gpu::Lane& lane) {
+StatusOr<std::vector<Verdict>> run_gemm_bwd_f32(const Case& c, const std::vector<std::string>& names, gpu::Lane& lane) {
   ASSAY_ASSIGN_OR_RETURN(Shape s, parse(c));
   std::vector<const GemmBwdF32Variant*> variants;
   for (const auto& name : names) {
@@ -154,7 +158,8 @@ StatusOr<std::vector<Verdict>> run_gemm_bwd_f32(const Case& c, const std::vector
   const int64_t bytes_da = (T[kDA].desc.extent() * 4 + 255) / 256 * 256;
   const int64_t bytes_db = (T[kDB].desc.extent() * 4 + 255) / 256 * 256;
   ASSAY_RETURN_IF_ERROR(lane.layout(at, 16 * (mk + kn), bytes_da + bytes_db));
-  for (int t : {kA, kB, kDC, kDB}) materialize(T[t].desc, T[t].values, fnv1a64(T[t].name.data(), T[t].name.size()), lane.host_tensor(t));
+  for (int t : {kA, kB, kDC, kDB})
+    materialize(T[t].desc, T[t].values, fnv1a64(T[t].name.data(), T[t].name.size()), lane.host_tensor(t));
   {
     ValueRecipe nan;
     nan.cls = ValueClass::kNaN;
@@ -265,9 +270,10 @@ StatusOr<std::vector<Verdict>> run_gemm_bwd_f32(const Case& c, const std::vector
         if (rr.changed)
           add(guard ? FailureKind::kGuard
                     : (params[run].regions[ri].kind == gpu::DevRegion::kBytesEqual ? FailureKind::kInputWritten
-                                                                                 : FailureKind::kGapWritten),
+                                                                                   : FailureKind::kGapWritten),
               kNames[t], rr.changed, gpu::first_index(rr.changed, rr.changed_first),
-              guard ? fmt::format("guard band near {} changed", kNames[t]) : fmt::format("{} changed outside its view or as an input", kNames[t]));
+              guard ? fmt::format("guard band near {} changed", kNames[t])
+                    : fmt::format("{} changed outside its view or as an input", kNames[t]));
         if (rr.unwritten)
           add(FailureKind::kUnwritten, kNames[t], rr.unwritten, gpu::first_index(rr.unwritten, rr.unwritten_first),
               fmt::format("{} of {} elements of {} never written", rr.unwritten, t == kDA ? mk : kn, kNames[t]));
@@ -280,9 +286,13 @@ StatusOr<std::vector<Verdict>> run_gemm_bwd_f32(const Case& c, const std::vector
           const int64_t i = gpu::first_index(n, f);
           return fmt::format("first {}[{}][{}]", name, i / std::max<int64_t>(cols, 1), i % std::max<int64_t>(cols, 1));
         };
-        if (cr.naninf) add(FailureKind::kNanInf, name, cr.naninf, -1, "NaN/Inf pattern differs, " + at(cr.naninf, cr.naninf_first));
-        if (cr.bound) add(FailureKind::kBound, name, cr.bound, -1, "beyond the GEMM ceiling, " + at(cr.bound, cr.bound_first));
-        if (cr.nondet) add(FailureKind::kNondeterministic, name, cr.nondet, -1, "differs bitwise between launches, " + at(cr.nondet, cr.nondet_first));
+        if (cr.naninf)
+          add(FailureKind::kNanInf, name, cr.naninf, -1, "NaN/Inf pattern differs, " + at(cr.naninf, cr.naninf_first));
+        if (cr.bound)
+          add(FailureKind::kBound, name, cr.bound, -1, "beyond the GEMM ceiling, " + at(cr.bound, cr.bound_first));
+        if (cr.nondet)
+          add(FailureKind::kNondeterministic, name, cr.nondet, -1,
+              "differs bitwise between launches, " + at(cr.nondet, cr.nondet_first));
         const double ratio = static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(cr.worst_key >> 32)));
         verdict.metrics.max_ratio = std::max(verdict.metrics.max_ratio, ratio);
       }
@@ -299,9 +309,11 @@ StatusOr<std::vector<Verdict>> run_gemm_bwd_f32(const Case& c, const std::vector
       const int64_t nx = mk + kn;
       std::vector<double> x(static_cast<size_t>(nx));
       for (int64_t i = 0; i < s.m; ++i)
-        for (int64_t p = 0; p < s.k; ++p) x[static_cast<size_t>(i * s.k + p)] = A[static_cast<size_t>(off + i * lda + p)];
+        for (int64_t p = 0; p < s.k; ++p)
+          x[static_cast<size_t>(i * s.k + p)] = A[static_cast<size_t>(off + i * lda + p)];
       for (int64_t p = 0; p < s.k; ++p)
-        for (int64_t j = 0; j < s.n; ++j) x[static_cast<size_t>(mk + p * s.n + j)] = B[static_cast<size_t>(off + p * ldb + j)];
+        for (int64_t j = 0; j < s.n; ++j)
+          x[static_cast<size_t>(mk + p * s.n + j)] = B[static_cast<size_t>(off + p * ldb + j)];
       Differentiable f;
       f.n = nx;
       f.m = s.m * s.n;

@@ -53,8 +53,8 @@ bool register_gemm_bwd_f32_variant(GemmBwdF32Variant v);
 const std::vector<GemmBwdF32Variant>& gemm_bwd_f32_variants();
 
 /// A case of op "gemm_bwd"; pads and offsets in elements; recipes for A, B, dC and the dB prefill.
-Case make_gemm_bwd_case(int64_t m, int64_t n, int64_t k, double alpha, int64_t pad, int64_t off,
-                        const ValueRecipe& ra, const ValueRecipe& rb, const ValueRecipe& rdc, const ValueRecipe& rdb);
+Case make_gemm_bwd_case(int64_t m, int64_t n, int64_t k, double alpha, int64_t pad, int64_t off, const ValueRecipe& ra,
+                        const ValueRecipe& rb, const ValueRecipe& rdc, const ValueRecipe& rdb);
 Status validate_gemm_bwd_case(const Case& c);
 std::vector<Case> shrink_gemm_bwd_case(const Case& c);
 StatusOr<std::vector<Verdict>> run_gemm_bwd_f32(const Case& c, const std::vector<std::string>& variants,

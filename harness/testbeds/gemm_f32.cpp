@@ -2,15 +2,15 @@
 
 #include <algorithm>
 #include <bit>
-#include <chrono>
 #include <cfloat>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <random>
 
-#include <boost/multiprecision/cpp_bin_float.hpp>
 #include <fmt/format.h>
+#include <boost/multiprecision/cpp_bin_float.hpp>
 
 #include "harness/bounds.h"
 #include "harness/gpu/cuda_check.h"
@@ -39,7 +39,8 @@ StatusOr<int64_t> int_param(const Case& c, const char* key, int64_t lo, int64_t 
     return invalid_argument(fmt::format("gemm case: params.{} must be an integer, got {}", key, it->type_name()));
   const int64_t v = it->is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(it->get<uint64_t>(), INT64_MAX))
                                              : it->get<int64_t>();
-  if (v < lo || v > hi) return invalid_argument(fmt::format("gemm case: params.{} = {} is outside [{}, {}]", key, v, lo, hi));
+  if (v < lo || v > hi)
+    return invalid_argument(fmt::format("gemm case: params.{} = {} is outside [{}, {}]", key, v, lo, hi));
   return v;
 }
 
@@ -66,8 +67,8 @@ Status check_matrix(const Case& c, const char* name, int64_t rows, int64_t cols,
   if (t == nullptr) return invalid_argument(fmt::format("gemm case: tensor {} is missing", name));
   const auto& d = t->desc;
   if (d.dtype != DType::kF32)
-    return invalid_argument(fmt::format("gemm case: tensor {} has dtype {}, this testbed is fp32", name,
-                                        dtype_name(d.dtype)));
+    return invalid_argument(
+        fmt::format("gemm case: tensor {} has dtype {}, this testbed is fp32", name, dtype_name(d.dtype)));
   if (d.shape != std::vector<int64_t>{rows, cols})
     return invalid_argument(fmt::format("gemm case: tensor {} must have shape [{}, {}]", name, rows, cols));
   if (d.strides != std::vector<int64_t>{ld, 1})
@@ -92,7 +93,9 @@ bool register_gemm_f32_variant(GemmF32Variant v) {
   return true;
 }
 
-const std::vector<GemmF32Variant>& gemm_f32_variants() { return variant_registry(); }
+const std::vector<GemmF32Variant>& gemm_f32_variants() {
+  return variant_registry();
+}
 
 StatusOr<GemmParams> parse_gemm_case(const Case& c) {
   GemmParams g;
@@ -126,8 +129,8 @@ Case make_gemm_case(int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b,
                     const ValueRecipe& ra, const ValueRecipe& rb, const ValueRecipe& rc) {
   Case c;
   c.op = "gemm";
-  c.params = {{"m", m}, {"n", n}, {"k", k}, {"trans_a", trans_a}, {"trans_b", trans_b}, {"alpha", alpha},
-              {"beta", beta}};
+  c.params = {{"m", m},         {"n", n},      {"k", k}, {"trans_a", trans_a}, {"trans_b", trans_b},
+              {"alpha", alpha}, {"beta", beta}};
   auto matrix = [&](const char* name, Role role, int64_t rows, int64_t cols, int64_t pad, int64_t off,
                     const ValueRecipe& r) {
     TensorSpec t;
@@ -238,8 +241,10 @@ StatusOr<Prepared> prepare(const Case& c, gpu::Lane& lane) {
     auto* ref = reinterpret_cast<double*>(lane.dev_scratch() + save_bytes);
     vendor::RowMajorGemm rm{g.m, g.n, g.k, g.trans_a, g.trans_b, g.lda, g.ldb, g.ldc};
     ASSAY_RETURN_IF_ERROR(device_ref::gemm_f64_reference(
-        lane.cublas(), lane.stream(), rm, g.alpha, reinterpret_cast<const float*>(lane.dev_snapshot_tensor(kA)) + ta.desc.offset,
-        ta.desc.extent() - ta.desc.offset, reinterpret_cast<const float*>(lane.dev_snapshot_tensor(kB)) + tb.desc.offset,
+        lane.cublas(), lane.stream(), rm, g.alpha,
+        reinterpret_cast<const float*>(lane.dev_snapshot_tensor(kA)) + ta.desc.offset,
+        ta.desc.extent() - ta.desc.offset,
+        reinterpret_cast<const float*>(lane.dev_snapshot_tensor(kB)) + tb.desc.offset,
         tb.desc.extent() - tb.desc.offset, g.beta,
         p.beta0 ? nullptr : reinterpret_cast<const float*>(lane.dev_snapshot_tensor(kC)) + tc.desc.offset, ref,
         ref + mn, ref + 2 * mn));
@@ -346,8 +351,8 @@ void add_failure(Verdict& v, FailureKind kind, std::string tensor, unsigned long
 }
 
 // Translates one check result into failures of `v`.
-void read_check(const gpu::CheckResult& r, const gpu::CheckParams& params, [[maybe_unused]] const Case& c, const Prepared& p,
-                Detailer& d, bool deterministic, Verdict& v) {
+void read_check(const gpu::CheckResult& r, const gpu::CheckParams& params, [[maybe_unused]] const Case& c,
+                const Prepared& p, Detailer& d, bool deterministic, Verdict& v) {
   static const char* names[] = {"A", "B", "C"};
   for (int ri = 0; ri < params.nregions; ++ri) {
     const auto& reg = params.regions[ri];
@@ -358,9 +363,9 @@ void read_check(const gpu::CheckResult& r, const gpu::CheckParams& params, [[may
       const int64_t first = gpu::first_index(rr.changed, rr.changed_first);
       if (is_guard) {
         const std::string where = t < 3 ? fmt::format("guard before {}", names[t]) : "guard after C";
-        add_failure(v, FailureKind::kGuard, names[std::min(t, 2)], rr.changed, first,
-                    fmt::format("{}: {} bytes changed, first at byte {} of the band", where, rr.changed * 4,
-                                first * 4));
+        add_failure(
+            v, FailureKind::kGuard, names[std::min(t, 2)], rr.changed, first,
+            fmt::format("{}: {} bytes changed, first at byte {} of the band", where, rr.changed * 4, first * 4));
       } else if (reg.kind == gpu::DevRegion::kBytesEqual) {
         add_failure(v, FailureKind::kInputWritten, names[t], rr.changed, first * 4 / 4,
                     fmt::format("input {} changed by the kernel, first at element {}", names[t], first));
@@ -379,9 +384,9 @@ void read_check(const gpu::CheckResult& r, const gpu::CheckParams& params, [[may
     if (rr.unwritten > 0) {
       const int64_t first = gpu::first_index(rr.unwritten, rr.unwritten_first);
       const auto [row, col] = row_col(first, reg.off, reg.ld);
-      add_failure(v, FailureKind::kUnwritten, names[t], rr.unwritten, first,
-                  fmt::format("{} of {} elements never written, first C[{}][{}]", rr.unwritten, p.g.m * p.g.n, row,
-                              col));
+      add_failure(
+          v, FailureKind::kUnwritten, names[t], rr.unwritten, first,
+          fmt::format("{} of {} elements never written, first C[{}][{}]", rr.unwritten, p.g.m * p.g.n, row, col));
     }
   }
   if (params.ncompares == 0) return;
@@ -429,7 +434,8 @@ StatusOr<std::vector<Verdict>> run_gemm_f32(const Case& c, const std::vector<std
   // or the case is exact-tier (whose ratio is 0 by construction).
   const ValueRecipe& ra = c.find("A")->values;
   const bool special = ra.inject.active() || c.find("B")->values.inject.active() || c.find("C")->values.inject.active();
-  const std::string key = fmt::format("fp32/{}{}", value_class_name(ra.cls), p.exact ? "/exact" : (special ? "/special" : ""));
+  const std::string key =
+      fmt::format("fp32/{}{}", value_class_name(ra.cls), p.exact ? "/exact" : (special ? "/special" : ""));
   const int64_t c_bytes = c.find("C")->desc.extent() * 4;
   std::vector<Verdict> verdicts;
   constexpr int kPerBatch = (gpu::kMaxChecks - 1) / kSlotsPerVariant;
@@ -459,8 +465,8 @@ StatusOr<std::vector<Verdict>> run_gemm_f32(const Case& c, const std::vector<std
         ASSAY_RETURN_IF_ERROR(lane.check(cp, slot++));
         params.push_back(cp);
         if (run == 0)
-          CUDA_CHECK(cudaMemcpyAsync(save, lane.dev_tensor(kC), static_cast<size_t>(c_bytes),
-                                     cudaMemcpyDeviceToDevice, lane.stream()));
+          CUDA_CHECK(cudaMemcpyAsync(save, lane.dev_tensor(kC), static_cast<size_t>(c_bytes), cudaMemcpyDeviceToDevice,
+                                     lane.stream()));
       }
     }
     // Vendor column: cuBLAS pedantic on the same arena, same bound.
@@ -532,14 +538,15 @@ Status gemm_host_self_check(int cases, std::string& report) {
       const double err = std::fabs(static_cast<double>(Mp(r[i]) - rm[i]));
       const double tol = g * s[i] + 1e-300;
       if (!(err <= tol))
-        return internal_error(fmt::format("gemm host reference self-check failed: case {} element {}: |err| {} > {}",
-                                          t, i, err, tol));
+        return internal_error(
+            fmt::format("gemm host reference self-check failed: case {} element {}: |err| {} > {}", t, i, err, tol));
       worst = std::max(worst, err / tol);
     }
   }
-  report += fmt::format("gemm: fp64 host reference vs 50-digit multiprecision on {} random cases: pass "
-                        "(max error/bound {:.3g})\n",
-                        cases, worst);
+  report += fmt::format(
+      "gemm: fp64 host reference vs 50-digit multiprecision on {} random cases: pass "
+      "(max error/bound {:.3g})\n",
+      cases, worst);
   return ok_status();
 }
 
@@ -570,31 +577,70 @@ std::vector<Case> shrink_gemm_case(const Case& c) {
     ValueRecipe ra, rb, rc;
   };
   auto pad_of = [](const TensorSpec& t) { return t.desc.strides[0] - std::max<int64_t>(t.desc.shape[1], 1); };
-  const Knobs base{g.m,       g.n,       g.k,        g.trans_a,     g.trans_b,     g.alpha,        g.beta,
-                   pad_of(a), pad_of(b), pad_of(cc), a.desc.offset, b.desc.offset, cc.desc.offset, a.values,
-                   b.values,  cc.values};
+  const Knobs base{g.m,       g.n,        g.k,           g.trans_a,     g.trans_b,      g.alpha,  g.beta,   pad_of(a),
+                   pad_of(b), pad_of(cc), a.desc.offset, b.desc.offset, cc.desc.offset, a.values, b.values, cc.values};
   std::vector<Case> out;
   auto emit = [&](const Knobs& k) {
-    Case n = make_gemm_case(k.m, k.n, k.k, k.ta, k.tb, k.alpha, k.beta, k.pa, k.pb, k.pc, k.oa, k.ob, k.oc, k.ra,
-                            k.rb, k.rc);
+    Case n = make_gemm_case(k.m, k.n, k.k, k.ta, k.tb, k.alpha, k.beta, k.pa, k.pb, k.pc, k.oa, k.ob, k.oc, k.ra, k.rb,
+                            k.rc);
     n.variant = c.variant;
     out.push_back(std::move(n));
   };
   // Shapes first: they dominate the size of a stored case. m and n stop at 1
   // (an empty C checks nothing), k may reach 0.
-  for (int64_t v : smaller_ints(base.m, 1)) { Knobs k = base; k.m = v; emit(k); }
-  for (int64_t v : smaller_ints(base.n, 1)) { Knobs k = base; k.n = v; emit(k); }
-  for (int64_t v : smaller_ints(base.k, 0)) { Knobs k = base; k.k = v; emit(k); }
-  if (base.ta) { Knobs k = base; k.ta = false; emit(k); }
-  if (base.tb) { Knobs k = base; k.tb = false; emit(k); }
+  for (int64_t v : smaller_ints(base.m, 1)) {
+    Knobs k = base;
+    k.m = v;
+    emit(k);
+  }
+  for (int64_t v : smaller_ints(base.n, 1)) {
+    Knobs k = base;
+    k.n = v;
+    emit(k);
+  }
+  for (int64_t v : smaller_ints(base.k, 0)) {
+    Knobs k = base;
+    k.k = v;
+    emit(k);
+  }
+  if (base.ta) {
+    Knobs k = base;
+    k.ta = false;
+    emit(k);
+  }
+  if (base.tb) {
+    Knobs k = base;
+    k.tb = false;
+    emit(k);
+  }
   for (int64_t Knobs::*f : {&Knobs::pa, &Knobs::pb, &Knobs::pc, &Knobs::oa, &Knobs::ob, &Knobs::oc})
-    if (base.*f != 0) { Knobs k = base; k.*f = 0; emit(k); }
-  if (base.alpha != 1) { Knobs k = base; k.alpha = 1; emit(k); }
-  if (base.beta != 0) { Knobs k = base; k.beta = 0; emit(k); if (base.beta != 1) { k.beta = 1; emit(k); } }
+    if (base.*f != 0) {
+      Knobs k = base;
+      k.*f = 0;
+      emit(k);
+    }
+  if (base.alpha != 1) {
+    Knobs k = base;
+    k.alpha = 1;
+    emit(k);
+  }
+  if (base.beta != 0) {
+    Knobs k = base;
+    k.beta = 0;
+    emit(k);
+    if (base.beta != 1) {
+      k.beta = 1;
+      emit(k);
+    }
+  }
   // Values: fewer special values first, then simpler classes, then seed 0.
   for (ValueRecipe Knobs::*r : {&Knobs::ra, &Knobs::rb, &Knobs::rc}) {
     const ValueRecipe& cur = base.*r;
-    if (cur.inject.active()) { Knobs k = base; (k.*r).inject = SpecialInjection{}; emit(k); }
+    if (cur.inject.active()) {
+      Knobs k = base;
+      (k.*r).inject = SpecialInjection{};
+      emit(k);
+    }
   }
   auto simpler = [](const ValueRecipe& cur, ValueClass cls) {
     ValueRecipe n;  // class defaults; seed and injection kept
@@ -607,7 +653,10 @@ std::vector<Case> shrink_gemm_case(const Case& c) {
     bool any = false;
     Knobs k = base;
     for (ValueRecipe Knobs::*r : {&Knobs::ra, &Knobs::rb, &Knobs::rc})
-      if ((k.*r).cls != target && (k.*r).cls != ValueClass::kSmallInt) { k.*r = simpler(k.*r, target); any = true; }
+      if ((k.*r).cls != target && (k.*r).cls != ValueClass::kSmallInt) {
+        k.*r = simpler(k.*r, target);
+        any = true;
+      }
     if (!any) continue;
     if (target == ValueClass::kSmallInt) {
       if (k.alpha != std::round(k.alpha)) k.alpha = 1;
@@ -634,7 +683,9 @@ StatusOr<nlohmann::json> gemm_time_large(const std::string& variant, gpu::Lane& 
   if (v == nullptr) return not_found(fmt::format("gemm has no variant '{}'", variant));
   const Case c = make_gemm_case(m, m, m, false, false, 1, 0, 0, 0, 0, 0, 0, 0, ValueClass::kNormal, 1);
   using Clock = std::chrono::steady_clock;
-  auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
+  auto ms_since = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
   nlohmann::json out;
   // Whole checked run, twice: the first pays for growing the lane's buffers.
   for (int rep = 0; rep < 2; ++rep) {
@@ -665,20 +716,21 @@ StatusOr<nlohmann::json> gemm_time_large(const std::string& variant, gpu::Lane& 
     return t[1];
   };
   ASSAY_ASSIGN_OR_RETURN(double kernel_ms, median3([&]() -> Status {
-    const cudaError_t e = v->launch(problem_on(p.g, c, lane), lane.stream());
-    return e == cudaSuccess ? ok_status() : internal_error(cudaGetErrorString(e));
-  }));
+                           const cudaError_t e = v->launch(problem_on(p.g, c, lane), lane.stream());
+                           return e == cudaSuccess ? ok_status() : internal_error(cudaGetErrorString(e));
+                         }));
   const TensorSpec &ta = *c.find("A"), &tb = *c.find("B");
   const int64_t mn = m * m;
-  auto* ref = reinterpret_cast<double*>(lane.dev_scratch() +
-                                        kSaveSlots * ((c.find("C")->desc.extent() * 4 + 255) / 256 * 256));
+  auto* ref =
+      reinterpret_cast<double*>(lane.dev_scratch() + kSaveSlots * ((c.find("C")->desc.extent() * 4 + 255) / 256 * 256));
   ASSAY_ASSIGN_OR_RETURN(double ref_ms, median3([&]() -> Status {
-    vendor::RowMajorGemm rm{m, m, m, false, false, m, m, m};
-    return device_ref::gemm_f64_reference(lane.cublas(), lane.stream(), rm, 1.0,
-                                          reinterpret_cast<const float*>(lane.dev_snapshot_tensor(kA)),
-                                          ta.desc.extent(), reinterpret_cast<const float*>(lane.dev_snapshot_tensor(kB)),
-                                          tb.desc.extent(), 0.0, nullptr, ref, ref + mn, ref + 2 * mn);
-  }));
+                           vendor::RowMajorGemm rm{m, m, m, false, false, m, m, m};
+                           return device_ref::gemm_f64_reference(
+                               lane.cublas(), lane.stream(), rm, 1.0,
+                               reinterpret_cast<const float*>(lane.dev_snapshot_tensor(kA)), ta.desc.extent(),
+                               reinterpret_cast<const float*>(lane.dev_snapshot_tensor(kB)), tb.desc.extent(), 0.0,
+                               nullptr, ref, ref + mn, ref + 2 * mn);
+                         }));
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   out["m"] = m;
@@ -696,10 +748,14 @@ namespace assay {
 StatusOr<Case> gemm_with_param(const Case& c, const std::string& key, int64_t value) {
   ASSAY_ASSIGN_OR_RETURN(GemmParams g, parse_gemm_case(c));
   if (value < 0) return invalid_argument(fmt::format("gemm: {} = {} is negative", key, value));
-  if (key == "m") g.m = value;
-  else if (key == "n") g.n = value;
-  else if (key == "k") g.k = value;
-  else return invalid_argument(fmt::format("gemm has no integer knob '{}' (m, n, k)", key));
+  if (key == "m")
+    g.m = value;
+  else if (key == "n")
+    g.n = value;
+  else if (key == "k")
+    g.k = value;
+  else
+    return invalid_argument(fmt::format("gemm has no integer knob '{}' (m, n, k)", key));
   const TensorSpec &a = *c.find("A"), &b = *c.find("B"), &cc = *c.find("C");
   auto pad_of = [](const TensorSpec& t) { return t.desc.strides[0] - std::max<int64_t>(t.desc.shape[1], 1); };
   Case out = make_gemm_case(g.m, g.n, g.k, g.trans_a, g.trans_b, g.alpha, g.beta, pad_of(a), pad_of(b), pad_of(cc),
@@ -770,7 +826,8 @@ StatusOr<Inspection> gemm_inspect(const Case& c, const std::string& variant, gpu
   in.touches_special.assign(static_cast<size_t>(mn), 0);
   for (int64_t i = 0; i < g.m; ++i)
     for (int64_t j = 0; j < g.n; ++j)
-      in.touches_special[static_cast<size_t>(i * g.n + j)] = row_special[static_cast<size_t>(i)] | col_special[static_cast<size_t>(j)];
+      in.touches_special[static_cast<size_t>(i * g.n + j)] =
+          row_special[static_cast<size_t>(i)] | col_special[static_cast<size_t>(j)];
   in.ref = std::move(ref);
   in.inputs = [g, ha, hb, oa = da.offset, ob = db.offset](int64_t i, int64_t j) {
     std::string s = fmt::format("A[{}][:] =", i);

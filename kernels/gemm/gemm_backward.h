@@ -14,15 +14,15 @@ namespace assay::kernels {
 struct GemmBwdF32Args {
   int64_t m = 0, n = 0, k = 0;
   float alpha = 1.0f;
-  const float* a = nullptr;   ///< m x k, lda >= k
+  const float* a = nullptr;  ///< m x k, lda >= k
   int64_t lda = 0;
-  const float* b = nullptr;   ///< k x n, ldb >= n
+  const float* b = nullptr;  ///< k x n, ldb >= n
   int64_t ldb = 0;
   const float* dc = nullptr;  ///< m x n, lddc >= n
   int64_t lddc = 0;
-  float* da = nullptr;        ///< m x k, ldda >= k (written)
+  float* da = nullptr;  ///< m x k, ldda >= k (written)
   int64_t ldda = 0;
-  float* db = nullptr;        ///< k x n, lddb >= n (accumulated)
+  float* db = nullptr;  ///< k x n, lddb >= n (accumulated)
   int64_t lddb = 0;
 };
 

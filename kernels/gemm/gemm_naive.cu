@@ -18,7 +18,7 @@ constexpr int kBlockY = 8;
 constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kMaxGridX = 2147483647;
 
-__global__ void __launch_bounds__(kBlockX * kBlockY)
+__global__ void __launch_bounds__(kBlockX* kBlockY)
     gemm_f32_naive_kernel(int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b, float alpha,
                           const float* __restrict__ a, int64_t lda, const float* __restrict__ b, int64_t ldb,
                           float beta, float* __restrict__ c, int64_t ldc) {
@@ -68,9 +68,8 @@ cudaError_t gemm_f32_naive(const GemmF32Args& args, cudaStream_t stream) {
   const int64_t blocks_y = (args.m + kBlockY - 1) / kBlockY;
   const dim3 grid(static_cast<unsigned>(std::min(blocks_x, kMaxGridX)),
                   static_cast<unsigned>(std::min(blocks_y, kMaxGridY)));
-  gemm_f32_naive_kernel<<<grid, block, 0, stream>>>(args.m, args.n, args.k, args.trans_a, args.trans_b,
-                                                    args.alpha, args.a, args.lda, args.b, args.ldb, args.beta,
-                                                    args.c, args.ldc);
+  gemm_f32_naive_kernel<<<grid, block, 0, stream>>>(args.m, args.n, args.k, args.trans_a, args.trans_b, args.alpha,
+                                                    args.a, args.lda, args.b, args.ldb, args.beta, args.c, args.ldc);
   return cudaGetLastError();
 }
 

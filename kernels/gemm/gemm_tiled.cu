@@ -24,10 +24,10 @@ constexpr int64_t kMaxGridX = 2147483647;
 // TransA / TransB are template parameters so each layout gets its own
 // branch-free, coalesced load path.
 template <bool TransA, bool TransB>
-__global__ void __launch_bounds__(kTile * kRows)
-    gemm_f32_tiled_kernel(int64_t m, int64_t n, int64_t k, float alpha, const float* __restrict__ a,
-                          int64_t lda, const float* __restrict__ b, int64_t ldb, float beta,
-                          float* __restrict__ c, int64_t ldc, int64_t tiles_m, int64_t tiles_n) {
+__global__ void __launch_bounds__(kTile* kRows)
+    gemm_f32_tiled_kernel(int64_t m, int64_t n, int64_t k, float alpha, const float* __restrict__ a, int64_t lda,
+                          const float* __restrict__ b, int64_t ldb, float beta, float* __restrict__ c, int64_t ldc,
+                          int64_t tiles_m, int64_t tiles_n) {
   // as[i][p] = op(A)[row0+i][k0+p], bs[p][j] = op(B)[k0+p][col0+j]. The +1
   // column of padding makes column-wise accesses (stride 33 words) hit 32
   // distinct banks: the transposed loads store down a column.
@@ -115,8 +115,8 @@ void launch(const GemmF32Args& g, int64_t tiles_m, int64_t tiles_n, cudaStream_t
   const dim3 block(kTile, kRows);
   const dim3 grid(static_cast<unsigned>(std::min(tiles_n, kMaxGridX)),
                   static_cast<unsigned>(std::min(tiles_m, kMaxGridY)));
-  gemm_f32_tiled_kernel<TransA, TransB><<<grid, block, 0, stream>>>(
-      g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc, tiles_m, tiles_n);
+  gemm_f32_tiled_kernel<TransA, TransB><<<grid, block, 0, stream>>>(g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb,
+                                                                    g.beta, g.c, g.ldc, tiles_m, tiles_n);
 }
 
 }  // namespace

@@ -37,7 +37,9 @@ __global__ void combine(const float* c, int64_t ldc, int64_t m, int64_t n, doubl
   }
 }
 
-unsigned blocks_for(int64_t n) { return static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 4096)); }
+unsigned blocks_for(int64_t n) {
+  return static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 4096));
+}
 
 }  // namespace
 

@@ -16,7 +16,9 @@
 namespace assay::device_ref {
 
 /// Doubles of scratch gemm_f64_reference needs for inputs of these extents.
-inline int64_t gemm_f64_scratch_doubles(int64_t extent_a, int64_t extent_b) { return 2 * (extent_a + extent_b); }
+inline int64_t gemm_f64_scratch_doubles(int64_t extent_a, int64_t extent_b) {
+  return 2 * (extent_a + extent_b);
+}
 
 /// ref and mag: m*n doubles each, row-major contiguous. `c` may be null when beta == 0.
 Status gemm_f64_reference(cublasHandle_t handle, cudaStream_t stream, const vendor::RowMajorGemm& g, double alpha,

@@ -123,10 +123,14 @@ struct DoubleDouble {
 };
 
 namespace detail {
-inline DoubleDouble finite_or(double v, const DoubleDouble& r) { return std::isfinite(v) ? r : DoubleDouble(v); }
+inline DoubleDouble finite_or(double v, const DoubleDouble& r) {
+  return std::isfinite(v) ? r : DoubleDouble(v);
+}
 }  // namespace detail
 
-inline DoubleDouble operator-(const DoubleDouble& a) { return {-a.hi, -a.lo}; }
+inline DoubleDouble operator-(const DoubleDouble& a) {
+  return {-a.hi, -a.lo};
+}
 
 /// [JMP] AccurateDWPlusDW: relative error <= 3u^2 / (1 - 4u).
 inline DoubleDouble operator+(const DoubleDouble& a, const DoubleDouble& b) {
@@ -137,7 +141,9 @@ inline DoubleDouble operator+(const DoubleDouble& a, const DoubleDouble& b) {
   const DD z = fast_two_sum(v.hi, t.lo + v.lo);
   return {z.hi, z.lo};
 }
-inline DoubleDouble operator-(const DoubleDouble& a, const DoubleDouble& b) { return a + (-b); }
+inline DoubleDouble operator-(const DoubleDouble& a, const DoubleDouble& b) {
+  return a + (-b);
+}
 
 /// [JMP] DWTimesDW3 (with FMA): relative error <= 5u^2.
 inline DoubleDouble operator*(const DoubleDouble& a, const DoubleDouble& b) {
@@ -162,26 +168,54 @@ inline DoubleDouble operator/(const DoubleDouble& a, const DoubleDouble& b) {
   return DoubleDouble(q.hi, q.lo) + DoubleDouble(q3);
 }
 
-inline DoubleDouble& DoubleDouble::operator+=(const DoubleDouble& b) { return *this = *this + b; }
-inline DoubleDouble& DoubleDouble::operator-=(const DoubleDouble& b) { return *this = *this - b; }
-inline DoubleDouble& DoubleDouble::operator*=(const DoubleDouble& b) { return *this = *this * b; }
-inline DoubleDouble& DoubleDouble::operator/=(const DoubleDouble& b) { return *this = *this / b; }
+inline DoubleDouble& DoubleDouble::operator+=(const DoubleDouble& b) {
+  return *this = *this + b;
+}
+inline DoubleDouble& DoubleDouble::operator-=(const DoubleDouble& b) {
+  return *this = *this - b;
+}
+inline DoubleDouble& DoubleDouble::operator*=(const DoubleDouble& b) {
+  return *this = *this * b;
+}
+inline DoubleDouble& DoubleDouble::operator/=(const DoubleDouble& b) {
+  return *this = *this / b;
+}
 
-inline bool operator==(const DoubleDouble& a, const DoubleDouble& b) { return a.hi == b.hi && a.lo == b.lo; }
-inline bool operator!=(const DoubleDouble& a, const DoubleDouble& b) { return !(a == b); }
+inline bool operator==(const DoubleDouble& a, const DoubleDouble& b) {
+  return a.hi == b.hi && a.lo == b.lo;
+}
+inline bool operator!=(const DoubleDouble& a, const DoubleDouble& b) {
+  return !(a == b);
+}
 inline bool operator<(const DoubleDouble& a, const DoubleDouble& b) {
   return a.hi < b.hi || (a.hi == b.hi && a.lo < b.lo);
 }
-inline bool operator>(const DoubleDouble& a, const DoubleDouble& b) { return b < a; }
-inline bool operator<=(const DoubleDouble& a, const DoubleDouble& b) { return a < b || a == b; }
-inline bool operator>=(const DoubleDouble& a, const DoubleDouble& b) { return b <= a; }
+inline bool operator>(const DoubleDouble& a, const DoubleDouble& b) {
+  return b < a;
+}
+inline bool operator<=(const DoubleDouble& a, const DoubleDouble& b) {
+  return a < b || a == b;
+}
+inline bool operator>=(const DoubleDouble& a, const DoubleDouble& b) {
+  return b <= a;
+}
 
 // Math functions, found by argument-dependent lookup from the templates (`using std::exp; exp(x)`).
-inline DoubleDouble abs(const DoubleDouble& a) { return a.hi < 0 || (a.hi == 0 && std::signbit(a.hi)) ? -a : a; }
-inline DoubleDouble fabs(const DoubleDouble& a) { return abs(a); }
-inline bool isnan(const DoubleDouble& a) { return std::isnan(a.hi); }
-inline bool isinf(const DoubleDouble& a) { return std::isinf(a.hi); }
-inline bool isfinite(const DoubleDouble& a) { return std::isfinite(a.hi); }
+inline DoubleDouble abs(const DoubleDouble& a) {
+  return a.hi < 0 || (a.hi == 0 && std::signbit(a.hi)) ? -a : a;
+}
+inline DoubleDouble fabs(const DoubleDouble& a) {
+  return abs(a);
+}
+inline bool isnan(const DoubleDouble& a) {
+  return std::isnan(a.hi);
+}
+inline bool isinf(const DoubleDouble& a) {
+  return std::isinf(a.hi);
+}
+inline bool isfinite(const DoubleDouble& a) {
+  return std::isfinite(a.hi);
+}
 
 /// sqrt by one Newton step on the double root: s + (a - s^2) / (2s), ~u^2 relative.
 inline DoubleDouble sqrt(const DoubleDouble& a) {

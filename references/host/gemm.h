@@ -29,8 +29,7 @@ struct GemmProblem {
 
 /// Rows [row_begin, row_end) of ref and mag (each m*n, row-major, ld = n).
 template <typename Scalar>
-void gemm_reference_rows(const GemmProblem<Scalar>& p, int64_t row_begin, int64_t row_end, Scalar* ref,
-                         Scalar* mag) {
+void gemm_reference_rows(const GemmProblem<Scalar>& p, int64_t row_begin, int64_t row_end, Scalar* ref, Scalar* mag) {
   using std::abs;
   for (int64_t i = row_begin; i < row_end; ++i) {
     for (int64_t j = 0; j < p.n; ++j) {

@@ -16,17 +16,17 @@ namespace assay::ref {
 /// Per-row results of layernorm_reference.
 template <typename S>
 struct LayerNormRowStats {
-  S mean = 0, var = 0, rstd = 0;       ///< var: population (ddof 0)
+  S mean = 0, var = 0, rstd = 0;           ///< var: population (ddof 0)
   S mean_abs = 0, max_abs = 0, range = 0;  ///< A, X, W of the row (variance_bounds)
-  S max_abs_gamma = 1;                 ///< max |gamma_i| (1 without weights)
+  S max_abs_gamma = 1;                     ///< max |gamma_i| (1 without weights)
 };
 
 /// rows x n inputs (row r at x + r*ld); gamma, beta: n each or null (1, 0); y and mag: rows x n
 /// contiguous, mag_i = |gamma_i xhat_i| (layernorm_bounds' magnitude; may be null); stats may be null.
 /// The statistics are the corrected two-pass of variance_reference, in S.
 template <typename S, typename In, typename W = In>
-void layernorm_reference(const In* x, int64_t rows, int64_t n, int64_t ld, const W* gamma, const W* beta,
-                         double eps, S* y, S* mag, LayerNormRowStats<S>* stats, int threads = 1) {
+void layernorm_reference(const In* x, int64_t rows, int64_t n, int64_t ld, const W* gamma, const W* beta, double eps,
+                         S* y, S* mag, LayerNormRowStats<S>* stats, int threads = 1) {
   using std::abs;
   using std::sqrt;
   S max_gamma = 1;

@@ -107,8 +107,8 @@ void softmax_reference(const In* x, int64_t rows, int64_t n, int64_t ld, S* y, S
 }
 
 template <typename S, typename In>
-void log_softmax_reference(const In* x, int64_t rows, int64_t n, int64_t ld, S* z, S* mag,
-                           SoftmaxRowStats<S>* stats, int threads = 1) {
+void log_softmax_reference(const In* x, int64_t rows, int64_t n, int64_t ld, S* z, S* mag, SoftmaxRowStats<S>* stats,
+                           int threads = 1) {
   detail::parallel_rows(rows, 3 * n, threads, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const SoftmaxRowStats<S> st =

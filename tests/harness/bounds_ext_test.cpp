@@ -50,10 +50,16 @@ double trunc_bits(double v, int p) {
 }
 
 /// Truncates v toward zero to a multiple of the power of two q.
-double trunc_to(double v, double q) { return std::trunc(v / q) * q; }
+double trunc_to(double v, double q) {
+  return std::trunc(v / q) * q;
+}
 
-float to_bf16(float v) { return bf16_bits_to_f32(f32_to_bf16_bits(v)); }
-float to_e4m3(float v) { return e4m3_bits_to_f32(f32_to_e4m3_bits(v, Overflow::kSaturate)); }
+float to_bf16(float v) {
+  return bf16_bits_to_f32(f32_to_bf16_bits(v));
+}
+float to_e4m3(float v) {
+  return e4m3_bits_to_f32(f32_to_e4m3_bits(v, Overflow::kSaturate));
+}
 
 /// A tensor-core block FMA chain, as [FHMP] describe it: per block of b exact products, the
 /// products and the running accumulator are aligned to the largest exponent and truncated to
@@ -124,7 +130,9 @@ void fill(bool same_sign, size_t k, uint64_t seed, std::vector<float>& x, std::v
   }
 }
 
-float identity(float v) { return v; }
+float identity(float v) {
+  return v;
+}
 
 GemmBoundModel dot_model(int64_t k, DType in = DType::kF32) {
   GemmBoundModel m;
@@ -237,11 +245,14 @@ TEST(GemmBounds, TruncatingBlockWorstCaseAttainsItsBound) {
     const double got = block_dot(products(x, y), b, 24);
     EXPECT_EQ(got, 1.0);
     EXPECT_EQ(Exact(r.value) + Exact(r.lo) - Exact(got), Exact(k - 1) * Exact(d));
-    const double tol_block = gemm_bounds(block_model(k, static_cast<int64_t>(b))).ceiling.tol(std::fabs(r.value), r.mag);
+    const double tol_block =
+        gemm_bounds(block_model(k, static_cast<int64_t>(b))).ceiling.tol(std::fabs(r.value), r.mag);
     const double tol_rn = gemm_ceiling(dot_model(k, DType::kBF16)).tol(std::fabs(r.value), r.mag);
     const double ratio = r.err(got) / tol_block;
-    std::printf("[ measured ] truncating block b=%zu lost-units k=4096: error/block-ceiling = %.4f, "
-                "error/RN-ceiling = %.3f\n", b, ratio, r.err(got) / tol_rn);
+    std::printf(
+        "[ measured ] truncating block b=%zu lost-units k=4096: error/block-ceiling = %.4f, "
+        "error/RN-ceiling = %.3f\n",
+        b, ratio, r.err(got) / tol_rn);
     EXPECT_LE(ratio, 1.0);
     // b/(b+1) of the ceiling: every term loses just under one ulp (2u) of the block maximum.
     EXPECT_GT(ratio, 0.98 * static_cast<double>(b) / static_cast<double>(b + 1));
@@ -276,9 +287,10 @@ TEST(GemmBounds, TruncatingBlockSameSignK8192) {
       const double rn_err = r.err(fma_dot(x, y));
       EXPECT_LE(rn_err, rn.expected.tol(r.value, r.mag));
     }
-    std::printf("[ measured ] truncating block b=%zu same-sign bf16 k=8192: error/block-ceiling %.3f, "
-                "/block-expected %.3f, /RN-expected >= %.2f, /RN-ceiling %.3f, error = %.0f * 2^-24 mag\n",
-                b, worst_ceiling, worst_expected, min_vs_rn_expected, worst_vs_rn_ceiling, worst_units);
+    std::printf(
+        "[ measured ] truncating block b=%zu same-sign bf16 k=8192: error/block-ceiling %.3f, "
+        "/block-expected %.3f, /RN-expected >= %.2f, /RN-ceiling %.3f, error = %.0f * 2^-24 mag\n",
+        b, worst_ceiling, worst_expected, min_vs_rn_expected, worst_vs_rn_ceiling, worst_units);
     EXPECT_LE(worst_ceiling, 1.0);
     EXPECT_LE(worst_expected, 1.0);
     EXPECT_GT(min_vs_rn_expected, 1.0);
@@ -311,9 +323,10 @@ TEST(GemmBounds, Fp8FastAccumulateAndPromotion) {
     units = std::max(units, ef / (kU32 * r.mag));
     EXPECT_LT(ep, ef);
   }
-  std::printf("[ measured ] fp8 e4m3 k=4096 same-sign: fast-accumulate error/ceiling %.3f (= %.3g * 2^-24 mag, "
-              "DESIGN.md: up to 1e6 on H200), /fp32-block-ceiling >= %.0f; promoted every 128: error/ceiling %.3f\n",
-              worst_fast, units, min_vs_f32, worst_prom);
+  std::printf(
+      "[ measured ] fp8 e4m3 k=4096 same-sign: fast-accumulate error/ceiling %.3f (= %.3g * 2^-24 mag, "
+      "DESIGN.md: up to 1e6 on H200), /fp32-block-ceiling >= %.0f; promoted every 128: error/ceiling %.3f\n",
+      worst_fast, units, min_vs_f32, worst_prom);
   EXPECT_LE(worst_fast, 1.0);
   EXPECT_LE(worst_prom, 1.0);
   EXPECT_GT(min_vs_f32, 1.0);
@@ -355,7 +368,7 @@ TEST(GemmBounds, Fp8ScalesAndQuantisedOutput) {
   GemmBoundModel pow2 = m;
   pow2.scale_a = 0.25;
   pow2.scale_b = 4;
-  EXPECT_EQ(gemm_bounds(pow2).ceiling.rel_mag, gemm_ceiling(dot_model(512)).rel_mag);  // exact scalings
+  EXPECT_EQ(gemm_bounds(pow2).ceiling.rel_mag, gemm_ceiling(dot_model(512)).rel_mag);        // exact scalings
   EXPECT_NEAR(gemm_bounds(m).ceiling.rel_mag, gemm_ceiling(dot_model(514)).rel_mag, 1e-12);  // two more roundings
   const float sa = 0.3f, sb = 5.0f, alpha = 1.5f;
   std::vector<float> x, y;
@@ -373,7 +386,8 @@ TEST(GemmBounds, Fp8ScalesAndQuantisedOutput) {
     }
     const ElementBound b = gemm_bounds(m).ceiling;
     const Exact err = abs(Exact(c) - ref);
-    worst = std::max(worst, static_cast<double>(err / Exact(b.tol(static_cast<double>(abs(ref)), static_cast<double>(mag)))));
+    worst = std::max(worst,
+                     static_cast<double>(err / Exact(b.tol(static_cast<double>(abs(ref)), static_cast<double>(mag)))));
     // Quantised e4m3 output with scale_out = 0.2: stored = e4m3(fl(0.2 c)), compared as stored/0.2.
     GemmBoundModel mq = m;
     mq.out = DType::kE4M3;
@@ -382,7 +396,8 @@ TEST(GemmBounds, Fp8ScalesAndQuantisedOutput) {
     const Exact errq = abs(Exact(stored) / Exact(0.2) - ref);  // 0.2 as the double the harness uses
     const ElementBound bq = gemm_bounds(mq).ceiling;
     EXPECT_EQ(bq.rel_out, 0x1p-4);
-    worst_q = std::max(worst_q, static_cast<double>(errq / Exact(bq.tol(static_cast<double>(abs(ref)), static_cast<double>(mag)))));
+    worst_q = std::max(
+        worst_q, static_cast<double>(errq / Exact(bq.tol(static_cast<double>(abs(ref)), static_cast<double>(mag)))));
   }
   std::printf("[ measured ] fp8 scales k=512: error/ceiling %.3g; e4m3 output with scale_out: %.3g\n", worst, worst_q);
   EXPECT_LE(worst, 1.0);
@@ -420,8 +435,10 @@ TEST(GemmBounds, ExpectedLevelHoldsForRoundToNearestKernels) {
       }
     }
   }
-  std::printf("[ measured ] round-to-nearest fp32 dots, k in {64, 1024, 8192}: max error/expected = %.3f "
-              "(lambda = %.1f)\n", worst, kDefaultLambda);
+  std::printf(
+      "[ measured ] round-to-nearest fp32 dots, k in {64, 1024, 8192}: max error/expected = %.3f "
+      "(lambda = %.1f)\n",
+      worst, kDefaultLambda);
 }
 
 // ---- exact tier ------------------------------------------------------------------------------------------
@@ -441,11 +458,11 @@ TEST(ExactTierRange, AgreesWithThePredicate) {
       }
     }
   }
-  EXPECT_EQ(exact_tier_int_range(DType::kBF16, DType::kF32, 4096), 63);  // 4096 * 63^2 < 2^24 <= 4096 * 64^2
-  EXPECT_EQ(exact_tier_int_range(DType::kE4M3, DType::kF32, 64), 16);   // e4m3 holds integers up to 16
-  EXPECT_EQ(exact_tier_int_range(DType::kF16, DType::kF16, 1, false), 2047);  // sums < 2^11, as the predicate
+  EXPECT_EQ(exact_tier_int_range(DType::kBF16, DType::kF32, 4096), 63);           // 4096 * 63^2 < 2^24 <= 4096 * 64^2
+  EXPECT_EQ(exact_tier_int_range(DType::kE4M3, DType::kF32, 64), 16);             // e4m3 holds integers up to 16
+  EXPECT_EQ(exact_tier_int_range(DType::kF16, DType::kF16, 1, false), 2047);      // sums < 2^11, as the predicate
   EXPECT_EQ(exact_tier_int_range(DType::kF32, DType::kF32, 1000, false), 16777);  // 1000 r < 2^24
-  EXPECT_EQ(exact_tier_int_range(DType::kI8, DType::kI32, 1 << 20), 45);       // 2^20 r^2 < 2^31
+  EXPECT_EQ(exact_tier_int_range(DType::kI8, DType::kI32, 1 << 20), 45);          // 2^20 r^2 < 2^31
 }
 
 TEST(ExactTierRange, EveryAccumulationIsBitExact) {
@@ -579,7 +596,9 @@ float chan_var(const std::vector<float>& x, int ddof, float* mean = nullptr) {
   return parts[0].s / (parts[0].n - static_cast<float>(ddof));
 }
 
-VarianceMags mags_of(const ref::VarianceResult<double>& r) { return {r.mean_abs, r.max_abs, r.range}; }
+VarianceMags mags_of(const ref::VarianceResult<double>& r) {
+  return {r.mean_abs, r.max_abs, r.range};
+}
 
 TEST(VarianceBounds, OnePassFailsWhereWelfordAndTwoPassPass) {
   // fp32, data mean 1e4, spread N(0,1): kappa^2 ~ 1e8. E[x^2]-E[x]^2 cancels ~u*mean^2 ~ 6 away;
@@ -608,9 +627,10 @@ TEST(VarianceBounds, OnePassFailsWhereWelfordAndTwoPassPass) {
         e_wel = std::max(e_wel, ratio(welford_var(x, ddof), b.expected));
         e_chan = std::max(e_chan, ratio(chan_var(x, ddof), b.expected));
       }
-      std::printf("[ measured ] variance fp32 mean 1e4 spread 1 n=%lld ddof=%d: error/ceiling one-pass >= %.1f; "
-                  "two-pass %.3g, Welford %.3g, Chan tree %.3g (error/expected %.3g, %.3g, %.3g)\n",
-                  static_cast<long long>(n), ddof, r_one, r_two, r_wel, r_chan, e_two, e_wel, e_chan);
+      std::printf(
+          "[ measured ] variance fp32 mean 1e4 spread 1 n=%lld ddof=%d: error/ceiling one-pass >= %.1f; "
+          "two-pass %.3g, Welford %.3g, Chan tree %.3g (error/expected %.3g, %.3g, %.3g)\n",
+          static_cast<long long>(n), ddof, r_one, r_two, r_wel, r_chan, e_two, e_wel, e_chan);
       EXPECT_GT(r_one, 1.0);
       EXPECT_LE(r_two, 1.0);
       EXPECT_LE(r_wel, 1.0);
@@ -770,8 +790,10 @@ TEST(SoftmaxBounds, Fp32KernelsWithinAndBugsBeyond) {
       worst_fast = std::max(worst_fast, softmax_ratio(x, softmax_f32(x, SoftKernel::kFastAdversarial), fm, false));
     }
   }
-  std::printf("[ measured ] fp32 softmax: error/ceiling %.3g (error/expected %.3g); adversarial __expf "
-              "error/fast-ceiling %.3g\n", worst_precise, worst_expected, worst_fast);
+  std::printf(
+      "[ measured ] fp32 softmax: error/ceiling %.3g (error/expected %.3g); adversarial __expf "
+      "error/fast-ceiling %.3g\n",
+      worst_precise, worst_expected, worst_fast);
   EXPECT_LE(worst_precise, 1.0);
   EXPECT_LE(worst_expected, 1.0);
   EXPECT_LE(worst_fast, 1.0);
@@ -796,9 +818,10 @@ TEST(SoftmaxBounds, Fp32KernelsWithinAndBugsBeyond) {
   const double fp16_big = softmax_ratio(xb, softmax_f32(xb, SoftKernel::kFp16Sum), big, false);
   const double dropped_big = softmax_ratio(xb, softmax_f32(xb, SoftKernel::kDropsLast), big, false);
   const double dropped_big_e = softmax_ratio(xb, softmax_f32(xb, SoftKernel::kDropsLast), big, true);
-  std::printf("[ measured ] softmax error/precise-ceiling: adversarial __expf (n=16, logits*10) %.3g; n=1000: fp16 sum %.3g, "
-              "dropped term %.3g; n=32768: fp16 sum %.3g, dropped term %.3g (error/expected %.3g)\n",
-              fast_vs_precise, fp16, dropped, fp16_big, dropped_big, dropped_big_e);
+  std::printf(
+      "[ measured ] softmax error/precise-ceiling: adversarial __expf (n=16, logits*10) %.3g; n=1000: fp16 sum %.3g, "
+      "dropped term %.3g; n=32768: fp16 sum %.3g, dropped term %.3g (error/expected %.3g)\n",
+      fast_vs_precise, fp16, dropped, fp16_big, dropped_big, dropped_big_e);
   EXPECT_GT(fast_vs_precise, 1.0);
   EXPECT_GT(fp16, 1.0);
   EXPECT_GT(dropped, 1.0);
@@ -967,8 +990,10 @@ TEST(LayerNormBounds, OnePassStatisticsFailAtLargeMean) {
       e_wel = std::max(e_wel, worst(layernorm_f32(x, g, bt, eps, Stats::kWelford), b.expected));
       min_one = std::min(min_one, worst(layernorm_f32(x, g, bt, eps, Stats::kOnePass), b.ceiling));
     }
-    std::printf("[ measured ] fp32 LayerNorm mean 1e4 spread 1 n=%lld: error/ceiling two-pass %.3g, Welford %.3g "
-                "(expected %.3g), one-pass >= %.3g\n", static_cast<long long>(n), w_two, w_wel, e_wel, min_one);
+    std::printf(
+        "[ measured ] fp32 LayerNorm mean 1e4 spread 1 n=%lld: error/ceiling two-pass %.3g, Welford %.3g "
+        "(expected %.3g), one-pass >= %.3g\n",
+        static_cast<long long>(n), w_two, w_wel, e_wel, min_one);
     EXPECT_LE(w_two, 1.0);
     EXPECT_LE(w_wel, 1.0);
     EXPECT_LE(e_wel, 1.0);
@@ -1012,11 +1037,11 @@ TEST(UlpDistance, EdgeCases) {
   constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
   for (DType t : {DType::kF64, DType::kF32, DType::kTF32, DType::kF16, DType::kBF16, DType::kE4M3, DType::kE5M2}) {
     SCOPED_TRACE(std::string(dtype_name(t)));
-    EXPECT_EQ(ulp_distance(0.0, -0.0, t), 0u);                              // signed zeros are one point
+    EXPECT_EQ(ulp_distance(0.0, -0.0, t), 0u);  // signed zeros are one point
     EXPECT_EQ(ulp_distance(min_subnormal(t), 0.0, t), 1u);
-    EXPECT_EQ(ulp_distance(min_subnormal(t), -min_subnormal(t), t), 2u);    // across zero
+    EXPECT_EQ(ulp_distance(min_subnormal(t), -min_subnormal(t), t), 2u);  // across zero
     EXPECT_EQ(ulp_distance(1.0, 1.0 + 2 * unit_roundoff(t), t), 1u);
-    EXPECT_EQ(ulp_distance(1.0, 1.0 - unit_roundoff(t), t), 1u);            // binade below: half the spacing
+    EXPECT_EQ(ulp_distance(1.0, 1.0 - unit_roundoff(t), t), 1u);  // binade below: half the spacing
     EXPECT_EQ(ulp_distance(min_normal(t), min_normal(t) - min_subnormal(t), t), 1u);
     EXPECT_EQ(ulp_distance(nan, nan, t), 0u);
     EXPECT_EQ(ulp_distance(nan, 1.0, t), kMax);
@@ -1036,7 +1061,7 @@ TEST(UlpDistance, EdgeCases) {
   EXPECT_EQ(ulp_distance(57344.0, inf, DType::kE5M2), 1u);
   EXPECT_EQ(ulp_distance(1.0, 2.0, DType::kF32), uint64_t{1} << 23);
   EXPECT_EQ(ulp_distance(-DBL_MAX, DBL_MAX, DType::kF64), 2 * 0x7FEFFFFFFFFFFFFFull);  // no overflow
-  EXPECT_EQ(ulp_distance(-3.4, 2.6, DType::kI32), 6u);  // rounded to integers first: -3 and 3
+  EXPECT_EQ(ulp_distance(-3.4, 2.6, DType::kI32), 6u);   // rounded to integers first: -3 and 3
   EXPECT_EQ(ulp_distance(300, -300, DType::kI8), 255u);  // saturated: 127 and -128
 }
 
@@ -1051,7 +1076,7 @@ RC_GTEST_PROP(UlpDistanceProp, NeighboursAreOneApartAndDistanceIsAMetric, ()) {
   const auto steps = *rc::gen::inRange<int64_t>(-1000, 1000);
   const float b = ulps_away(std::fabs(a), steps);
   RC_ASSERT(ulp_distance(std::fabs(a), b, DType::kF32) ==
-            static_cast<uint64_t>(std::llabs(static_cast<long long>(b == std::fabs(a) ? 0 : steps))) ||
+                static_cast<uint64_t>(std::llabs(static_cast<long long>(b == std::fabs(a) ? 0 : steps))) ||
             b == 0.0f || !(std::fabs(a) > 0));
   RC_ASSERT(ulp_distance(a, b, DType::kF32) == ulp_distance(b, a, DType::kF32));
   // Through zero the distance adds up.
@@ -1134,8 +1159,8 @@ TEST(ElementwiseBudget, HostLibmWithinTheCudaBudgets) {
   };
   for (const Case& c : cases) {
     const auto [w32, ok32] = sweep(c.name, c.f32, c.f64, c.lo, c.hi, c.log, false);
-    const auto [w16, ok16] = sweep(c.name, c.f32, c.f64, std::max(c.lo, -11.0), std::min(c.hi, 11.0), c.log, false,
-                                   DType::kF16);
+    const auto [w16, ok16] =
+        sweep(c.name, c.f32, c.f64, std::max(c.lo, -11.0), std::min(c.hi, 11.0), c.log, false, DType::kF16);
     std::printf("[ measured ] host %s: max error %.3f ulp fp32 (budget %.1f + 0.5), %.3f ulp fp16\n", c.name, w32,
                 find_math_fn(c.name)->ulp_f32, w16);
     EXPECT_TRUE(ok32) << c.name;

@@ -35,7 +35,9 @@ enum class Order { kForward, kReverse, kPairwise, kBlocked32 };
 constexpr Order kOrders[] = {Order::kForward, Order::kReverse, Order::kPairwise, Order::kBlocked32};
 
 /// acc + x*y in fp32, the product rounded separately or fused.
-float step(float acc, float x, float y, bool fma) { return fma ? std::fma(x, y, acc) : acc + x * y; }
+float step(float acc, float x, float y, bool fma) {
+  return fma ? std::fma(x, y, acc) : acc + x * y;
+}
 
 /// Recursive summation over [0, n), forward or reversed.
 float recursive(const float* x, const float* y, size_t n, bool fma, bool reverse = false) {
@@ -63,10 +65,14 @@ float blocked32(const float* x, const float* y, size_t n, bool fma) {
 
 float dot_f32(const std::vector<float>& x, const std::vector<float>& y, Order o, bool fma) {
   switch (o) {
-    case Order::kForward: return recursive(x.data(), y.data(), x.size(), fma);
-    case Order::kReverse: return recursive(x.data(), y.data(), x.size(), fma, true);
-    case Order::kPairwise: return pairwise(x.data(), y.data(), x.size(), fma);
-    case Order::kBlocked32: return blocked32(x.data(), y.data(), x.size(), fma);
+    case Order::kForward:
+      return recursive(x.data(), y.data(), x.size(), fma);
+    case Order::kReverse:
+      return recursive(x.data(), y.data(), x.size(), fma, true);
+    case Order::kPairwise:
+      return pairwise(x.data(), y.data(), x.size(), fma);
+    case Order::kBlocked32:
+      return blocked32(x.data(), y.data(), x.size(), fma);
   }
   return 0;
 }
@@ -155,7 +161,7 @@ void fill(Cls c, size_t k, uint64_t seed, std::vector<float>& x, std::vector<flo
 double round_to_bits(double v, int p) {
   if (v == 0 || !std::isfinite(v)) return v;
   int e = 0;
-  std::frexp(v, &e);  // |v| = f * 2^e, f in [0.5, 1)
+  std::frexp(v, &e);                                               // |v| = f * 2^e, f in [0.5, 1)
   return std::ldexp(std::nearbyint(std::ldexp(v, p - e)), e - p);  // nearbyint: RNE by default
 }
 
@@ -285,7 +291,9 @@ TEST(DotBound, LostUnitsAttainTheBound) {
 }
 
 /// fp32 with flush-to-zero emulated: subnormal results become (signed) zero.
-float ftz(float v) { return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v; }
+float ftz(float v) {
+  return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v;
+}
 
 TEST(DotBound, FloorCoversUnderflow) {
   // x_i, y_i ~ 2^-70: every product is ~2^-140, below fp32's 2^-126. Under
@@ -432,8 +440,10 @@ TEST(DotBound, Fp16AccumulationExceedsTheFp32Ceiling) {
     }
     // A verdict fails when any element of C exceeds; these 32 rows are 32 elements.
     EXPECT_GT(max_ratio, 1.0) << "k=" << k;
-    std::printf("[ measured ] fp16-accumulation k=%zu: error/fp32-ceiling over 32 rows in [%.3g, %.3g], "
-                "%d rows exceed\n", k, min_ratio, max_ratio, exceeding);
+    std::printf(
+        "[ measured ] fp16-accumulation k=%zu: error/fp32-ceiling over 32 rows in [%.3g, %.3g], "
+        "%d rows exceed\n",
+        k, min_ratio, max_ratio, exceeding);
   }
 }
 
@@ -458,7 +468,7 @@ TEST(DotBound, NarrowOutputNeedsRelOut) {
 TEST(ExactTier, Boundaries) {
   // k * r^2 * |alpha| + |beta| |c| < 2^p.
   EXPECT_TRUE(gemm_exact_tier_holds(DType::kF32, (int64_t{1} << 22) - 1, 2, 1, 0, 0));  // 2^24 - 4
-  EXPECT_FALSE(gemm_exact_tier_holds(DType::kF32, int64_t{1} << 22, 2, 1, 0, 0));        // 2^24
+  EXPECT_FALSE(gemm_exact_tier_holds(DType::kF32, int64_t{1} << 22, 2, 1, 0, 0));       // 2^24
   EXPECT_TRUE(gemm_exact_tier_holds(DType::kF32, (int64_t{1} << 24) - 1, 1, 1, 0, 0));
   EXPECT_FALSE(gemm_exact_tier_holds(DType::kF32, int64_t{1} << 24, 1, 1, 0, 0));
   EXPECT_TRUE(gemm_exact_tier_holds(DType::kF32, (int64_t{1} << 21) - 1, 2, 2, 0, 0));  // 2^24 - 8

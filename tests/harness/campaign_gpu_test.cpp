@@ -31,9 +31,8 @@ class CampaignGpu : public ::testing::Test {
   void SetUp() override {
     auto n = gpu::device_count();
     if (!n.ok()) GTEST_SKIP() << "GPU test skipped: " << n.status().message();
-    dir_ = fs::temp_directory_path() /
-           ("assay_campaign_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("assay_campaign_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -59,7 +58,9 @@ struct FaultCase {
 
 class CampaignGpuFaults : public CampaignGpu, public ::testing::WithParamInterface<FaultCase> {};
 
-void PrintTo(const FaultCase& f, std::ostream* os) { *os << f.variant; }
+void PrintTo(const FaultCase& f, std::ostream* os) {
+  *os << f.variant;
+}
 
 TEST_P(CampaignGpuFaults, StoredAsFailureAndTheCampaignCompletes) {
   const FaultCase& fc = GetParam();
@@ -78,9 +79,10 @@ TEST_P(CampaignGpuFaults, StoredAsFailureAndTheCampaignCompletes) {
   ASSERT_TRUE(entry.ok()) << entry.status().to_string();
   auto g = parse_gemm_case(entry->c);
   ASSERT_TRUE(g.ok());
-  EXPECT_EQ(g->k % 7, fc.kind == FailureKind::kHang ? 5 : (std::string(fc.variant) == "fault_trap"        ? 3
-                                                          : std::string(fc.variant) == "fault_far_write" ? 4
-                                                                                                          : 6));
+  EXPECT_EQ(g->k % 7, fc.kind == FailureKind::kHang ? 5
+                                                    : (std::string(fc.variant) == "fault_trap"        ? 3
+                                                       : std::string(fc.variant) == "fault_far_write" ? 4
+                                                                                                      : 6));
   RecordProperty("stored", f.shrunk.summary());
 }
 
@@ -174,8 +176,7 @@ TEST(ProcessExecutor, WorkerThatCannotStartIsAnInfrastructureError) {
   po.start_timeout_s = 10;
   auto e = make_process_executor("gemm", GenPlan{}, po);
   ASSERT_FALSE(e.ok());
-  EXPECT_NE(e.status().message().find("cannot start /nonexistent/assay"), std::string::npos)
-      << e.status().message();
+  EXPECT_NE(e.status().message().find("cannot start /nonexistent/assay"), std::string::npos) << e.status().message();
 }
 
 TEST(ProcessExecutor, WorkerWithoutAGpuSaysWhy) {
@@ -190,7 +191,8 @@ TEST(ProcessExecutor, WorkerWithoutAGpuSaysWhy) {
 TEST(GenerateCase, SameIndexSameCaseOnEveryCall) {
   const GenPlan plan{42, GenConfig{300}};
   for (int64_t i : {0, 1, 17, 99, 12345})
-    EXPECT_EQ(generate_case(*find_spec("gemm"), plan, i).to_json(), generate_case(*find_spec("gemm"), plan, i).to_json());
+    EXPECT_EQ(generate_case(*find_spec("gemm"), plan, i).to_json(),
+              generate_case(*find_spec("gemm"), plan, i).to_json());
   EXPECT_NE(generate_case(*find_spec("gemm"), plan, 5).id(), generate_case(*find_spec("gemm"), plan, 6).id());
 }
 

@@ -21,8 +21,7 @@ std::vector<unsigned char> build(const TensorSpec& t) {
 }
 
 Case sample() {
-  return make_gemm_case(7, 5, 33, true, false, 1.5, 0.5, 3, 0, 1, 2, 0, 1, ValueClass::kNormal,
-                        0x0123456789abcdefull);
+  return make_gemm_case(7, 5, 33, true, false, 1.5, 0.5, 3, 0, 1, 2, 0, 1, ValueClass::kNormal, 0x0123456789abcdefull);
 }
 
 TEST(Philox, KnownAnswer) {

@@ -54,10 +54,18 @@ float from_bits(uint32_t u) {
 
 // ---- CUDA references ---------------------------------------------------------
 
-uint16_t cuda_f16(float x) { return static_cast<__half_raw>(__float2half_rn(x)).x; }
-uint16_t cuda_bf16(float x) { return static_cast<__nv_bfloat16_raw>(__float2bfloat16_rn(x)).x; }
-uint8_t cuda_e4m3(float x, __nv_saturation_t s) { return __nv_cvt_float_to_fp8(x, s, __NV_E4M3); }
-uint8_t cuda_e5m2(float x, __nv_saturation_t s) { return __nv_cvt_float_to_fp8(x, s, __NV_E5M2); }
+uint16_t cuda_f16(float x) {
+  return static_cast<__half_raw>(__float2half_rn(x)).x;
+}
+uint16_t cuda_bf16(float x) {
+  return static_cast<__nv_bfloat16_raw>(__float2bfloat16_rn(x)).x;
+}
+uint8_t cuda_e4m3(float x, __nv_saturation_t s) {
+  return __nv_cvt_float_to_fp8(x, s, __NV_E4M3);
+}
+uint8_t cuda_e5m2(float x, __nv_saturation_t s) {
+  return __nv_cvt_float_to_fp8(x, s, __NV_E5M2);
+}
 
 float cuda_f16_to_f32(uint16_t b) {
   __half_raw r;
@@ -263,33 +271,39 @@ TEST(DTypeDecode, Fp8KnownValues) {
 // ---- encode: boundaries + random against CUDA -------------------------------------
 
 TEST(DTypeEncode, Fp16MatchesCuda) {
-  compare_encoder("f32_to_f16_bits", [](float x) -> uint32_t { return f32_to_f16_bits(x); },
-                  [](float x) -> uint32_t { return cuda_f16(x); }, 1);
+  compare_encoder(
+      "f32_to_f16_bits", [](float x) -> uint32_t { return f32_to_f16_bits(x); },
+      [](float x) -> uint32_t { return cuda_f16(x); }, 1);
 }
 
 TEST(DTypeEncode, Bf16MatchesCuda) {
-  compare_encoder("f32_to_bf16_bits", [](float x) -> uint32_t { return f32_to_bf16_bits(x); },
-                  [](float x) -> uint32_t { return cuda_bf16(x); }, 2);
+  compare_encoder(
+      "f32_to_bf16_bits", [](float x) -> uint32_t { return f32_to_bf16_bits(x); },
+      [](float x) -> uint32_t { return cuda_bf16(x); }, 2);
 }
 
 TEST(DTypeEncode, E4m3SaturateMatchesCuda) {
-  compare_encoder("f32_to_e4m3_bits/sat", [](float x) -> uint32_t { return f32_to_e4m3_bits(x, Overflow::kSaturate); },
-                  [](float x) -> uint32_t { return cuda_e4m3(x, __NV_SATFINITE); }, 3);
+  compare_encoder(
+      "f32_to_e4m3_bits/sat", [](float x) -> uint32_t { return f32_to_e4m3_bits(x, Overflow::kSaturate); },
+      [](float x) -> uint32_t { return cuda_e4m3(x, __NV_SATFINITE); }, 3);
 }
 
 TEST(DTypeEncode, E4m3IeeeMatchesCudaNoSat) {
-  compare_encoder("f32_to_e4m3_bits/ieee", [](float x) -> uint32_t { return f32_to_e4m3_bits(x, Overflow::kIeee); },
-                  [](float x) -> uint32_t { return cuda_e4m3(x, __NV_NOSAT); }, 4);
+  compare_encoder(
+      "f32_to_e4m3_bits/ieee", [](float x) -> uint32_t { return f32_to_e4m3_bits(x, Overflow::kIeee); },
+      [](float x) -> uint32_t { return cuda_e4m3(x, __NV_NOSAT); }, 4);
 }
 
 TEST(DTypeEncode, E5m2SaturateMatchesCuda) {
-  compare_encoder("f32_to_e5m2_bits/sat", [](float x) -> uint32_t { return f32_to_e5m2_bits(x, Overflow::kSaturate); },
-                  [](float x) -> uint32_t { return cuda_e5m2(x, __NV_SATFINITE); }, 5);
+  compare_encoder(
+      "f32_to_e5m2_bits/sat", [](float x) -> uint32_t { return f32_to_e5m2_bits(x, Overflow::kSaturate); },
+      [](float x) -> uint32_t { return cuda_e5m2(x, __NV_SATFINITE); }, 5);
 }
 
 TEST(DTypeEncode, E5m2IeeeMatchesCudaNoSat) {
-  compare_encoder("f32_to_e5m2_bits/ieee", [](float x) -> uint32_t { return f32_to_e5m2_bits(x, Overflow::kIeee); },
-                  [](float x) -> uint32_t { return cuda_e5m2(x, __NV_NOSAT); }, 6);
+  compare_encoder(
+      "f32_to_e5m2_bits/ieee", [](float x) -> uint32_t { return f32_to_e5m2_bits(x, Overflow::kIeee); },
+      [](float x) -> uint32_t { return cuda_e5m2(x, __NV_NOSAT); }, 6);
 }
 
 TEST(DTypeEncode, DocumentedEdgeCases) {
@@ -303,11 +317,11 @@ TEST(DTypeEncode, DocumentedEdgeCases) {
   EXPECT_EQ(f32_to_f16_bits(65519.998f), 0x7BFF);  // below the 65520 threshold
   EXPECT_EQ(f32_to_f16_bits(65520.0f), 0x7C00);    // tie with 65536: to even, i.e. Inf
   EXPECT_EQ(f32_to_f16_bits(-65520.0f), 0xFC00);
-  EXPECT_EQ(f32_to_f16_bits(0x1p-25f), 0x0000);              // tie between 0 and 2^-24: to 0
+  EXPECT_EQ(f32_to_f16_bits(0x1p-25f), 0x0000);  // tie between 0 and 2^-24: to 0
   EXPECT_EQ(f32_to_f16_bits(std::nextafter(0x1p-25f, 1.0f)), 0x0001);
-  EXPECT_EQ(f32_to_f16_bits(-0x1p-26f), 0x8000);             // underflow keeps the sign
-  EXPECT_EQ(f32_to_f16_bits(0x1.802p-24f), 0x0002);          // 1.5 ulp, ties up to even
-  EXPECT_EQ(f32_to_bf16_bits(FLT_MAX), 0x7F80);              // rounds beyond bf16 max
+  EXPECT_EQ(f32_to_f16_bits(-0x1p-26f), 0x8000);     // underflow keeps the sign
+  EXPECT_EQ(f32_to_f16_bits(0x1.802p-24f), 0x0002);  // 1.5 ulp, ties up to even
+  EXPECT_EQ(f32_to_bf16_bits(FLT_MAX), 0x7F80);      // rounds beyond bf16 max
   EXPECT_EQ(f32_to_bf16_bits(from_bits(0x7F7F7FFF)), 0x7F7F);
   EXPECT_EQ(f32_to_bf16_bits(from_bits(0x7F7F8000)), 0x7F80);  // tie, to even (Inf)
   EXPECT_EQ(f32_to_bf16_bits(from_bits(0x00008000)), 0x0000);  // subnormal tie to even
@@ -381,7 +395,7 @@ TEST(DTypeTf32, KnownValues) {
   EXPECT_EQ(bits_of(round_to_tf32(from_bits(0x3F803000))), 0x3F804000u);  // tie to even (up)
   EXPECT_EQ(bits_of(round_to_tf32(from_bits(0x3F801001))), 0x3F802000u);
   EXPECT_EQ(bits_of(round_to_tf32(from_bits(0x3FFFF000))), 0x40000000u);  // carry into exponent
-  EXPECT_EQ(bits_of(round_to_tf32(FLT_MAX)), 0x7F800000u);               // beyond tf32 max: Inf
+  EXPECT_EQ(bits_of(round_to_tf32(FLT_MAX)), 0x7F800000u);                // beyond tf32 max: Inf
   EXPECT_EQ(bits_of(round_to_tf32(-FLT_MAX)), 0xFF800000u);
   EXPECT_EQ(bits_of(round_to_tf32(from_bits(0x7F7FEFFF))), 0x7F7FE000u);
   EXPECT_EQ(bits_of(round_to_tf32(from_bits(0x80001000))), 0x80000000u);  // subnormal tie to -0
@@ -397,13 +411,12 @@ TEST(DTypeInt, F32ToI8) {
     float in;
     int8_t want;
   };
-  const Case cases[] = {
-      {0.0f, 0},       {-0.0f, 0},      {0.5f, 0},       {-0.5f, 0},        {1.5f, 2},
-      {2.5f, 2},       {-1.5f, -2},     {-2.5f, -2},     {0.49999997f, 0},  {0.50000006f, 1},
-      {126.5f, 126},   {125.5f, 126},   {127.0f, 127},   {127.49999f, 127}, {127.5f, 127},
-      {128.0f, 127},   {1e9f, 127},     {inf, 127},      {-127.5f, -128},   {-128.0f, -128},
-      {-128.5f, -128}, {-129.0f, -128}, {-1e30f, -128},  {-inf, -128},      {3.7f, 4},
-      {-3.7f, -4},     {FLT_MIN, 0},    {-FLT_MAX, -128}};
+  const Case cases[] = {{0.0f, 0},       {-0.0f, 0},      {0.5f, 0},       {-0.5f, 0},        {1.5f, 2},
+                        {2.5f, 2},       {-1.5f, -2},     {-2.5f, -2},     {0.49999997f, 0},  {0.50000006f, 1},
+                        {126.5f, 126},   {125.5f, 126},   {127.0f, 127},   {127.49999f, 127}, {127.5f, 127},
+                        {128.0f, 127},   {1e9f, 127},     {inf, 127},      {-127.5f, -128},   {-128.0f, -128},
+                        {-128.5f, -128}, {-129.0f, -128}, {-1e30f, -128},  {-inf, -128},      {3.7f, 4},
+                        {-3.7f, -4},     {FLT_MIN, 0},    {-FLT_MAX, -128}};
   for (const Case& c : cases) EXPECT_EQ(f32_to_i8(c.in), c.want) << c.in;
   EXPECT_EQ(f32_to_i8(std::numeric_limits<float>::quiet_NaN()), 0);
   EXPECT_EQ(f32_to_i8(-std::numeric_limits<float>::quiet_NaN()), 0);

@@ -9,9 +9,9 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
-#include <stdexcept>
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <vector>
 
 namespace assay {
@@ -57,7 +57,9 @@ rc::Shrinkable<T> find_draw(const rc::Gen<T>& g, const std::function<bool(const 
   throw std::runtime_error("no draw satisfies the predicate");
 }
 
-std::vector<ValueClass> all_classes() { return {std::begin(kAllValueClasses), std::end(kAllValueClasses)}; }
+std::vector<ValueClass> all_classes() {
+  return {std::begin(kAllValueClasses), std::end(kAllValueClasses)};
+}
 
 TEST(GenValueRecipe, EveryClassAppearsAndRecipesAreValid) {
   for (DType t : kAllDTypes) {
@@ -167,7 +169,8 @@ TEST(GenExtent, EdgeValuesAppear) {
     ASSERT_GE(x, 0);
     ASSERT_LE(x, 4096);
   }
-  for (int64_t want : {0, 1, 2, 3, 31, 32, 33, 47, 48, 49, 63, 64, 65, 127, 4095, 4096}) EXPECT_TRUE(seen.count(want)) << want;
+  for (int64_t want : {0, 1, 2, 3, 31, 32, 33, 47, 48, 49, 63, 64, 65, 127, 4095, 4096})
+    EXPECT_TRUE(seen.count(want)) << want;
   EXPECT_TRUE(seen.count(509) || seen.count(1021) || seen.count(2039)) << "no large prime";
   EXPECT_GT(*std::max_element(xs.begin(), xs.end()), 2048);
   // Odd sizes in the middle of the range too (the uniform part).
@@ -269,8 +272,8 @@ RC_GTEST_PROP(MakeDesc, GeneratedLayoutsAreValidViews, ()) {
   const TensorDesc d = make_desc(dtype, shape, l);
   RC_ASSERT(d.validate("t").ok());
   RC_ASSERT(d.shape == shape);
-  RC_ASSERT(d.has_overlap() == (l.kind == LayoutKind::kBroadcast && d.numel() > 0 &&
-                                shape[static_cast<size_t>(l.broadcast_dim)] > 1));
+  RC_ASSERT(d.has_overlap() ==
+            (l.kind == LayoutKind::kBroadcast && d.numel() > 0 && shape[static_cast<size_t>(l.broadcast_dim)] > 1));
   if (!input) RC_ASSERT(l.kind != LayoutKind::kBroadcast);
   // A broadcast view holds one element for many indices (the last written
   // wins), so only views without overlap hold every logical value.
@@ -293,7 +296,8 @@ RC_GTEST_PROP(MakeDesc, GeneratedLayoutsAreValidViews, ()) {
 
 TEST(GenLayout, ShrinksToContiguous) {
   const auto g = gen_layout(DType::kBF16, 3, true);
-  auto sliced = find_draw<LayoutChoice>(g, [](const LayoutChoice& l) { return l.kind == LayoutKind::kSliced && l.pad > 0; });
+  auto sliced =
+      find_draw<LayoutChoice>(g, [](const LayoutChoice& l) { return l.kind == LayoutKind::kSliced && l.pad > 0; });
   EXPECT_EQ(minimise<LayoutChoice>(sliced, [](const LayoutChoice&) { return true; }), LayoutChoice{});
   const LayoutChoice still_sliced =
       minimise<LayoutChoice>(sliced, [](const LayoutChoice& l) { return l.kind == LayoutKind::kSliced; });

@@ -31,7 +31,9 @@ ErrorLocation locate(const ErrorMatrix& m) {
   return *l;
 }
 
-bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+bool contains(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
 
 TEST(Locator, NoErrors) {
   const auto l = locate(with_bad(8, 8, [](int64_t, int64_t) { return false; }));
@@ -93,9 +95,8 @@ TEST(Locator, EveryThirtySecondColumnIsTile32) {
 
 TEST(Locator, TileEdgesOnRowsAndColumns) {
   // Rows and columns at both edges of each 16-tile (i % 16 in {0, 15}).
-  const auto l = locate(with_bad(128, 96, [](int64_t r, int64_t c) {
-    return r % 16 == 0 || r % 16 == 15 || c % 16 == 0 || c % 16 == 15;
-  }));
+  const auto l = locate(with_bad(
+      128, 96, [](int64_t r, int64_t c) { return r % 16 == 0 || r % 16 == 15 || c % 16 == 0 || c % 16 == 15; }));
   EXPECT_EQ(l.pattern, ErrorPattern::kTile);
   EXPECT_EQ(l.tile, 16);
   EXPECT_EQ(l.row_residues, (std::vector<int64_t>{0, 15}));
@@ -193,10 +194,10 @@ bool reddish(const std::string& hex) {
 
 TEST(Heatmap, ColoursAndAxes) {
   ErrorMatrix m = ErrorMatrix::zeros(20, 30);
-  m.at(1, 1) = 1e3;                                          // over bound: red scale
-  m.at(2, 2) = std::numeric_limits<double>::quiet_NaN();     // NaN: black
-  m.mark_unwritten(3, 3);                                    // unwritten: magenta
-  m.at(4, 4) = 1.0;                                          // at bound: strongest blue
+  m.at(1, 1) = 1e3;                                       // over bound: red scale
+  m.at(2, 2) = std::numeric_limits<double>::quiet_NaN();  // NaN: black
+  m.mark_unwritten(3, 3);                                 // unwritten: magenta
+  m.at(4, 4) = 1.0;                                       // at bound: strongest blue
   HeatmapOptions opt;
   opt.title = "gemm <tiled>";
   auto svg = heatmap_svg(m, opt);

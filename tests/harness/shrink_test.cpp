@@ -9,9 +9,13 @@
 namespace assay {
 namespace {
 
-const OpSpec& gemm() { return *find_spec("gemm"); }
+const OpSpec& gemm() {
+  return *find_spec("gemm");
+}
 
-GemmParams params(const Case& c) { return *parse_gemm_case(c); }
+GemmParams params(const Case& c) {
+  return *parse_gemm_case(c);
+}
 
 Case big_case() {
   return make_gemm_case(1021, 257, 2039, true, true, -0.75, 2.25, 16, 33, 4, 5, 2, 1, ValueClass::kNormal,

@@ -46,8 +46,7 @@ Brute brute(const TensorDesc& t) {
   return b;
 }
 
-TensorDesc make(std::vector<int64_t> shape, std::vector<int64_t> strides, int64_t offset = 0,
-                DType dt = DType::kF32) {
+TensorDesc make(std::vector<int64_t> shape, std::vector<int64_t> strides, int64_t offset = 0, DType dt = DType::kF32) {
   TensorDesc t;
   t.dtype = dt;
   t.shape = std::move(shape);
@@ -165,10 +164,8 @@ TEST(TensorDesc, ValidateMessages) {
   EXPECT_EQ(msg(make({2}, {1}, -4), "A"), "tensor A: negative offset -4");
   EXPECT_EQ(msg(make({int64_t{1} << 20, int64_t{1} << 20}, {int64_t{1} << 20, 1}), "B"),
             "tensor B: shape has 2^40 elements, exceeds limit 2^34");
-  EXPECT_EQ(msg(make({2}, {(int64_t{1} << 40) - 1}), "B"),
-            "tensor B: extent 2^40 elements exceeds limit 2^34");
-  EXPECT_EQ(make({2}, {1}, 100).validate("D", 101).message(),
-            "tensor D: extent 102 elements exceeds limit 101");
+  EXPECT_EQ(msg(make({2}, {(int64_t{1} << 40) - 1}), "B"), "tensor B: extent 2^40 elements exceeds limit 2^34");
+  EXPECT_EQ(make({2}, {1}, 100).validate("D", 101).message(), "tensor D: extent 102 elements exceeds limit 101");
   // Hostile sizes: the checks must not overflow.
   EXPECT_NE(msg(make({int64_t{1} << 40, int64_t{1} << 40}, {0, 0}), "E").find("more than 2^63 elements"),
             std::string::npos);

@@ -43,7 +43,7 @@ ValueRecipe recipe(ValueClass c, uint64_t seed = 7) {
   return r;
 }
 
-constexpr DType kFloatTypes[] = {DType::kF64, DType::kF32, DType::kTF32, DType::kF16,
+constexpr DType kFloatTypes[] = {DType::kF64,  DType::kF32,  DType::kTF32, DType::kF16,
                                  DType::kBF16, DType::kE4M3, DType::kE5M2};
 
 TEST(ValueClass, NamesRoundTripAndAreDistinct) {
@@ -271,12 +271,16 @@ void check_permutation(const std::vector<int64_t>& shape) {
         ones += x == 1.0;
         per_col[static_cast<size_t>(j)] += x == 1.0;
       }
-      if (rows <= cols) EXPECT_EQ(ones, 1) << "row " << i;
-      else EXPECT_LE(ones, 1);
+      if (rows <= cols)
+        EXPECT_EQ(ones, 1) << "row " << i;
+      else
+        EXPECT_LE(ones, 1);
     }
     for (int c : per_col) {
-      if (rows >= cols) EXPECT_EQ(c, 1);
-      else EXPECT_LE(c, 1);
+      if (rows >= cols)
+        EXPECT_EQ(c, 1);
+      else
+        EXPECT_LE(c, 1);
     }
     distinct.insert(mat);
   }
@@ -408,9 +412,18 @@ TEST(Injection, ValidateRejectsHalfSpecifiedOrOutOfRange) {
   const std::vector<Bad> bad = {
       {[](ValueRecipe& r) { r.inject.rate = 0.5; }, ".inject.kinds"},
       {[](ValueRecipe& r) { r.inject.kinds = kSpecialNaN; }, ".inject:"},
-      {[](ValueRecipe& r) { r.inject = {kSpecialNaN, 1.5, 0, 0}; }, ".inject.rate"},
-      {[](ValueRecipe& r) { r.inject = {kSpecialNaN, 0, kAtTile, 0}; }, ".inject.tile"},
-      {[](ValueRecipe& r) { r.inject = {0x30, 0.5, 0, 0}; }, ".inject.kinds"},
+      {[](ValueRecipe& r) {
+         r.inject = {kSpecialNaN, 1.5, 0, 0};
+       },
+       ".inject.rate"},
+      {[](ValueRecipe& r) {
+         r.inject = {kSpecialNaN, 0, kAtTile, 0};
+       },
+       ".inject.tile"},
+      {[](ValueRecipe& r) {
+         r.inject = {0x30, 0.5, 0, 0};
+       },
+       ".inject.kinds"},
       {[](ValueRecipe& r) { r.exp_max = -9; }, ".exp_max"},
       {[](ValueRecipe& r) { r.exp_min = -5000; }, ".exp_min"},
       {[](ValueRecipe& r) { r.pareto_alpha = 0; }, ".pareto_alpha"},
@@ -499,16 +512,19 @@ TEST(CaseJsonRecipe, BadNewFieldsGiveOneLineErrors) {
   r.inject = {kSpecialNaN, 0.25, 0, 0};
   const std::vector<Hostile> cases = {
       {"exp_min float", [](auto& v) { v["exp_min"] = 1.5; }, "values.exp_min: expected an integer"},
-      {"exp_max below", [](auto& v) {
+      {"exp_max below",
+       [](auto& v) {
          v["exp_min"] = 3;
          v["exp_max"] = 2;
-       }, "values.exp_max: 2 is below exp_min 3"},
+       },
+       "values.exp_max: 2 is below exp_min 3"},
       {"exp huge", [](auto& v) { v["exp_max"] = 5000; }, "values.exp_max: 5000 is out of range"},
       {"alpha string", [](auto& v) { v["pareto_alpha"] = "1"; }, "values.pareto_alpha: expected a number"},
       {"alpha zero", [](auto& v) { v["pareto_alpha"] = 0; }, "values.pareto_alpha: must be in"},
       {"spread negative", [](auto& v) { v["spread"] = -1; }, "values.spread: must be finite and >= 0"},
       {"mean huge", [](auto& v) { v["mean"] = 1e308; }, "values.mean: must be finite"},
-      {"factor below 1", [](auto& v) { v["overflow_factor"] = 0.5; }, "values.overflow_factor: must be finite and >= 1"},
+      {"factor below 1", [](auto& v) { v["overflow_factor"] = 0.5; },
+       "values.overflow_factor: must be finite and >= 1"},
       {"inject not object", [](auto& v) { v["inject"] = 3; }, "values.inject: expected an object"},
       {"kinds missing", [](auto& v) { v["inject"].erase("kinds"); }, "values.inject.kinds: missing"},
       {"kinds not array", [](auto& v) { v["inject"]["kinds"] = "nan"; }, "values.inject.kinds: expected an array"},

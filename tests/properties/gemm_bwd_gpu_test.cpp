@@ -50,7 +50,9 @@ struct BwdMutant {
   const char* variant;
   std::set<FailureKind> any_of;
 };
-void PrintTo(const BwdMutant& m, std::ostream* os) { *os << m.variant; }
+void PrintTo(const BwdMutant& m, std::ostream* os) {
+  *os << m.variant;
+}
 
 class GemmBwdGpuMutants : public GemmBwdGpu, public ::testing::WithParamInterface<BwdMutant> {};
 
@@ -80,7 +82,8 @@ INSTANTIATE_TEST_SUITE_P(
     Planted, GemmBwdGpuMutants,
     ::testing::Values(BwdMutant{"bwd_wrong_sign", {FailureKind::kBound, FailureKind::kProjection}},
                       BwdMutant{"bwd_missing_alpha", {FailureKind::kBound, FailureKind::kProjection}},
-                      BwdMutant{"bwd_transposed", {FailureKind::kBound, FailureKind::kNanInf, FailureKind::kProjection}},
+                      BwdMutant{"bwd_transposed",
+                                {FailureKind::kBound, FailureKind::kNanInf, FailureKind::kProjection}},
                       BwdMutant{"bwd_overwrite", {FailureKind::kBound, FailureKind::kProjection}},
                       BwdMutant{"bwd_wrong_row", {FailureKind::kBound, FailureKind::kProjection}}),
     [](const ::testing::TestParamInfo<BwdMutant>& i) { return std::string(i.param.variant); });

@@ -40,9 +40,8 @@ TEST(GemmGenerator, ReachesEveryClassLayoutAndSpecial) {
              !c.find("A")->values.inject.active();
   }
   for (ValueClass v : {ValueClass::kNormal, ValueClass::kUniform, ValueClass::kSameSign, ValueClass::kSmallInt,
-                       ValueClass::kLogUniform, ValueClass::kPareto, ValueClass::kMeanSpread,
-                       ValueClass::kNearOverflow, ValueClass::kSubnormal, ValueClass::kSignedZero,
-                       ValueClass::kOneHot, ValueClass::kPermutation})
+                       ValueClass::kLogUniform, ValueClass::kPareto, ValueClass::kMeanSpread, ValueClass::kNearOverflow,
+                       ValueClass::kSubnormal, ValueClass::kSignedZero, ValueClass::kOneHot, ValueClass::kPermutation})
     EXPECT_TRUE(classes.count(v)) << value_class_name(v) << " never drawn";
   EXPECT_TRUE(injected && padded && offset && ta && tb && exact && beta0 && k0);
 }

@@ -130,7 +130,9 @@ struct MutantExpectation {
   int64_t max_work;              // m*n*max(k,1) of the shrunk case
 };
 
-void PrintTo(const MutantExpectation& e, std::ostream* os) { *os << e.variant; }
+void PrintTo(const MutantExpectation& e, std::ostream* os) {
+  *os << e.variant;
+}
 
 class GemmGpuMutants : public GemmGpu, public ::testing::WithParamInterface<MutantExpectation> {};
 
@@ -163,18 +165,19 @@ TEST_P(GemmGpuMutants, CaughtShrunkStoredAndReplayed) {
 
 INSTANTIATE_TEST_SUITE_P(
     Planted, GemmGpuMutants,
-    ::testing::Values(
-        MutantExpectation{"mutant_tail_guard", {FailureKind::kGuard, FailureKind::kGapWritten, FailureKind::kBound}, 64},
-        MutantExpectation{"mutant_wrong_ld",
-                          {FailureKind::kNanInf, FailureKind::kUnwritten, FailureKind::kGapWritten, FailureKind::kBound,
-                           FailureKind::kGuard},
-                          64},
-        MutantExpectation{"mutant_fp16_acc", {FailureKind::kBound, FailureKind::kNanInf}, 4096},
-        MutantExpectation{"mutant_beta0_reads_c", {FailureKind::kNanInf}, 8},
-        MutantExpectation{"mutant_k_tail", {FailureKind::kExact, FailureKind::kBound}, 64},
-        MutantExpectation{"mutant_writes_input", {FailureKind::kInputWritten}, 8},
-        MutantExpectation{"mutant_skips_last_row", {FailureKind::kUnwritten, FailureKind::kBound}, 8},
-        MutantExpectation{"mutant_writes_past_end", {FailureKind::kGapWritten, FailureKind::kGuard}, 8}),
+    ::testing::Values(MutantExpectation{"mutant_tail_guard",
+                                        {FailureKind::kGuard, FailureKind::kGapWritten, FailureKind::kBound},
+                                        64},
+                      MutantExpectation{"mutant_wrong_ld",
+                                        {FailureKind::kNanInf, FailureKind::kUnwritten, FailureKind::kGapWritten,
+                                         FailureKind::kBound, FailureKind::kGuard},
+                                        64},
+                      MutantExpectation{"mutant_fp16_acc", {FailureKind::kBound, FailureKind::kNanInf}, 4096},
+                      MutantExpectation{"mutant_beta0_reads_c", {FailureKind::kNanInf}, 8},
+                      MutantExpectation{"mutant_k_tail", {FailureKind::kExact, FailureKind::kBound}, 64},
+                      MutantExpectation{"mutant_writes_input", {FailureKind::kInputWritten}, 8},
+                      MutantExpectation{"mutant_skips_last_row", {FailureKind::kUnwritten, FailureKind::kBound}, 8},
+                      MutantExpectation{"mutant_writes_past_end", {FailureKind::kGapWritten, FailureKind::kGuard}, 8}),
     [](const ::testing::TestParamInfo<MutantExpectation>& i) { return std::string(i.param.variant); });
 
 // The missing-barrier race shows only under SM contention on large shapes

@@ -36,8 +36,12 @@ constexpr double kU = 0x1p-53;
 constexpr double kU2 = kU * kU;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-Mp mp(const DoubleDouble& d) { return Mp(d.hi) + Mp(d.lo); }
-Mp mp(const DD& d) { return Mp(d.hi) + Mp(d.lo); }
+Mp mp(const DoubleDouble& d) {
+  return Mp(d.hi) + Mp(d.lo);
+}
+Mp mp(const DD& d) {
+  return Mp(d.hi) + Mp(d.lo);
+}
 
 /// A double with a full random 53-bit significand, sign, and binary exponent in [lo, hi].
 rc::Gen<double> gen_double(int lo, int hi) {
@@ -51,12 +55,13 @@ rc::Gen<double> gen_double(int lo, int hi) {
 
 /// A normalised double-double: hi random, lo below half an ulp of hi.
 rc::Gen<DoubleDouble> gen_dd(int lo, int hi) {
-  return rc::gen::map(rc::gen::pair(gen_double(lo, hi), rc::gen::inRange<int64_t>(-(int64_t{1} << 52), int64_t{1} << 52)),
-                      [](const std::pair<double, int64_t>& p) {
-                        const double small = std::ldexp(static_cast<double>(p.second), std::ilogb(p.first) - 53 - 52);
-                        const DD n = ref::fast_two_sum(p.first, small);
-                        return DoubleDouble(n.hi, n.lo);
-                      });
+  return rc::gen::map(
+      rc::gen::pair(gen_double(lo, hi), rc::gen::inRange<int64_t>(-(int64_t{1} << 52), int64_t{1} << 52)),
+      [](const std::pair<double, int64_t>& p) {
+        const double small = std::ldexp(static_cast<double>(p.second), std::ilogb(p.first) - 53 - 52);
+        const DD n = ref::fast_two_sum(p.first, small);
+        return DoubleDouble(n.hi, n.lo);
+      });
 }
 
 // ---- error-free transformations ------------------------------------------------------------------------
@@ -76,9 +81,9 @@ RC_GTEST_PROP(ErrorFreeTransforms, TwoSumAndTwoProdAreExact, ()) {
 }
 
 TEST(ErrorFreeTransforms, SpecialCases) {
-  EXPECT_EQ(mp(ref::two_sum(1.0, 0x1p-80)), Mp(1) + Mp(0x1p-80));      // the small one survives in lo
+  EXPECT_EQ(mp(ref::two_sum(1.0, 0x1p-80)), Mp(1) + Mp(0x1p-80));  // the small one survives in lo
   EXPECT_EQ(ref::two_sum(1e308, 1e308).hi, std::numeric_limits<double>::infinity());
-  const DD p = ref::two_prod(1.0 + 0x1p-52, 1.0 + 0x1p-52);           // (1+e)^2 = 1 + 2e + e^2
+  const DD p = ref::two_prod(1.0 + 0x1p-52, 1.0 + 0x1p-52);  // (1+e)^2 = 1 + 2e + e^2
   EXPECT_EQ(p.hi, 1.0 + 0x1p-51);
   EXPECT_EQ(p.lo, 0x1p-104);
 }
@@ -86,7 +91,9 @@ TEST(ErrorFreeTransforms, SpecialCases) {
 // ---- DoubleDouble arithmetic ---------------------------------------------------------------------------
 
 /// |got - exact| <= c u^2 |exact| (relative), checked in Mp.
-bool rel_ok(const DoubleDouble& got, const Mp& exact, double c) { return abs(mp(got) - exact) <= Mp(c * kU2) * abs(exact); }
+bool rel_ok(const DoubleDouble& got, const Mp& exact, double c) {
+  return abs(mp(got) - exact) <= Mp(c * kU2) * abs(exact);
+}
 
 RC_GTEST_PROP(DoubleDoubleOps, MeetTheirErrorBounds, ()) {
   const DoubleDouble x = *gen_dd(-60, 60), y = *gen_dd(-60, 60);
@@ -369,8 +376,9 @@ TEST(GemmReferenceDd, ThreadsAreBitIdenticalAndPlainDoubleIsNot) {
     worst_plain = std::max(worst_plain, static_cast<double>(abs(Mp(plain[e]) - exact[e]) / tol));
     worst_dd = std::max(worst_dd, static_cast<double>(abs(Mp(one.ref[e]) - exact[e]) / tol));
   }
-  std::printf("[ measured ] cancelling 48x40x256 GEMM: max error/double-double-bound: double %.3g, double-double %.3g\n",
-              worst_plain, worst_dd);
+  std::printf(
+      "[ measured ] cancelling 48x40x256 GEMM: max error/double-double-bound: double %.3g, double-double %.3g\n",
+      worst_plain, worst_dd);
   EXPECT_GT(worst_plain, 1e3);
   EXPECT_LE(worst_dd, 1.0);
 }

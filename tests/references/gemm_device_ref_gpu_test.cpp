@@ -31,8 +31,8 @@ TEST(GemmDeviceRefGpu, AgreesWithTheHostReference) {
     const double beta = std::vector<double>{0, 0.5}[rng() % 2];
     const int64_t ra = ta ? k : m, ca = ta ? m : k, rb = tb ? nn : k, cb = tb ? k : nn;
     const int64_t lda = std::max<int64_t>(ca, 1), ldb = std::max<int64_t>(cb, 1), ldc = nn;
-    std::vector<float> a(static_cast<size_t>(std::max<int64_t>(ra * lda, 1))), b(static_cast<size_t>(std::max<int64_t>(rb * ldb, 1))),
-        c(static_cast<size_t>(m * ldc));
+    std::vector<float> a(static_cast<size_t>(std::max<int64_t>(ra * lda, 1))),
+        b(static_cast<size_t>(std::max<int64_t>(rb * ldb, 1))), c(static_cast<size_t>(m * ldc));
     std::normal_distribution<float> nd;
     for (auto* v : {&a, &b, &c})
       for (auto& x : *v) x = std::round(nd(rng) * 3);
@@ -65,8 +65,8 @@ TEST(GemmDeviceRefGpu, AgreesWithTheHostReference) {
     for (size_t i = 0; i < href.size(); ++i) {
       const double hr = href[i], dr = dres[i];
       if (std::isnan(hr) || std::isnan(dr)) {
-        EXPECT_TRUE(std::isnan(hr) && std::isnan(dr)) << "case " << t << " element " << i << ": host " << hr
-                                                      << ", device " << dr << " (alpha " << alpha << ")";
+        EXPECT_TRUE(std::isnan(hr) && std::isnan(dr))
+            << "case " << t << " element " << i << ": host " << hr << ", device " << dr << " (alpha " << alpha << ")";
       } else if (std::isinf(hr) || std::isinf(dr)) {
         EXPECT_EQ(hr, dr) << "case " << t << " element " << i;
       } else {

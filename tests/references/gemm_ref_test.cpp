@@ -24,8 +24,8 @@
 namespace assay {
 namespace {
 
-using Mp = boost::multiprecision::cpp_bin_float_50;    // 50 digits, ~166 bits
-using Mpfr = boost::multiprecision::mpfr_float_50;     // expression templates on: another code path
+using Mp = boost::multiprecision::cpp_bin_float_50;  // 50 digits, ~166 bits
+using Mpfr = boost::multiprecision::mpfr_float_50;   // expression templates on: another code path
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 /// A GEMM problem with its own padded storage; padding holds NaN so that any
@@ -42,8 +42,8 @@ struct Problem {
 /// Lays out logical row-major op(A) (m x k), op(B) (k x n) and C (m x n) into
 /// storage with leading dimensions padded by pad_a/pad_b/pad_c elements.
 Problem make_problem(int64_t m, int64_t n, int64_t k, bool ta, bool tb, const std::vector<double>& opa,
-                     const std::vector<double>& opb, const std::vector<double>& cv, int64_t pad_a,
-                     int64_t pad_b, int64_t pad_c) {
+                     const std::vector<double>& opb, const std::vector<double>& cv, int64_t pad_a, int64_t pad_b,
+                     int64_t pad_c) {
   Problem p;
   p.m = m, p.n = n, p.k = k, p.trans_a = ta, p.trans_b = tb;
   // BLAS: ld >= max(1, rows of the stored layout's inner extent).
@@ -92,11 +92,10 @@ rc::Gen<double> gen_value() {
   return rc::gen::weightedOneOf<double>({
       {1, rc::gen::just(0.0)},
       {2, rc::gen::map(rc::gen::inRange(-8, 9), [](int v) { return static_cast<double>(v); })},
-      {6, rc::gen::map(rc::gen::pair(rc::gen::inRange<int64_t>(-(int64_t{1} << 53) + 1, int64_t{1} << 53),
-                                     rc::gen::inRange(-20, 21)),
-                       [](std::pair<int64_t, int> me) {
-                         return std::ldexp(static_cast<double>(me.first), me.second - 53);
-                       })},
+      {6, rc::gen::map(
+              rc::gen::pair(rc::gen::inRange<int64_t>(-(int64_t{1} << 53) + 1, int64_t{1} << 53),
+                            rc::gen::inRange(-20, 21)),
+              [](std::pair<int64_t, int> me) { return std::ldexp(static_cast<double>(me.first), me.second - 53); })},
   });
 }
 
@@ -140,8 +139,7 @@ RC_GTEST_PROP(GemmReference, DoubleMatchesMultiprecision, ()) {
   const bool beta_zero = beta == 0;
   // With beta == 0, C is all NaN (the harness poisons it) and must not leak.
   const auto mn = static_cast<size_t>(m * n);
-  const auto cv = beta_zero ? std::vector<double>(mn, kNaN)
-                            : *rc::gen::container<std::vector<double>>(mn, gen_value());
+  const auto cv = beta_zero ? std::vector<double>(mn, kNaN) : *rc::gen::container<std::vector<double>>(mn, gen_value());
   const auto pad = rc::gen::inRange<int64_t>(0, 4);
   Problem p = make_problem(m, n, k, ta, tb, opa, opb, cv, *pad, *pad, *pad);
   p.alpha = alpha;

@@ -32,28 +32,36 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kDdFactor = 0x1p-40;  // double-double must beat the fp64 ceiling by this much
 
-double d(const Mp& v) { return static_cast<double>(v); }
-double d(double v) { return v; }
+double d(const Mp& v) {
+  return static_cast<double>(v);
+}
+double d(double v) {
+  return v;
+}
 /// |a - b| in Mp for any of the three scalar types against an Mp value.
-Mp diff(double a, const Mp& b) { return abs(Mp(a) - b); }
-Mp diff(const DoubleDouble& a, const Mp& b) { return abs(Mp(a.hi) + Mp(a.lo) - b); }
+Mp diff(double a, const Mp& b) {
+  return abs(Mp(a) - b);
+}
+Mp diff(const DoubleDouble& a, const Mp& b) {
+  return abs(Mp(a.hi) + Mp(a.lo) - b);
+}
 
 /// Doubles with mixed signs over 2^-20..2^20, zeros and small integers (as gemm_ref_test).
 rc::Gen<double> gen_value() {
   return rc::gen::weightedOneOf<double>({
       {1, rc::gen::just(0.0)},
       {2, rc::gen::map(rc::gen::inRange(-8, 9), [](int v) { return static_cast<double>(v); })},
-      {6, rc::gen::map(rc::gen::pair(rc::gen::inRange<int64_t>(-(int64_t{1} << 53) + 1, int64_t{1} << 53),
-                                     rc::gen::inRange(-20, 21)),
-                       [](std::pair<int64_t, int> me) { return std::ldexp(static_cast<double>(me.first), me.second - 53); })},
+      {6, rc::gen::map(
+              rc::gen::pair(rc::gen::inRange<int64_t>(-(int64_t{1} << 53) + 1, int64_t{1} << 53),
+                            rc::gen::inRange(-20, 21)),
+              [](std::pair<int64_t, int> me) { return std::ldexp(static_cast<double>(me.first), me.second - 53); })},
   });
 }
 
 /// A row of n values; with `offset`, all shifted by a large common value (conditioning).
 rc::Gen<std::vector<double>> gen_row(size_t lo, size_t hi) {
-  return rc::gen::mapcat(rc::gen::inRange(lo, hi), [](size_t n) {
-    return rc::gen::container<std::vector<double>>(n, gen_value());
-  });
+  return rc::gen::mapcat(rc::gen::inRange(lo, hi),
+                         [](size_t n) { return rc::gen::container<std::vector<double>>(n, gen_value()); });
 }
 
 ReductionModel f64_reduction(int64_t n) {
@@ -279,7 +287,7 @@ TEST(SoftmaxReferences, PyTorchSpecialValues) {
   EXPECT_EQ(y[0], 0.5);
   EXPECT_EQ(y[1], 0.0);
   EXPECT_NEAR(z[0], -std::log(2.0), 1e-16);
-  EXPECT_EQ(z[1], -2e300);  // finite: t - L, no exp involved
+  EXPECT_EQ(z[1], -2e300);                 // finite: t - L, no exp involved
   special_row({1.7e308, -1.7e308}, y, z);  // x - max overflows to -inf
   EXPECT_EQ(y[0], 1.0);
   EXPECT_EQ(y[1], 0.0);
@@ -293,15 +301,16 @@ TEST(CrossEntropyReferences, RowsMeanIgnoreIndexAndThreads) {
   for (double& v : x) v = normal(rng);
   std::vector<int64_t> t(rows);
   for (int64_t r = 0; r < rows; ++r) t[r] = (r * 977) % n;
-  t[3] = -100;                       // ignored
-  t[4] = n;                          // out of range: NaN (PyTorch raises)
-  x[5 * n + t[5]] = -kInf;           // target masked: loss +inf
+  t[3] = -100;              // ignored
+  t[4] = n;                 // out of range: NaN (PyTorch raises)
+  x[5 * n + t[5]] = -kInf;  // target masked: loss +inf
   std::vector<ref::CrossEntropyRow<double>> a(rows), b(rows);
   const int64_t rows_mp = 8;  // multiprecision exp is slow: the first rows only
   std::vector<ref::CrossEntropyRow<Mp>> am(rows_mp);
   ref::cross_entropy_reference<double>(x.data(), rows, n, n, t.data(), a.data(), 1);
   ref::cross_entropy_reference<double>(x.data(), rows, n, n, t.data(), b.data(), 4);
-  ref::cross_entropy_reference<Mp>(x.data(), rows_mp, n, n, t.data(), am.data(), 1);  // Boost caches constants lazily: one thread
+  ref::cross_entropy_reference<Mp>(x.data(), rows_mp, n, n, t.data(), am.data(),
+                                   1);  // Boost caches constants lazily: one thread
   for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(std::memcmp(&a[r].loss, &b[r].loss, sizeof(double)), 0);
   for (int64_t r = 0; r < rows_mp; ++r) {
     if (r == 3) {
@@ -383,8 +392,7 @@ RC_GTEST_PROP(NormReferences, DoubleAndDoubleDoubleMatchMultiprecision, ()) {
   m.n = n;
   m.eps = eps;
   const ElementBound bl =
-      layernorm_bounds(m, {d(stm.var), {d(stm.mean_abs), d(stm.max_abs), d(stm.range)}, d(stm.max_abs_gamma)})
-          .ceiling;
+      layernorm_bounds(m, {d(stm.var), {d(stm.mean_abs), d(stm.max_abs), d(stm.range)}, d(stm.max_abs_gamma)}).ceiling;
   for (int64_t i = 0; i < n; ++i) {
     const double tol = bl.tol(d(abs(ym[i])), d(magm[i]));
     RC_ASSERT(diff(y[i], ym[i]) <= Mp(tol));

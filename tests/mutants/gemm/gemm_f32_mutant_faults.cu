@@ -28,8 +28,12 @@ __global__ void fault_kernel(GemmF32Args g, Fault fault, bool trigger, volatile 
   if (i >= g.m || j >= g.n) return;
   if (trigger && i == 0 && j == 0) {
     switch (fault) {
-      case Fault::kTrap: __trap(); break;
-      case Fault::kFarWrite: g.c[int64_t{1} << 38] = 1.0f; break;
+      case Fault::kTrap:
+        __trap();
+        break;
+      case Fault::kFarWrite:
+        g.c[int64_t{1} << 38] = 1.0f;
+        break;
       case Fault::kSpin:
         while (*never_set == 0) {
         }
@@ -39,9 +43,7 @@ __global__ void fault_kernel(GemmF32Args g, Fault fault, bool trigger, volatile 
         // offset; inline PTX so the compiler cannot split it into scalars.
         const uintptr_t at = (reinterpret_cast<uintptr_t>(g.c) & ~uintptr_t{15}) + 4;
         float x, y, z, w;
-        asm volatile("ld.global.v4.f32 {%0, %1, %2, %3}, [%4];"
-                     : "=f"(x), "=f"(y), "=f"(z), "=f"(w)
-                     : "l"(at));
+        asm volatile("ld.global.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(x), "=f"(y), "=f"(z), "=f"(w) : "l"(at));
         if (x + y + z + w == 12345.0f) *never_set = 1;  // keeps the load alive
         break;
       }
@@ -80,11 +82,15 @@ cudaError_t launch(const GemmF32Args& g, cudaStream_t s, Fault fault, int64_t tr
 
 }  // namespace
 
-cudaError_t gemm_f32_fault_trap(const GemmF32Args& g, cudaStream_t s) { return launch(g, s, Fault::kTrap, 3); }
+cudaError_t gemm_f32_fault_trap(const GemmF32Args& g, cudaStream_t s) {
+  return launch(g, s, Fault::kTrap, 3);
+}
 cudaError_t gemm_f32_fault_far_write(const GemmF32Args& g, cudaStream_t s) {
   return launch(g, s, Fault::kFarWrite, 4);
 }
-cudaError_t gemm_f32_fault_spin(const GemmF32Args& g, cudaStream_t s) { return launch(g, s, Fault::kSpin, 5); }
+cudaError_t gemm_f32_fault_spin(const GemmF32Args& g, cudaStream_t s) {
+  return launch(g, s, Fault::kSpin, 5);
+}
 cudaError_t gemm_f32_fault_misaligned(const GemmF32Args& g, cudaStream_t s) {
   return launch(g, s, Fault::kMisaligned, 6);
 }

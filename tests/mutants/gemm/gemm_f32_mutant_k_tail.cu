@@ -24,7 +24,7 @@ constexpr int kRows = 8;
 constexpr int kPerThread = kTile / kRows;
 
 template <bool TransA, bool TransB>
-__global__ void __launch_bounds__(kTile * kRows)
+__global__ void __launch_bounds__(kTile* kRows)
     k_tail_kernel(int64_t m, int64_t n, int64_t k, float alpha, const float* __restrict__ a, int64_t lda,
                   const float* __restrict__ b, int64_t ldb, float beta, float* __restrict__ c, int64_t ldc,
                   int64_t tiles_m, int64_t tiles_n) {
@@ -88,8 +88,8 @@ void launch(const GemmF32Args& g, int64_t tiles_m, int64_t tiles_n, cudaStream_t
   const dim3 block(kTile, kRows);
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(tiles_n, 2147483647)),
                   static_cast<unsigned>(std::min<int64_t>(tiles_m, 65535)));
-  k_tail_kernel<TransA, TransB><<<grid, block, 0, stream>>>(g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb,
-                                                            g.beta, g.c, g.ldc, tiles_m, tiles_n);
+  k_tail_kernel<TransA, TransB><<<grid, block, 0, stream>>>(g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c,
+                                                            g.ldc, tiles_m, tiles_n);
 }
 
 }  // namespace

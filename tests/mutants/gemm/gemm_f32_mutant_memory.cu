@@ -51,7 +51,9 @@ __global__ void rows_kernel(GemmF32Args g, int64_t rows, int64_t cols_plus) {
   }
 }
 
-__global__ void scribble_input(const float* a) { const_cast<float*>(a)[0] = 0.0f; }
+__global__ void scribble_input(const float* a) {
+  const_cast<float*>(a)[0] = 0.0f;
+}
 
 cudaError_t launch_rows(const GemmF32Args& g, int64_t rows, int64_t cols_plus, cudaStream_t s) {
   if (rows <= 0 || g.n + cols_plus <= 0) return cudaGetLastError();

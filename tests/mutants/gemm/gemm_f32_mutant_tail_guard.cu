@@ -27,10 +27,10 @@ constexpr int kRows = 8;
 constexpr int kPerThread = kTile / kRows;
 
 template <bool TransA, bool TransB>
-__global__ void __launch_bounds__(kTile * kRows)
+__global__ void __launch_bounds__(kTile* kRows)
     tail_guard_kernel(int64_t m, int64_t n, int64_t k, float alpha, const float* __restrict__ a, int64_t lda,
-                      const float* __restrict__ b, int64_t ldb, float beta, float* __restrict__ c,
-                      int64_t ldc, int64_t tiles_m, int64_t tiles_n) {
+                      const float* __restrict__ b, int64_t ldb, float beta, float* __restrict__ c, int64_t ldc,
+                      int64_t tiles_m, int64_t tiles_n) {
   __shared__ float as[kTile][kTile + 1];
   __shared__ float bs[kTile][kTile + 1];
   const int tx = static_cast<int>(threadIdx.x);
@@ -85,8 +85,8 @@ void launch(const GemmF32Args& g, int64_t tiles_m, int64_t tiles_n, cudaStream_t
   const dim3 block(kTile, kRows);
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(tiles_n, 2147483647)),
                   static_cast<unsigned>(std::min<int64_t>(tiles_m, 65535)));
-  tail_guard_kernel<TransA, TransB><<<grid, block, 0, stream>>>(g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b,
-                                                                g.ldb, g.beta, g.c, g.ldc, tiles_m, tiles_n);
+  tail_guard_kernel<TransA, TransB><<<grid, block, 0, stream>>>(g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta,
+                                                                g.c, g.ldc, tiles_m, tiles_n);
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ using kernels::GemmF32Args;
 constexpr int kBlockX = 32;
 constexpr int kBlockY = 8;
 
-__global__ void __launch_bounds__(kBlockX * kBlockY)
+__global__ void __launch_bounds__(kBlockX* kBlockY)
     wrong_ld_kernel(int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b, float alpha,
                     const float* __restrict__ a, int64_t ldb, const float* __restrict__ b, float beta,
                     float* __restrict__ c) {
@@ -58,8 +58,8 @@ cudaError_t gemm_f32_mutant_wrong_ld(const GemmF32Args& args, cudaStream_t strea
   const int64_t blocks_y = (args.m + kBlockY - 1) / kBlockY;
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(blocks_x, 2147483647)),
                   static_cast<unsigned>(std::min<int64_t>(blocks_y, 65535)));
-  wrong_ld_kernel<<<grid, block, 0, stream>>>(args.m, args.n, args.k, args.trans_a, args.trans_b, args.alpha,
-                                              args.a, args.ldb, args.b, args.beta, args.c);
+  wrong_ld_kernel<<<grid, block, 0, stream>>>(args.m, args.n, args.k, args.trans_a, args.trans_b, args.alpha, args.a,
+                                              args.ldb, args.b, args.beta, args.c);
   return cudaGetLastError();
 }
 

@@ -36,9 +36,11 @@ bool register_backward() {
   };
   const M ms[] = {
       {"bwd_wrong_sign", gemm_bwd_mutant_wrong_sign, "dA = -alpha dC B^T (caught by: bound, projection)"},
-      {"bwd_missing_alpha", gemm_bwd_mutant_missing_alpha, "dA without the factor alpha (caught by: bound, projection)"},
+      {"bwd_missing_alpha", gemm_bwd_mutant_missing_alpha,
+       "dA without the factor alpha (caught by: bound, projection)"},
       {"bwd_transposed", gemm_bwd_mutant_transposed, "dA from B untransposed (caught by: bound, nan-inf, projection)"},
-      {"bwd_overwrite", gemm_bwd_mutant_overwrite, "dB overwritten instead of accumulated (caught by: bound, projection)"},
+      {"bwd_overwrite", gemm_bwd_mutant_overwrite,
+       "dB overwritten instead of accumulated (caught by: bound, projection)"},
       {"bwd_wrong_row", gemm_bwd_mutant_wrong_row,
        "dB from row (i+1) mod m of dC; exact when all rows of dC are equal (caught by: bound, projection)"},
   };
