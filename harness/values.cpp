@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -494,21 +495,22 @@ bool is_output_poison(DType t, const void* p) {
   return std::memcmp(p, poison, dtype_size(t)) == 0;
 }
 
-void materialize(const TensorDesc& desc, const ValueRecipe& recipe, uint64_t stream, void* dst) {
+namespace {
+
+// Writes logical elements [l0, l1) of `desc` (row-major logical order).
+void materialize_range(const TensorDesc& desc, const ValueRecipe& recipe, uint64_t stream, unsigned char* bytes,
+                       int64_t l0, int64_t l1) {
   const size_t es = dtype_size(desc.dtype);
-  auto* bytes = static_cast<unsigned char*>(dst);
-  const int64_t extent = desc.extent();
-  unsigned char canary[8];
-  write_gap_canary(desc.dtype, canary);
-  for (int64_t e = 0; e < extent; ++e) std::memcpy(bytes + e * es, canary, es);
-  const int64_t n = desc.numel();
-  if (n == 0) return;
-  // Walk the logical row-major index; the value depends on the logical index
-  // only, so one logical tensor gets the same values in every layout.
   std::vector<int64_t> idx(desc.shape.size(), 0);
   int64_t lin = desc.offset;
+  int64_t rest = l0;
+  for (int64_t d = desc.rank() - 1; d >= 0; --d) {
+    idx[d] = rest % desc.shape[d];
+    rest /= desc.shape[d];
+    lin += idx[d] * desc.strides[d];
+  }
   Expander values(recipe, desc.dtype, desc.shape, stream);
-  for (int64_t logical = 0; logical < n; ++logical) {
+  for (int64_t logical = l0; logical < l1; ++logical) {
     store_as(desc.dtype, values.value(static_cast<uint64_t>(logical)), bytes + lin * es);
     for (int64_t d = desc.rank() - 1; d >= 0; --d) {
       if (++idx[d] < desc.shape[d]) {
@@ -519,6 +521,44 @@ void materialize(const TensorDesc& desc, const ValueRecipe& recipe, uint64_t str
       idx[d] = 0;
     }
   }
+}
+
+// Runs body(begin, end) over [0, n) in up to hardware_concurrency threads
+// when n is large; the split never changes a value (each element is a pure
+// function of its index).
+template <typename Body>
+void parallel_ranges(int64_t n, Body body) {
+  const int64_t threads = std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), 32);
+  if (n < (int64_t{1} << 20) || threads <= 1) {
+    body(int64_t{0}, n);
+    return;
+  }
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < threads; ++t) pool.emplace_back(body, n * t / threads, n * (t + 1) / threads);
+  for (auto& th : pool) th.join();
+}
+
+}  // namespace
+
+void materialize(const TensorDesc& desc, const ValueRecipe& recipe, uint64_t stream, void* dst) {
+  const size_t es = dtype_size(desc.dtype);
+  auto* bytes = static_cast<unsigned char*>(dst);
+  const int64_t extent = desc.extent();
+  unsigned char canary[8];
+  write_gap_canary(desc.dtype, canary);
+  parallel_ranges(extent, [&](int64_t b, int64_t e) {
+    for (int64_t x = b; x < e; ++x) std::memcpy(bytes + x * es, canary, es);
+  });
+  const int64_t n = desc.numel();
+  if (n == 0) return;
+  // The value depends on the logical index only, so one logical tensor gets
+  // the same values in every layout. Views whose indices overlap (stride 0)
+  // are written in order by one thread: the last write wins, reproducibly.
+  if (desc.has_overlap()) {
+    materialize_range(desc, recipe, stream, bytes, 0, n);
+    return;
+  }
+  parallel_ranges(n, [&](int64_t b, int64_t e) { materialize_range(desc, recipe, stream, bytes, b, e); });
 }
 
 uint64_t fnv1a64(const void* data, size_t n, uint64_t h) {

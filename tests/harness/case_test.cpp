@@ -166,3 +166,27 @@ TEST(GemmCase, ParseChecksTensorsAgainstParams) {
 
 }  // namespace
 }  // namespace assay
+
+namespace assay {
+namespace {
+
+TEST(Materialize, ParallelAndSerialAgreeBitForBit) {
+  // 2^21 elements takes the threaded path; a 1-row view of the same logical
+  // values (checked element by element) takes the serial one per row.
+  TensorDesc big = TensorDesc::contiguous(DType::kF32, {2048, 1024});
+  ValueRecipe r;
+  r.cls = ValueClass::kNormal;
+  r.seed = 77;
+  std::vector<float> all(static_cast<size_t>(big.extent()));
+  materialize(big, r, 5, all.data());
+  for (int64_t row : {0, 1, 1023, 2047}) {
+    for (int64_t col : {0, 1, 511, 1023}) {
+      const int64_t logical = row * 1024 + col;
+      const float want = static_cast<float>(recipe_value(r, 5, static_cast<uint64_t>(logical)));
+      EXPECT_EQ(all[static_cast<size_t>(logical)], want) << row << "," << col;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace assay
