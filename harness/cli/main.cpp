@@ -22,6 +22,7 @@
 #include "harness/gpu/lane.h"
 #include "harness/spec.h"
 #include "harness/triage.h"
+#include "harness/vendor_survey.h"
 #include "harness/worker.h"
 
 namespace {
@@ -619,6 +620,15 @@ int main(int argc, char** argv) {
   gradcheck->add_option("--json", ga.json, "JSON report");
   gradcheck->add_flag("--require-gpu", ga.require_gpu, "Exit 3 when no GPU is present");
 
+  std::string survey_out = "survey-results";
+  int64_t survey_mn = 64;
+  int survey_reps = 3;
+  auto* survey = app.add_subcommand("vendor-survey",
+                                    "Measure cuBLAS per dtype against the fp64 reference on the same rounded inputs");
+  survey->add_option("--out", survey_out, "Folder for vendor-survey.md/.json");
+  survey->add_option("--mn", survey_mn, "Rows and columns of C")->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  survey->add_option("--reps", survey_reps, "Repetitions per row")->check(CLI::Range(1, 1000));
+
   std::string triage_path, triage_variant;
   int triage_device = 0;
   bool triage_no_sweep = false;
@@ -687,6 +697,14 @@ int main(int argc, char** argv) {
   if (selfcheck->parsed()) return self_check(all_specs());
   if (worker->parsed()) return run_worker(wc);
   if (bench->parsed()) return cmd_bench(ba);
+  if (survey->parsed()) {
+    auto ndev = gpu::device_count();
+    if (!ndev.ok()) return error(ndev.status());
+    auto md = vendor_survey(0, survey_out, survey_mn, survey_reps);
+    if (!md.ok()) return error(md.status());
+    fmt::print("{}", *md);
+    return kExitPass;
+  }
   if (baseline->parsed()) return cmd_baseline(bl_action, bl_op, bl_cases, bl_seed, bl_max_dim, bl_corpus);
   if (triage_cmd->parsed()) return cmd_triage(triage_path, triage_variant, triage_device, triage_no_sweep);
   return kExitUsage;
