@@ -1,8 +1,16 @@
 #include "harness/shrink.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace assay {
+
+std::vector<int64_t> smaller_values(int64_t x, int64_t lo) {
+  std::vector<int64_t> out;
+  for (int64_t v : {lo, lo + 1, x / 2, x - 1})
+    if (v >= lo && v < x && std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+  return out;
+}
 
 ShrinkOutcome shrink_case(const OpSpec& spec, const Case& failing, const BatchJudge& judge, const ShrinkLimits& limits,
                           const std::function<void(const Case&, size_t)>& on_step) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <vector>
@@ -31,6 +32,10 @@ struct ShrinkOutcome {
 /// Judges a batch; returns the index of the first failing case, if any. May
 /// return std::nullopt and set its own error state to stop shrinking.
 using BatchJudge = std::function<std::optional<size_t>(const std::vector<Case>&)>;
+
+/// Candidates for shrinking an integer x toward `lo`, most aggressive first:
+/// lo, lo + 1, x / 2, x - 1 (those below x and at least lo, no repeats).
+std::vector<int64_t> smaller_values(int64_t x, int64_t lo);
 
 ShrinkOutcome shrink_case(const OpSpec& spec, const Case& failing, const BatchJudge& judge, const ShrinkLimits& limits,
                           const std::function<void(const Case&, size_t)>& on_step = {});

@@ -497,10 +497,10 @@ bool is_output_poison(DType t, const void* p) {
 
 namespace {
 
-// Writes logical elements [l0, l1) of `desc` (row-major logical order).
-void materialize_range(const TensorDesc& desc, const ValueRecipe& recipe, uint64_t stream, unsigned char* bytes,
-                       int64_t l0, int64_t l1) {
-  const size_t es = dtype_size(desc.dtype);
+// Calls visit(logical, linear) for logical elements [l0, l1) of `desc`, in
+// row-major logical order; `linear` is the element index in the allocation.
+template <typename Visit>
+void walk_view(const TensorDesc& desc, int64_t l0, int64_t l1, Visit visit) {
   std::vector<int64_t> idx(desc.shape.size(), 0);
   int64_t lin = desc.offset;
   int64_t rest = l0;
@@ -509,9 +509,8 @@ void materialize_range(const TensorDesc& desc, const ValueRecipe& recipe, uint64
     rest /= desc.shape[d];
     lin += idx[d] * desc.strides[d];
   }
-  Expander values(recipe, desc.dtype, desc.shape, stream);
   for (int64_t logical = l0; logical < l1; ++logical) {
-    store_as(desc.dtype, values.value(static_cast<uint64_t>(logical)), bytes + lin * es);
+    visit(logical, lin);
     for (int64_t d = desc.rank() - 1; d >= 0; --d) {
       if (++idx[d] < desc.shape[d]) {
         lin += desc.strides[d];
@@ -540,25 +539,51 @@ void parallel_ranges(int64_t n, Body body) {
 
 }  // namespace
 
+namespace {
+
+// Gap canary over the whole allocation, in parallel for large ones.
+void fill_gap_canary(const TensorDesc& desc, unsigned char* bytes) {
+  const size_t es = dtype_size(desc.dtype);
+  unsigned char canary[8];
+  write_gap_canary(desc.dtype, canary);
+  parallel_ranges(desc.extent(), [&](int64_t b, int64_t e) {
+    for (int64_t x = b; x < e; ++x) std::memcpy(bytes + x * es, canary, es);
+  });
+}
+
+}  // namespace
+
 void materialize(const TensorDesc& desc, const ValueRecipe& recipe, uint64_t stream, void* dst) {
   const size_t es = dtype_size(desc.dtype);
   auto* bytes = static_cast<unsigned char*>(dst);
-  const int64_t extent = desc.extent();
-  unsigned char canary[8];
-  write_gap_canary(desc.dtype, canary);
-  parallel_ranges(extent, [&](int64_t b, int64_t e) {
-    for (int64_t x = b; x < e; ++x) std::memcpy(bytes + x * es, canary, es);
-  });
+  fill_gap_canary(desc, bytes);
   const int64_t n = desc.numel();
   if (n == 0) return;
   // The value depends on the logical index only, so one logical tensor gets
   // the same values in every layout. Views whose indices overlap (stride 0)
   // are written in order by one thread: the last write wins, reproducibly.
+  auto range = [&](int64_t b, int64_t e) {
+    Expander values(recipe, desc.dtype, desc.shape, stream);
+    walk_view(desc, b, e, [&](int64_t logical, int64_t lin) {
+      store_as(desc.dtype, values.value(static_cast<uint64_t>(logical)), bytes + lin * es);
+    });
+  };
   if (desc.has_overlap()) {
-    materialize_range(desc, recipe, stream, bytes, 0, n);
+    range(0, n);
     return;
   }
-  parallel_ranges(n, [&](int64_t b, int64_t e) { materialize_range(desc, recipe, stream, bytes, b, e); });
+  parallel_ranges(n, range);
+}
+
+void materialize_output(const TensorDesc& desc, void* dst) {
+  const size_t es = dtype_size(desc.dtype);
+  auto* bytes = static_cast<unsigned char*>(dst);
+  fill_gap_canary(desc, bytes);
+  unsigned char poison[8];
+  write_output_poison(desc.dtype, poison);
+  parallel_ranges(desc.numel(), [&](int64_t b, int64_t e) {
+    walk_view(desc, b, e, [&](int64_t, int64_t lin) { std::memcpy(bytes + lin * es, poison, es); });
+  });
 }
 
 uint64_t fnv1a64(const void* data, size_t n, uint64_t h) {

@@ -133,6 +133,10 @@ bool is_output_poison(DType t, const void* p);
 /// `stream` distinguishes tensors of one case that share a seed.
 void materialize(const TensorDesc& desc, const ValueRecipe& recipe, uint64_t stream, void* dst);
 
+/// Fills `dst` (desc.extent() elements) as an output before a launch: the
+/// output poison at every covered element, the gap canary elsewhere.
+void materialize_output(const TensorDesc& desc, void* dst);
+
 /// 64-bit FNV-1a over bytes, for golden hashes and content ids.
 uint64_t fnv1a64(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ull);
 

@@ -16,25 +16,18 @@
 #include "harness/spec.h"
 #include "harness/testbeds/gemm_f32.h"
 #include "kernels/gemm/gemm.h"
+#include "properties/gemm_binding.h"
 
 namespace assay {
 namespace {
 
 // ---- binding ----------------------------------------------------------------
-cudaError_t launch_with(kernels::GemmF32Launcher fn, const GemmF32Problem& p, cudaStream_t s) {
-  kernels::GemmF32Args a;
-  a.m = p.m, a.n = p.n, a.k = p.k, a.trans_a = p.trans_a, a.trans_b = p.trans_b;
-  a.alpha = p.alpha, a.beta = p.beta;
-  a.a = p.a, a.lda = p.lda, a.b = p.b, a.ldb = p.ldb, a.c = p.c, a.ldc = p.ldc;
-  return fn(a, s);
-}
-
 [[maybe_unused]] const bool kNaive = register_gemm_f32_variant(
     {{"naive", "one thread per element of C, fp32 FMA k-loop", false, true, "kernels/gemm/gemm_naive.cu"},
-     [](const GemmF32Problem& p, cudaStream_t s) { return launch_with(kernels::gemm_f32_naive, p, s); }});
+     launch_through(kernels::gemm_f32_naive)});
 [[maybe_unused]] const bool kTiled = register_gemm_f32_variant(
     {{"tiled", "32x32 shared-memory tiles, guarded tails", false, true, "kernels/gemm/gemm_tiled.cu"},
-     [](const GemmF32Problem& p, cudaStream_t s) { return launch_with(kernels::gemm_f32_tiled, p, s); }});
+     launch_through(kernels::gemm_f32_tiled)});
 
 // ---- generators ---------------------------------------------------------------
 // Edge-biased extents: the small and structural values first, so shrinking

@@ -22,27 +22,20 @@
 #include "harness/spec.h"
 #include "harness/testbeds/gemm_bwd_f32.h"
 #include "kernels/gemm/gemm_backward.h"
+#include "properties/gemm_binding.h"
 
 namespace assay {
 namespace {
 
 // ---- binding ---------------------------------------------------------------------
-cudaError_t launch_with(kernels::GemmBwdF32Launcher fn, const GemmBwdF32Problem& p, cudaStream_t s) {
-  kernels::GemmBwdF32Args a;
-  a.m = p.m, a.n = p.n, a.k = p.k, a.alpha = p.alpha;
-  a.a = p.a, a.lda = p.lda, a.b = p.b, a.ldb = p.ldb, a.dc = p.dc, a.lddc = p.lddc;
-  a.da = p.da, a.ldda = p.ldda, a.db = p.db, a.lddb = p.lddb;
-  return fn(a, s);
-}
-
-[[maybe_unused]] const bool kTiled = register_gemm_bwd_f32_variant(
-    {{"tiled", "dA and dB through the tiled GEMM (dB accumulates with beta = 1)", false, true,
-      "kernels/gemm/gemm_backward.cu"},
-     [](const GemmBwdF32Problem& p, cudaStream_t s) { return launch_with(kernels::gemm_bwd_f32_tiled, p, s); }});
+[[maybe_unused]] const bool kTiled =
+    register_gemm_bwd_f32_variant({{"tiled", "dA and dB through the tiled GEMM (dB accumulates with beta = 1)", false,
+                                    true, "kernels/gemm/gemm_backward.cu"},
+                                   launch_through(kernels::gemm_bwd_f32_tiled)});
 [[maybe_unused]] const bool kAtomic = register_gemm_bwd_f32_variant(
     {{"atomic", "dB by atomicAdd over row chunks (non-deterministic order: judged by the bound)", false, false,
       "kernels/gemm/gemm_backward.cu"},
-     [](const GemmBwdF32Problem& p, cudaStream_t s) { return launch_with(kernels::gemm_bwd_f32_atomic, p, s); }});
+     launch_through(kernels::gemm_bwd_f32_atomic)});
 
 // ---- generators -----------------------------------------------------------------
 rc::Gen<Case> gemm_bwd_cases(const GenConfig& cfg) {

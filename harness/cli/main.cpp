@@ -10,6 +10,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -284,6 +285,8 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
     return (execs[spec.name()] = std::move(e)).get();
   };
   int bad = 0, failing = 0, fixed = 0, passed = 0;
+  // Baselines by (corpus root, op), read once per replay.
+  std::map<std::pair<std::string, std::string>, std::optional<Baseline>> baselines;
   for (const auto& path : *files) {
     auto e = read_entry(path);
     if (!e.ok()) {
@@ -332,11 +335,19 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
       if (v.passed() && !v.metrics.key.empty()) {
         // The corpus root is the folder above <op>/ (entries live in <root>/<op>/<id>.json).
         const std::string root = std::filesystem::path(path).parent_path().parent_path().string();
-        auto b = load_baseline(root, e->c.op);
-        if (b.ok() && b->has_value()) {
+        auto it = baselines.find({root, e->c.op});
+        if (it == baselines.end()) {
+          auto b = load_baseline(root, e->c.op);
+          if (!b.ok()) {
+            fmt::print(stderr, "assay: error: {}\n", b.status().message());
+            ++bad;
+          }
+          it = baselines.emplace(std::make_pair(root, e->c.op), b.ok() ? *b : std::nullopt).first;
+        }
+        if (it->second) {
           RatioTable now;
           now[v.variant][v.metrics.key] = v.metrics.max_ratio;
-          for (const auto& g : find_regressions(**b, now)) {
+          for (const auto& g : find_regressions(*it->second, now)) {
             fmt::print("ACCURACY REGRESSION {} [{}] {}: error/bound {:.4g}, baseline {:.4g}\n", path, g.variant, g.key,
                        g.ratio, g.baseline);
             ++failing;

@@ -11,6 +11,7 @@
 #include "harness/gpu/cuda_check.h"
 #include "harness/gpu/lane.h"
 #include "harness/gradcheck.h"
+#include "harness/shrink.h"
 #include "references/host/gemm.h"
 
 namespace assay {
@@ -118,15 +119,9 @@ std::vector<Case> shrink_gemm_bwd_case(const Case& c) {
   };
   const ValueRecipe ra = c.tensors[0].values, rb = c.tensors[1].values, rdc = c.tensors[2].values,
                     rdb = c.tensors[4].values;
-  auto smaller = [](int64_t x, int64_t lo) {
-    std::vector<int64_t> v;
-    for (int64_t y : {lo, lo + 1, x / 2, x - 1})
-      if (y >= lo && y < x && std::find(v.begin(), v.end(), y) == v.end()) v.push_back(y);
-    return v;
-  };
-  for (int64_t v : smaller(s->m, 1)) emit(v, s->n, s->k, s->alpha, pad, off, ra, rb, rdc, rdb);
-  for (int64_t v : smaller(s->n, 1)) emit(s->m, v, s->k, s->alpha, pad, off, ra, rb, rdc, rdb);
-  for (int64_t v : smaller(s->k, 1)) emit(s->m, s->n, v, s->alpha, pad, off, ra, rb, rdc, rdb);
+  for (int64_t v : smaller_values(s->m, 1)) emit(v, s->n, s->k, s->alpha, pad, off, ra, rb, rdc, rdb);
+  for (int64_t v : smaller_values(s->n, 1)) emit(s->m, v, s->k, s->alpha, pad, off, ra, rb, rdc, rdb);
+  for (int64_t v : smaller_values(s->k, 1)) emit(s->m, s->n, v, s->alpha, pad, off, ra, rb, rdc, rdb);
   if (pad != 0) emit(s->m, s->n, s->k, s->alpha, 0, off, ra, rb, rdc, rdb);
   if (off != 0) emit(s->m, s->n, s->k, s->alpha, pad, 0, ra, rb, rdc, rdb);
   auto simple = [](ValueRecipe r) {
@@ -160,14 +155,7 @@ StatusOr<std::vector<Verdict>> run_gemm_bwd_f32(const Case& c, const std::vector
   ASSAY_RETURN_IF_ERROR(lane.layout(at, 16 * (mk + kn), bytes_da + bytes_db));
   for (int t : {kA, kB, kDC, kDB})
     materialize(T[t].desc, T[t].values, fnv1a64(T[t].name.data(), T[t].name.size()), lane.host_tensor(t));
-  {
-    ValueRecipe nan;
-    nan.cls = ValueClass::kNaN;
-    materialize(T[kDA].desc, nan, 0, lane.host_tensor(kDA));
-    const auto mask = T[kDA].desc.coverage_mask();
-    for (size_t e = 0; e < mask.size(); ++e)
-      if (mask[e]) write_output_poison(DType::kF32, lane.host_tensor(kDA) + 4 * e);
-  }
+  materialize_output(T[kDA].desc, lane.host_tensor(kDA));
   auto decode = [&](int t) {
     std::vector<double> v(static_cast<size_t>(T[t].desc.extent()));
     const float* f = reinterpret_cast<const float*>(lane.host_tensor(t));

@@ -15,6 +15,7 @@
 #include "harness/bounds.h"
 #include "harness/gpu/cuda_check.h"
 #include "harness/gpu/lane.h"
+#include "harness/shrink.h"
 #include "references/device/gemm_f64.h"
 #include "references/host/gemm.h"
 #include "references/vendor/cublas_gemm.h"
@@ -210,12 +211,7 @@ StatusOr<Prepared> prepare(const Case& c, gpu::Lane& lane) {
   if (p.beta0) {
     // Covered elements get the poison: a NaN that must neither reach the
     // result (BLAS: C is not read when beta == 0) nor survive (unwritten).
-    ValueRecipe nan_recipe;
-    nan_recipe.cls = ValueClass::kNaN;
-    materialize(tc.desc, nan_recipe, 0, lane.host_tensor(kC));
-    const auto mask = tc.desc.coverage_mask();
-    for (size_t e = 0; e < mask.size(); ++e)
-      if (mask[e]) write_output_poison(DType::kF32, lane.host_tensor(kC) + 4 * e);
+    materialize_output(tc.desc, lane.host_tensor(kC));
   } else {
     materialize(tc.desc, tc.values, fnv1a64("C", 1), lane.host_tensor(kC));
   }
@@ -553,16 +549,6 @@ Status gemm_host_self_check(int cases, std::string& report) {
 }  // namespace assay
 
 namespace assay {
-namespace {
-
-std::vector<int64_t> smaller_ints(int64_t x, int64_t lo) {
-  std::vector<int64_t> out;
-  for (int64_t v : {lo, lo + 1, x / 2, x - 1})
-    if (v >= lo && v < x && std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
-  return out;
-}
-
-}  // namespace
 
 std::vector<Case> shrink_gemm_case(const Case& c) {
   auto parsed = parse_gemm_case(c);
@@ -588,17 +574,17 @@ std::vector<Case> shrink_gemm_case(const Case& c) {
   };
   // Shapes first: they dominate the size of a stored case. m and n stop at 1
   // (an empty C checks nothing), k may reach 0.
-  for (int64_t v : smaller_ints(base.m, 1)) {
+  for (int64_t v : smaller_values(base.m, 1)) {
     Knobs k = base;
     k.m = v;
     emit(k);
   }
-  for (int64_t v : smaller_ints(base.n, 1)) {
+  for (int64_t v : smaller_values(base.n, 1)) {
     Knobs k = base;
     k.n = v;
     emit(k);
   }
-  for (int64_t v : smaller_ints(base.k, 0)) {
+  for (int64_t v : smaller_values(base.k, 0)) {
     Knobs k = base;
     k.k = v;
     emit(k);

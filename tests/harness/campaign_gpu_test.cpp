@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/gpu_test_env.h"
+
 #include <cstdlib>
 #include <filesystem>
 
@@ -18,13 +20,6 @@
 namespace assay {
 namespace {
 namespace fs = std::filesystem;
-
-// The assay executable that serves as the worker: $ASSAY_BINARY (set by
-// ci/gpu-checks.sh for a carried bundle) or the one this build made.
-std::string assay_binary() {
-  const char* env = std::getenv("ASSAY_BINARY");
-  return env != nullptr && *env != 0 ? env : ASSAY_BINARY;
-}
 
 class CampaignGpu : public ::testing::Test {
  protected:

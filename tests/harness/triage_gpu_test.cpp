@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/gpu_test_env.h"
+
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -32,11 +34,6 @@ TEST(Triage, ErrorMatrixFollowsTheNaNInfRules) {
   EXPECT_EQ(m.at(0, 2), 0.0);  // the same Inf
   EXPECT_EQ(m.at(0, 3), 2.0);
   EXPECT_TRUE(std::isnan(m.at(0, 4)));  // NaN where the reference is finite
-}
-
-std::string assay_binary() {
-  const char* env = std::getenv("ASSAY_BINARY");
-  return env != nullptr && *env != 0 ? env : ASSAY_BINARY;
 }
 
 TEST(TriageGpu, LocatesUnwrittenTailRowsAndSweepsTheShape) {

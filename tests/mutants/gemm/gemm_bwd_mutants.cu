@@ -8,6 +8,7 @@
 //                      (bound against prefill + product; a zero prefill would hide it)
 //   bwd_wrong_row      dB uses row (i+1) mod m of dC: exact when every row of dC
 //                      is equal, so constant upstream gradients never catch it
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/gemm/gemm.h"
@@ -24,8 +25,9 @@ cudaError_t dA(const GemmBwdF32Args& g, cudaStream_t s, float alpha, bool transp
   GemmF32Args x;
   x.m = g.m, x.n = g.k, x.k = g.n, x.trans_a = false, x.trans_b = transpose_b;
   x.alpha = alpha, x.beta = 0.0f;
-  x.a = g.dc, x.lda = g.lddc, x.b = g.b, x.ldb = transpose_b ? g.ldb : g.ldb, x.c = g.da, x.ldc = g.ldda;
-  if (!transpose_b) x.ldb = std::max<int64_t>(g.k, 1) > g.ldb ? std::max<int64_t>(g.k, 1) : g.ldb;
+  // Untransposed, op(B') is read as n x k: claim ld >= k so the launcher accepts it.
+  x.a = g.dc, x.lda = g.lddc, x.b = g.b, x.ldb = transpose_b ? g.ldb : std::max<int64_t>({g.ldb, g.k, 1});
+  x.c = g.da, x.ldc = g.ldda;
   return kernels::gemm_f32_tiled(x, s);
 }
 

@@ -1,8 +1,7 @@
 // Registers every fp32 GEMM mutant as a [mutant] variant of the gemm op, so
 // `assay fuzz gemm --variant mutant_tail_guard` and the GPU tests can aim the
 // whole harness at a planted bug. Mutants are never fuzzed unless named.
-#include "harness/testbeds/gemm_bwd_f32.h"
-#include "harness/testbeds/gemm_f32.h"
+#include "properties/gemm_binding.h"
 #include "tests/mutants/gemm/mutants.h"
 
 namespace assay::mutants {
@@ -15,13 +14,7 @@ bool register_all() {
     const kernels::GemmF32Launcher fn = m[i].launch;
     register_gemm_f32_variant(
         {{m[i].name, std::string(m[i].bug) + " (caught by: " + m[i].caught_by + ")", true, true, m[i].source},
-         [fn](const GemmF32Problem& p, cudaStream_t s) {
-           kernels::GemmF32Args a;
-           a.m = p.m, a.n = p.n, a.k = p.k, a.trans_a = p.trans_a, a.trans_b = p.trans_b;
-           a.alpha = p.alpha, a.beta = p.beta;
-           a.a = p.a, a.lda = p.lda, a.b = p.b, a.ldb = p.ldb, a.c = p.c, a.ldc = p.ldc;
-           return fn(a, s);
-         }});
+         launch_through(fn)});
   }
   return true;
 }
@@ -46,14 +39,8 @@ bool register_backward() {
   };
   for (const M& m : ms) {
     const kernels::GemmBwdF32Launcher fn = m.fn;
-    register_gemm_bwd_f32_variant({{m.name, m.bug, true, true, "tests/mutants/gemm/gemm_bwd_mutants.cu"},
-                                   [fn](const GemmBwdF32Problem& p, cudaStream_t s) {
-                                     kernels::GemmBwdF32Args a;
-                                     a.m = p.m, a.n = p.n, a.k = p.k, a.alpha = p.alpha;
-                                     a.a = p.a, a.lda = p.lda, a.b = p.b, a.ldb = p.ldb, a.dc = p.dc, a.lddc = p.lddc;
-                                     a.da = p.da, a.ldda = p.ldda, a.db = p.db, a.lddb = p.lddb;
-                                     return fn(a, s);
-                                   }});
+    register_gemm_bwd_f32_variant(
+        {{m.name, m.bug, true, true, "tests/mutants/gemm/gemm_bwd_mutants.cu"}, launch_through(fn)});
   }
   return true;
 }
