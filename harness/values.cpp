@@ -501,6 +501,7 @@ namespace {
 // row-major logical order; `linear` is the element index in the allocation.
 template <typename Visit>
 void walk_view(const TensorDesc& desc, int64_t l0, int64_t l1, Visit visit) {
+  if (l0 >= l1) return;  // also keeps a zero extent out of the index decomposition
   std::vector<int64_t> idx(desc.shape.size(), 0);
   int64_t lin = desc.offset;
   int64_t rest = l0;

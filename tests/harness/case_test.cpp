@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <vector>
 
@@ -185,6 +186,35 @@ TEST(Materialize, ParallelAndSerialAgreeBitForBit) {
       const float want = static_cast<float>(recipe_value(r, 5, static_cast<uint64_t>(logical)));
       EXPECT_EQ(all[static_cast<size_t>(logical)], want) << row << "," << col;
     }
+  }
+}
+
+}  // namespace
+}  // namespace assay
+
+namespace assay {
+namespace {
+
+TEST(MaterializeOutput, PoisonOnTheViewCanaryInTheGapsEmptyViewsToo) {
+  TensorDesc d = TensorDesc::contiguous(DType::kF32, {3, 4});
+  d.strides = {6, 1};  // two gap elements after each row
+  d.offset = 1;
+  std::vector<float> buf(static_cast<size_t>(d.extent()));
+  materialize_output(d, buf.data());
+  const auto mask = d.coverage_mask();
+  for (size_t e = 0; e < buf.size(); ++e) {
+    unsigned char gap[4];
+    write_gap_canary(DType::kF32, gap);
+    if (mask[e]) EXPECT_TRUE(is_output_poison(DType::kF32, &buf[e])) << e;
+    else EXPECT_EQ(std::memcmp(&buf[e], gap, 4), 0) << e;
+  }
+  for (auto shape : {std::vector<int64_t>{0, 5}, std::vector<int64_t>{5, 0}}) {
+    TensorDesc empty = TensorDesc::contiguous(DType::kF32, shape);
+    empty.offset = 2;
+    std::vector<float> b(static_cast<size_t>(std::max<int64_t>(empty.extent(), 1)));
+    materialize_output(empty, b.data());  // must not divide by the zero extent
+    ValueRecipe r;
+    materialize(empty, r, 1, b.data());
   }
 }
 
