@@ -34,6 +34,8 @@ std::string_view failure_kind_name(FailureKind k) {
       return "hang";
     case FailureKind::kSanitizer:
       return "sanitizer";
+    case FailureKind::kProperty:
+      return "property";
     case FailureKind::kProjection:
       return "projection";
   }
@@ -52,7 +54,7 @@ std::string Verdict::summary() const {
 }
 
 std::optional<FailureKind> parse_failure_kind(std::string_view name) {
-  for (int k = 0; k <= static_cast<int>(FailureKind::kProjection); ++k)
+  for (int k = 0; k <= static_cast<int>(FailureKind::kProperty); ++k)
     if (failure_kind_name(static_cast<FailureKind>(k)) == name) return static_cast<FailureKind>(k);
   return std::nullopt;
 }

@@ -25,6 +25,7 @@ enum class FailureKind : uint8_t {
   kHang,              ///< the worker outlived its watchdog
   kSanitizer,         ///< compute-sanitizer reported an error during the case
   kProjection,        ///< <v, J u> from the kernel's backward disagrees with finite differences of the fp64 forward
+  kProperty,          ///< a metamorphic or structural property of the op failed (shift invariance, rows sum to 1, ...)
 };
 
 std::string_view failure_kind_name(FailureKind k);
