@@ -107,7 +107,7 @@ rc::Gen<nlohmann::json> gen_params(const GenConfig& cfg, bool fwd) {
   const int64_t cap = std::min<int64_t>(cfg.max_dim, kMaxN);
   return rc::gen::exec([cap, fwd] {
     const int64_t n = *gen_row_length(cap);
-    const int64_t rows = *gen_extent(std::max<int64_t>(1, std::min<int64_t>(kMaxRows, kMaxElems / std::max<int64_t>(n, 1))), {4, 8, 32}, 1);
+    const int64_t rows = *gen_extent(std::max<int64_t>(1, std::min<int64_t>(std::min<int64_t>(kMaxRows, 16 * cap), kMaxElems / std::max<int64_t>(n, 1))), {4, 8, 32}, 1);
     nlohmann::json p = {{"rows", rows}, {"n", n}, {"log", *rc::gen::arbitrary<bool>()}};
     p["dtype"] = std::string(dtype_name(*rc::gen::elementOf(activation_dtypes())));
     if (fwd && *rc::gen::inRange(0, 8) == 0) p["masked_every"] = *rc::gen::inRange<int64_t>(1, 5);

@@ -13,8 +13,8 @@ namespace {
 
 using namespace detail;  // NOLINT(build/namespaces): the private helpers of this op family
 
-constexpr float kSqrt1_2 = 0.707106781186547524401f;     // 1 / sqrt(2)
-constexpr float kInvSqrt2Pi = 0.398942280401432677940f;  // 1 / sqrt(2 pi)
+constexpr float kSqrt1_2 = 0.707106781186547524401f;      // 1 / sqrt(2)
+constexpr float kInvSqrt2Pi = 0.398942280401432677940f;   // 1 / sqrt(2 pi)
 constexpr float kSqrt2OverPi = 0.797884560802865355880f;  // sqrt(2 / pi)
 constexpr float kGeluC = 0.044715f;
 
@@ -128,9 +128,13 @@ __global__ void __launch_bounds__(kThreads) activation_bwd_kernel(const T* __res
   }
 }
 
-bool valid_act(Act act) { return act == Act::kGeluErf || act == Act::kGeluTanh || act == Act::kSilu; }
+bool valid_act(Act act) {
+  return act == Act::kGeluErf || act == Act::kGeluTanh || act == Act::kSilu;
+}
 
-bool host_aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+bool host_aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
 
 /// Enough blocks for one pack (or element) per thread, capped; the grid-stride loops do the rest.
 template <typename T>

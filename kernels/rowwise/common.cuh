@@ -26,9 +26,15 @@ namespace assay::kernels::rowwise::detail {
 // ---- dtype conversion ------------------------------------------------------------------------
 // Storage types are widened to fp32 exactly; fp32 results are rounded to
 // nearest-even on store (the __*_rn conversions), never truncated.
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_float(float v) {
+  return v;
+}
+__device__ __forceinline__ float to_float(__half v) {
+  return __half2float(v);
+}
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
 
 template <typename T>
 __device__ __forceinline__ T from_float(float v) {
@@ -42,8 +48,12 @@ __device__ __forceinline__ T from_float(float v) {
   }
 }
 
-__device__ __forceinline__ float quiet_nan() { return __int_as_float(0x7fc00000); }
-__device__ __forceinline__ float neg_inf() { return __int_as_float(static_cast<int>(0xff800000u)); }
+__device__ __forceinline__ float quiet_nan() {
+  return __int_as_float(0x7fc00000);
+}
+__device__ __forceinline__ float neg_inf() {
+  return __int_as_float(static_cast<int>(0xff800000u));
+}
 
 // ---- 16-byte packs ----------------------------------------------------------------------------
 /// kN consecutive elements moved by one 16-byte access (4 fp32 or 8 fp16/bf16).
@@ -55,7 +65,9 @@ struct alignas(16) Pack {
 
 /// True when p may be accessed as a Pack. Checked on the actual row address:
 /// a 16-byte aligned base with ld * sizeof(T) % 16 != 0 gives misaligned rows.
-__device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+__device__ __forceinline__ bool aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
 
 // ---- reduction values and their merge operators ------------------------------------------------
 /// Online-softmax state: running max m and sum s of exp(x - m) (Milakov and
@@ -70,7 +82,9 @@ struct MaxSum {
 /// a row with some -inf entries stays finite; a row of only -inf keeps
 /// m = -inf, s = 0 and its outputs exp(-inf + inf) / 0 are NaN, as PyTorch.
 /// m = +inf is kept: exp(inf - inf) = NaN makes the row NaN, as declared.
-__device__ __forceinline__ float safe_shift(float m) { return m == neg_inf() ? 0.0f : m; }
+__device__ __forceinline__ float safe_shift(float m) {
+  return m == neg_inf() ? 0.0f : m;
+}
 
 /// Adds one element. fmaxf ignores a NaN x, but its term exp(NaN) makes s NaN.
 __device__ __forceinline__ void online_add(MaxSum& st, float x) {
@@ -234,7 +248,9 @@ struct BlockRows {
   }
 };
 
-__host__ __device__ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+__host__ __device__ inline int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 /// Grid for `want` blocks of work (at least 1, at most kMaxGridBlocks).
 inline dim3 grid_for(int64_t want) {
@@ -258,7 +274,9 @@ struct TypeTag {
   using type = T;
 };
 
-inline bool valid_dt(Dt dt) { return dt == Dt::kF32 || dt == Dt::kF16 || dt == Dt::kBF16; }
+inline bool valid_dt(Dt dt) {
+  return dt == Dt::kF32 || dt == Dt::kF16 || dt == Dt::kBF16;
+}
 
 /// f(TypeTag<T>{}) for the storage type of dt; cudaErrorInvalidValue for an
 /// unknown dt. Use: dispatch_dt(dt, [&](auto tag) { using T = typename decltype(tag)::type; ... }).

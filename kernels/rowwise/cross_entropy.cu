@@ -20,8 +20,8 @@ namespace {
 using namespace detail;  // NOLINT(build/namespaces): the private helpers of this op family
 
 template <typename T, typename G>
-__global__ void __launch_bounds__(BlockRows::kThreads)
-    cross_entropy_kernel(const T* __restrict__ logits, int64_t ldx, const int64_t* __restrict__ target, int64_t rows,
+__global__ void __launch_bounds__(G::kThreads)
+    cross_entropy_kernel(const T* __restrict__ logits, int64_t ldx, const int32_t* __restrict__ target, int64_t rows,
                          int64_t n, int64_t ignore_index, float eps, float* __restrict__ loss, T* __restrict__ dlogits,
                          int64_t lddx) {
   const float eps_n = eps / static_cast<float>(n);
@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(BlockRows::kThreads)
 
 }  // namespace
 
-cudaError_t cross_entropy_fwd_bwd(Dt dt, const void* logits, int64_t ldx, const int64_t* target, int64_t rows,
+cudaError_t cross_entropy_fwd_bwd(Dt dt, const void* logits, int64_t ldx, const int32_t* target, int64_t rows,
                                   int64_t n, int64_t ignore_index, float smoothing, float* loss, void* dlogits,
                                   int64_t lddx, cudaStream_t s) {
   if (!valid_dt(dt) || rows < 0 || n < 0) return cudaErrorInvalidValue;

@@ -19,7 +19,7 @@ constexpr int kThreads = 256;
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    embedding_fwd_kernel(const int64_t* __restrict__ idx, int64_t count, const T* __restrict__ table, int64_t ldt,
+    embedding_fwd_kernel(const int32_t* __restrict__ idx, int64_t count, const T* __restrict__ table, int64_t ldt,
                          int64_t vocab, int64_t dim, T* __restrict__ out, int64_t ldo) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.y;
   for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y; r < count; r += stride) {
@@ -38,7 +38,7 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    embedding_bwd_kernel(const int64_t* __restrict__ idx, int64_t count, const T* __restrict__ dout, int64_t lddo,
+    embedding_bwd_kernel(const int32_t* __restrict__ idx, int64_t count, const T* __restrict__ dout, int64_t lddo,
                          float* __restrict__ dtable, int64_t lddt, int64_t vocab, int64_t dim) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.y;
   for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y; r < count; r += stride) {
@@ -61,7 +61,7 @@ dim3 embedding_block(int64_t dim) {
 
 }  // namespace
 
-cudaError_t embedding_fwd(Dt dt, const int64_t* idx, int64_t count, const void* table, int64_t ldt, int64_t vocab,
+cudaError_t embedding_fwd(Dt dt, const int32_t* idx, int64_t count, const void* table, int64_t ldt, int64_t vocab,
                           int64_t dim, void* out, int64_t ldo, cudaStream_t s) {
   if (!valid_dt(dt) || count < 0 || vocab < 0 || dim < 0) return cudaErrorInvalidValue;
   if (count == 0 || dim == 0) return cudaSuccess;
@@ -76,7 +76,7 @@ cudaError_t embedding_fwd(Dt dt, const int64_t* idx, int64_t count, const void* 
   });
 }
 
-cudaError_t embedding_bwd(Dt dt, const int64_t* idx, int64_t count, const void* dout, int64_t lddo, float* dtable,
+cudaError_t embedding_bwd(Dt dt, const int32_t* idx, int64_t count, const void* dout, int64_t lddo, float* dtable,
                           int64_t lddt, int64_t vocab, int64_t dim, cudaStream_t s) {
   if (!valid_dt(dt) || count < 0 || vocab < 0 || dim < 0) return cudaErrorInvalidValue;
   if (count == 0 || dim == 0 || vocab == 0) return cudaSuccess;  // vocab == 0: every index is out of range

@@ -24,10 +24,10 @@ __device__ __forceinline__ float weight(const T* __restrict__ w, int64_t j, floa
 }
 
 template <typename T, typename G>
-__global__ void __launch_bounds__(BlockRows::kThreads)
-    layernorm_fwd_kernel(const T* __restrict__ x, int64_t ldx, const T* __restrict__ gamma,
-                         const T* __restrict__ beta, T* __restrict__ y, int64_t ldy, float* __restrict__ mean,
-                         float* __restrict__ rstd, int64_t rows, int64_t n, float eps) {
+__global__ void __launch_bounds__(G::kThreads)
+    layernorm_fwd_kernel(const T* __restrict__ x, int64_t ldx, const T* __restrict__ gamma, const T* __restrict__ beta,
+                         T* __restrict__ y, int64_t ldy, float* __restrict__ mean, float* __restrict__ rstd,
+                         int64_t rows, int64_t n, float eps) {
   for (int64_t r = G::first_row(); r < rows; r += G::row_stride()) {
     const T* xr = x + r * ldx;
     T* yr = y + r * ldy;
@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(BlockRows::kThreads)
 }
 
 template <typename T, typename G>
-__global__ void __launch_bounds__(BlockRows::kThreads)
+__global__ void __launch_bounds__(G::kThreads)
     rmsnorm_fwd_kernel(const T* __restrict__ x, int64_t ldx, const T* __restrict__ gamma, T* __restrict__ y,
                        int64_t ldy, float* __restrict__ rstd, int64_t rows, int64_t n, float eps) {
   for (int64_t r = G::first_row(); r < rows; r += G::row_stride()) {
@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(BlockRows::kThreads)
 //   RMSNorm    dx = rstd * (g - xhat * mean(g * xhat))
 // The two row means come from one float2 all-reduction.
 template <typename T, bool Centered, typename G>
-__global__ void __launch_bounds__(BlockRows::kThreads)
+__global__ void __launch_bounds__(G::kThreads)
     norm_bwd_dx_kernel(const T* __restrict__ x, int64_t ldx, const T* __restrict__ dy, int64_t lddy,
                        const T* __restrict__ gamma, const float* __restrict__ mean, const float* __restrict__ rstd,
                        T* __restrict__ dx, int64_t lddx, int64_t rows, int64_t n) {
@@ -117,8 +117,8 @@ static_assert((kColY & (kColY - 1)) == 0, "the tree halves kColY");
 template <typename T, bool Centered>
 __global__ void __launch_bounds__(kColX* kColY)
     norm_param_grad_kernel(const T* __restrict__ x, int64_t ldx, const T* __restrict__ dy, int64_t lddy,
-                           const float* __restrict__ mean, const float* __restrict__ rstd,
-                           float* __restrict__ dgamma, float* __restrict__ dbeta, int64_t rows, int64_t n) {
+                           const float* __restrict__ mean, const float* __restrict__ rstd, float* __restrict__ dgamma,
+                           float* __restrict__ dbeta, int64_t rows, int64_t n) {
   __shared__ float sg[kColY][kColX + 1];
   __shared__ float sb[kColY][kColX + 1];
   const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
@@ -163,14 +163,13 @@ void launch_norm_bwd(const void* x, int64_t ldx, const void* dy, int64_t lddy, c
   if (rows > 0) {
     launch_rows(rows, n, [&](auto group, dim3 grid, dim3 block) {
       using G = decltype(group);
-      norm_bwd_dx_kernel<T, Centered, G><<<grid, block, 0, s>>>(xt, ldx, dyt, lddy, static_cast<const T*>(gamma),
-                                                                mean, rstd, static_cast<T*>(dx), lddx, rows, n);
+      norm_bwd_dx_kernel<T, Centered, G><<<grid, block, 0, s>>>(xt, ldx, dyt, lddy, static_cast<const T*>(gamma), mean,
+                                                                rstd, static_cast<T*>(dx), lddx, rows, n);
     });
   }
   // Launched even for rows == 0: dgamma and dbeta are overwritten with the empty sums (zeros).
-  norm_param_grad_kernel<T, Centered>
-      <<<grid_for(ceil_div(n, kColX)), dim3(kColX, kColY), 0, s>>>(xt, ldx, dyt, lddy, mean, rstd, dgamma, dbeta,
-                                                                   rows, n);
+  norm_param_grad_kernel<T, Centered><<<grid_for(ceil_div(n, kColX)), dim3(kColX, kColY), 0, s>>>(
+      xt, ldx, dyt, lddy, mean, rstd, dgamma, dbeta, rows, n);
 }
 
 }  // namespace
@@ -231,8 +230,8 @@ cudaError_t rmsnorm_bwd(Dt dt, const void* x, int64_t ldx, const void* dy, int64
   if (!valid_dt(dt) || rows < 0 || n < 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;  // rows == 0 still has work: dgamma = 0
   if (dgamma == nullptr) return cudaErrorInvalidValue;
-  if (rows > 0 && (x == nullptr || dy == nullptr || rstd == nullptr || dx == nullptr || ldx < n || lddy < n ||
-                   lddx < n))
+  if (rows > 0 &&
+      (x == nullptr || dy == nullptr || rstd == nullptr || dx == nullptr || ldx < n || lddy < n || lddx < n))
     return cudaErrorInvalidValue;
   return dispatch_dt(dt, [&](auto tag) {
     using T = typename decltype(tag)::type;

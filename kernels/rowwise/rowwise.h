@@ -75,11 +75,11 @@ cudaError_t rope(Dt dt, const void* x, int64_t ldx, void* y, int64_t ldy, int64_
 /// out[r][:] = table[idx[r]][:] for r < count (dim columns; table vocab rows,
 /// row stride ldt; out row stride ldo). Declared out-of-range behaviour: an
 /// index outside [0, vocab) writes a row of zeros (and reads nothing).
-cudaError_t embedding_fwd(Dt dt, const int64_t* idx, int64_t count, const void* table, int64_t ldt, int64_t vocab,
+cudaError_t embedding_fwd(Dt dt, const int32_t* idx, int64_t count, const void* table, int64_t ldt, int64_t vocab,
                           int64_t dim, void* out, int64_t ldo, cudaStream_t s);
 /// dtable[idx[r]][:] += dout[r][:] (fp32 dtable, accumulated with atomics:
 /// duplicate indices sum, order unspecified); out-of-range indices ignored.
-cudaError_t embedding_bwd(Dt dt, const int64_t* idx, int64_t count, const void* dout, int64_t lddo, float* dtable,
+cudaError_t embedding_bwd(Dt dt, const int32_t* idx, int64_t count, const void* dout, int64_t lddo, float* dtable,
                           int64_t lddt, int64_t vocab, int64_t dim, cudaStream_t s);
 
 // ---- fused softmax + cross-entropy ----------------------------------------------------------
@@ -89,7 +89,7 @@ cudaError_t embedding_bwd(Dt dt, const int64_t* idx, int64_t count, const void* 
 /// i.e. reduction 'none', and dlogits the gradient of sum_r loss[r]. A row with
 /// c == ignore_index has loss 0 and dlogits 0. A target outside [0, n) that is
 /// not ignore_index: loss NaN and dlogits NaN for that row (declared).
-cudaError_t cross_entropy_fwd_bwd(Dt dt, const void* logits, int64_t ldx, const int64_t* target, int64_t rows,
+cudaError_t cross_entropy_fwd_bwd(Dt dt, const void* logits, int64_t ldx, const int32_t* target, int64_t rows,
                                   int64_t n, int64_t ignore_index, float smoothing, float* loss, void* dlogits,
                                   int64_t lddx, cudaStream_t s);
 

@@ -1,7 +1,8 @@
 // Softmax / log-softmax forward and backward over rows.
 //   softmax_fwd  one pass over x keeping the online (max, sum) state per thread, merged across the
-//                row's warp or block by the same rule; a second pass writes y. Rows whose x and y
-//                start 16-byte aligned move 16-byte packs plus a scalar tail; other rows go scalar.
+//                row's warp or block by the same rule; a second pass writes y. A row whose x starts
+//                16-byte aligned is read in 16-byte packs plus a scalar tail (and written in packs
+//                when its y row is aligned too); other rows go scalar.
 //   softmax_bwd  one pass for sum(y * dy) (log: sum(dy)), a second for dx.
 // Both: one warp per row for n <= 1024 (8 rows per block), one 512-thread block per row above.
 #include <cstdint>
@@ -15,7 +16,7 @@ namespace {
 using namespace detail;  // NOLINT(build/namespaces): the private helpers of this op family
 
 template <typename T, bool Log, typename G>
-__global__ void __launch_bounds__(BlockRows::kThreads)
+__global__ void __launch_bounds__(G::kThreads)
     softmax_fwd_kernel(const T* __restrict__ x, int64_t ldx, T* __restrict__ y, int64_t ldy, int64_t rows, int64_t n) {
   constexpr int kN = Pack<T>::kN;
   for (int64_t r = G::first_row(); r < rows; r += G::row_stride()) {
@@ -57,9 +58,9 @@ __global__ void __launch_bounds__(BlockRows::kThreads)
 }
 
 template <typename T, bool Log, typename G>
-__global__ void __launch_bounds__(BlockRows::kThreads)
-    softmax_bwd_kernel(const T* __restrict__ y, int64_t ldy, const T* __restrict__ dy, int64_t lddy,
-                       T* __restrict__ dx, int64_t lddx, int64_t rows, int64_t n) {
+__global__ void __launch_bounds__(G::kThreads)
+    softmax_bwd_kernel(const T* __restrict__ y, int64_t ldy, const T* __restrict__ dy, int64_t lddy, T* __restrict__ dx,
+                       int64_t lddx, int64_t rows, int64_t n) {
   for (int64_t r = G::first_row(); r < rows; r += G::row_stride()) {
     const T* yr = y + r * ldy;
     const T* dyr = dy + r * lddy;

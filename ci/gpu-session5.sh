@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Session 5 GPU checks (issues 3 and 8): the row-wise/elementwise specs
+# (fuzz, mutants, exhaustive fp16/bf16 sweeps), the cuDNN references, the
+# cuBLAS/cuBLASLt false-alarm campaign, and the bench of the new ops.
+# Run from the repository root with the carried gpu-bundle/.
+set -u
+B=gpu-bundle
+O="${OUT:-/tmp/assay-out}"
+L="$O/logs"
+mkdir -p "$L" /work/main/build
+cp $B/ext/module_kernel.ptx /work/main/build/ 2>/dev/null
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}" PATH="$PATH:/usr/local/cuda/bin" ASSAY_BINARY="$PWD/$B/assay"
+A=$B/assay
+STEPS="${STEPS:-tests,fuzz,exhaustive,falsealarm,bench}"
+has() { [[ ",$STEPS," == *",$1,"* ]]; }
+nvidia-smi --query-gpu=name,driver_version --format=csv > "$L/gpu.txt" 2>&1
+if has tests; then
+  $B/assay_tests --gtest_filter='Rowwise*:Activation*:RowwiseSpecs*:Cudnn*:*cudnn*:FalseAlarm*:Conv*' \
+    --gtest_output="xml:$L/tests.xml" > "$L/tests.log" 2>&1; echo "new GPU tests rc=$?"
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]" "$L/tests.log" | sort -u | head -40
+fi
+if has fuzz; then
+  for op in softmax softmax_bwd layernorm layernorm_bwd rmsnorm rmsnorm_bwd activation activation_bwd rope embedding embedding_bwd cross_entropy; do
+    timeout 120 $A fuzz $op --time "${FUZZ_SECONDS:-15}" --seed 5 --corpus "$O/corpus" --json "$L/fuzz_$op.json" > "$L/fuzz_$op.log" 2>&1
+    echo "fuzz $op rc=$?: $(tail -2 "$L/fuzz_$op.log" | tr '\n' ' ')"
+  done
+fi
+if has exhaustive; then
+  for act in gelu_erf gelu_tanh silu; do for dt in bf16 fp16; do for dir in "" "--backward"; do
+    $A exhaustive activation --act $act --dtype $dt $dir > "$L/exh_${act}_${dt}${dir}.log" 2>&1
+    echo "exhaustive $act $dt $dir rc=$?: $(tail -1 "$L/exh_${act}_${dt}${dir}.log")"
+  done; done; done
+fi
+if has falsealarm; then
+  timeout 420 $A false-alarm --cases "${FA_CASES:-120000}" --seed 1 --out "$L/false-alarm" > "$L/false_alarm.log" 2>&1
+  echo "false-alarm rc=$?"; tail -40 "$L/false_alarm.log"
+fi
+if has bench; then
+  timeout 400 $A bench softmax layernorm rmsnorm activation --seconds "${BENCH_SECONDS:-4}" --lanes 8 --out "$L/bench" > "$L/bench.log" 2>&1
+  echo "bench rc=$?"; grep -E "^\| (small|medium|large|mutant)" "$L/bench.log" | head -30
+fi
+tar czf "$O/session5.tgz" -C "$O" logs corpus 2>/dev/null || tar czf "$O/session5.tgz" -C "$O" logs
+rm -rf "$L" "$O/corpus"

@@ -1,0 +1,41 @@
+// Registers the planted row-wise bugs as [mutant] variants of their ops, bound
+// exactly like the kernels they replace (properties/rowwise_registry.h).
+#include "properties/rowwise_registry.h"
+#include "tests/mutants/rowwise/mutants.h"
+
+namespace assay::rowwise {
+namespace {
+
+namespace m = assay::mutants::rowwise;
+const char* const kSoftmax = "tests/mutants/rowwise/softmax_mutants.cu";
+const char* const kNorms = "tests/mutants/rowwise/norm_mutants.cu";
+
+VariantInfo mutant(const char* name, const char* what, const char* src, bool deterministic = true) {
+  return {name, what, true, deterministic, src};
+}
+
+[[maybe_unused]] const bool kSoftmaxMutants =
+    register_softmax_fwd(mutant("mutant_softmax_no_max", "exp(x) without subtracting the row max: overflows", kSoftmax),
+                         m::softmax_no_max) &&
+    register_softmax_fwd(
+        mutant("mutant_softmax_vec_tail", "aligned rows skip the vector tail (n % 4 for fp32, n % 8 for fp16/bf16)", kSoftmax),
+        m::softmax_vec_tail) &&
+    register_softmax_bwd(mutant("mutant_softmax_bwd_no_sum", "backward forgets the - sum(y dy) term", kSoftmax),
+                         m::softmax_bwd_no_sum);
+
+[[maybe_unused]] const bool kNormMutants =
+    register_layernorm_fwd(
+        mutant("mutant_layernorm_one_pass", "variance as E[x^2] - E[x]^2 in fp32 (one pass)", kNorms),
+        m::layernorm_one_pass) &&
+    register_layernorm_bwd(
+        mutant("mutant_layernorm_dbeta_skip_last_row", "dgamma/dbeta reduction stops at rows - 1", kNorms),
+        m::layernorm_dbeta_skip_last_row) &&
+    register_layernorm_bwd(
+        mutant("mutant_layernorm_bwd_race", "block-per-row dx: shared partial sums read without a barrier", kNorms,
+               true),
+        m::layernorm_bwd_race) &&
+    register_rmsnorm_fwd(mutant("mutant_rmsnorm_no_eps", "eps ignored: a zero row gives Inf/NaN", kNorms),
+                         m::rmsnorm_no_eps);
+
+}  // namespace
+}  // namespace assay::rowwise
