@@ -165,7 +165,8 @@ rc::Gen<Case> gen(int which, const GenConfig& cfg) {
         std::max<int64_t>(1, std::min<int64_t>(std::min<int64_t>(kMaxRows, 16 * cap), kMaxElems / std::max<int64_t>(n, 1))), {4, 8, 32}, 1);
     const DType dt = *rc::gen::elementOf(activation_dtypes());
     nlohmann::json p = {{"rows", rows}, {"n", n}, {"dtype", std::string(dtype_name(dt))}};
-    p["eps"] = *rc::gen::elementOf(std::vector<double>{1e-5, 1e-6, 1e-12, 0.0009765625});
+    p["eps"] = *rc::gen::elementOf(  // fp32 values: the kernel takes eps as float
+        std::vector<double>{double(1e-5f), double(1e-6f), double(1e-12f), 0.0009765625});
     if (which == kLn || which == kLnBwd) p["bias"] = *rc::gen::elementOf(std::vector<bool>{true, true, false});
     if (*rc::gen::inRange(0, 6) == 0) p["constant_every"] = *rc::gen::inRange<int64_t>(1, 4);
     if ((which == kLn || which == kLnBwd) && *rc::gen::inRange(0, 6) == 0)

@@ -25,6 +25,7 @@
 #include "harness/triage.h"
 #include "harness/vendor_survey.h"
 #include "harness/worker.h"
+#include "properties/rowwise_registry.h"
 
 namespace {
 
@@ -567,6 +568,53 @@ int cmd_baseline(const std::string& action, const std::string& op, int64_t cases
   return regs.empty() ? kExitPass : kExitFail;
 }
 
+// assay exhaustive <op> --dtype bf16|fp16: every 16-bit input through one launch of an
+// elementwise kernel, each output against the fp64 reference in ulps (harness/exhaustive.h).
+struct ExhaustiveArgs {
+  std::string op, dtype, act, variant = "elementwise", json;
+  bool backward = false;
+  int device = 0;
+};
+
+int cmd_exhaustive(const ExhaustiveArgs& a) {
+  const bool backward = a.backward || a.op == "activation_bwd";
+  if (a.op != "activation" && a.op != "activation_bwd")
+    return error(invalid_argument(
+        fmt::format("no exhaustive sweep for op '{}' (sweeps exist for: activation, activation_bwd)", a.op)));
+  const std::optional<DType> dt = parse_dtype(a.dtype);
+  if (!dt || (*dt != DType::kF16 && *dt != DType::kBF16))
+    return error(invalid_argument(fmt::format("--dtype '{}': exhaustive sweeps take fp16 or bf16", a.dtype)));
+  std::vector<rowwise::Act> acts = {rowwise::Act::kGeluErf, rowwise::Act::kGeluTanh, rowwise::Act::kSilu};
+  if (!a.act.empty()) {
+    const auto act = rowwise::parse_act(a.act);
+    if (!act) return error(invalid_argument(fmt::format("--act '{}': gelu_erf, gelu_tanh or silu", a.act)));
+    acts = {*act};
+  }
+  const std::string op = backward ? "activation_bwd" : "activation";
+  if (backward ? rowwise::find_activation_bwd(a.variant) == nullptr
+               : rowwise::find_activation_fwd(a.variant) == nullptr)
+    return error(not_found(fmt::format("op '{}' has no variant '{}' (see 'assay list')", op, a.variant)));
+  auto ndev = gpu::device_count();
+  if (!ndev.ok()) return error(ndev.status());
+  if (a.device >= *ndev)
+    return error(invalid_argument(fmt::format("--device {}: only {} CUDA device(s) visible", a.device, *ndev)));
+  nlohmann::json j = {{"device", gpu::describe_device(a.device)}, {"sweeps", nlohmann::json::array()}};
+  int64_t failures = 0;
+  for (const rowwise::Act act : acts) {
+    auto r = rowwise::activation_exhaustive(a.variant, act, *dt, backward, a.device);
+    if (!r.ok()) return error(r.status());
+    fmt::print("{}", r->text());
+    failures += r->failures;
+    j["sweeps"].push_back(r->to_json());
+  }
+  j["failures"] = failures;
+  if (!a.json.empty())
+    if (auto s = write_file_atomic(a.json, j.dump(2) + "\n"); !s.ok()) return error(s);
+  fmt::print("exhaustive {} [{}] {}: {} sweep(s), {} element(s) beyond their budget\n", op, a.variant, a.dtype,
+             acts.size(), failures);
+  return failures == 0 ? kExitPass : kExitFail;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -639,6 +687,20 @@ int main(int argc, char** argv) {
   survey->add_option("--out", survey_out, "Folder for vendor-survey.md/.json");
   survey->add_option("--mn", survey_mn, "Rows and columns of C")->check(CLI::Range(int64_t{1}, int64_t{4096}));
   survey->add_option("--reps", survey_reps, "Repetitions per row")->check(CLI::Range(1, 1000));
+
+  ExhaustiveArgs xa;
+  auto* exhaustive = app.add_subcommand(
+      "exhaustive",
+      "Every fp16/bf16 bit pattern through one launch of an elementwise kernel, each output against the fp64 "
+      "reference in ulps of the dtype (budget from the spec's tolerance); exit 1 if any element exceeds it");
+  exhaustive->add_option("op", xa.op, "Op: activation (or activation_bwd, same as --backward)")->required();
+  exhaustive->add_option("--dtype", xa.dtype, "fp16 or bf16")->required()->check(CLI::IsMember({"fp16", "bf16"}));
+  exhaustive->add_option("--act", xa.act, "gelu_erf, gelu_tanh or silu (default: all three)")
+      ->check(CLI::IsMember({"gelu_erf", "gelu_tanh", "silu"}));
+  exhaustive->add_option("--variant", xa.variant, "Kernel variant or mutant (default: elementwise)");
+  exhaustive->add_flag("--backward", xa.backward, "Sweep the backward: dx = dy act'(x) with dy = 1");
+  exhaustive->add_option("--device", xa.device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  exhaustive->add_option("--json", xa.json, "Write the sweep reports as JSON to this file");
 
   std::string triage_path, triage_variant;
   int triage_device = 0;
@@ -716,6 +778,7 @@ int main(int argc, char** argv) {
     fmt::print("{}", *md);
     return kExitPass;
   }
+  if (exhaustive->parsed()) return cmd_exhaustive(xa);
   if (baseline->parsed()) return cmd_baseline(bl_action, bl_op, bl_cases, bl_seed, bl_max_dim, bl_corpus);
   if (triage_cmd->parsed()) return cmd_triage(triage_path, triage_variant, triage_device, triage_no_sweep);
   return kExitUsage;

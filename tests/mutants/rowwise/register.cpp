@@ -37,5 +37,26 @@ VariantInfo mutant(const char* name, const char* what, const char* src, bool det
     register_rmsnorm_fwd(mutant("mutant_rmsnorm_no_eps", "eps ignored: a zero row gives Inf/NaN", kNorms),
                          m::rmsnorm_no_eps);
 
+const char* const kAct = "tests/mutants/rowwise/activation_mutants.cu";
+[[maybe_unused]] const bool kActMutants =
+    register_activation_fwd(mutant("mutant_gelu_tanh_wrong_const", "tanh-GELU with c = 0.0447", kAct),
+                            m::gelu_tanh_wrong_const) &&
+    register_activation_bwd(mutant("mutant_silu_bwd_missing_term", "silu' = sigmoid only", kAct),
+                            m::silu_bwd_missing_term);
+
+[[maybe_unused]] const bool kOtherMutants =
+    register_rope(mutant("mutant_rope_wrong_pairing", "interleaved layout rotated as half-split pairs",
+                         "tests/mutants/rowwise/rope_mutants.cu"),
+                  m::rope_wrong_pairing) &&
+    register_embedding_bwd(mutant("mutant_embedding_bwd_overwrite", "plain store instead of atomicAdd",
+                                  "tests/mutants/rowwise/embedding_mutants.cu", false),
+                           m::embedding_bwd_overwrite) &&
+    register_cross_entropy(mutant("mutant_ce_ignore_index_ignored", "ignore_index rows not skipped",
+                                  "tests/mutants/rowwise/cross_entropy_mutants.cu"),
+                           m::ce_ignore_index_ignored) &&
+    register_cross_entropy(mutant("mutant_ce_smoothing_wrong", "smoothing mass eps/(n-1) off the target",
+                                  "tests/mutants/rowwise/cross_entropy_mutants.cu"),
+                           m::ce_smoothing_wrong);
+
 }  // namespace
 }  // namespace assay::rowwise

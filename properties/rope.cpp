@@ -1,0 +1,372 @@
+// rope: rotary position embedding over tokens * heads rows of head_dim, forward
+// and backward (params.inverse = true rotates by -theta: the backward dx from dy
+// is the same kernel, so one op covers both directions).
+//
+// Sections: binding, generators, references, bound, properties.
+// Binding: kernels/rowwise/rope.cu (one thread per rotated pair, the angle
+// computed per pair in fp32); mutants in tests/mutants/rowwise/ register
+// beside it through register_rope.
+// Reference: references/host/backward.h rotary_tables / rotary_forward /
+// rotary_backward in double, theta_{t,i} = t base^(-2i/d) exactly (d =
+// head_dim, row t*heads + h at position t), mag = |a cos| + |b sin|.
+// Bound (u = 2^-24; a, b the input pair, exact in their dtype; N = |(a, b)|_2,
+// S = |a| + |b|, M the reference's mag of the output element):
+// - the kernel's angle: e^ = fl(-2i/d) (exact on the host: same IEEE division),
+//   P^ = powf(base, e^), 4 ulp [CUDA] (+0.5 against the exact value; exactly 1
+//   for i = 0, pow(x, -0) = 1), theta^ = fl(t P^) (0.5 ulp):
+//     |P^ - P| <= |base^e^ - base^e| + 4.5 ulp(P),
+//     dtheta = |theta^ - theta| <= t |P^ - P| + 0.5 ulp(theta) (+ the double
+//   reference's own 4 * 2^-53 theta). It grows linearly with the position t:
+//   at t = 4095 it is ~1e-3 rad, far above an fp32 ulp of the output.
+// - sensitivity: R(theta^) v - R(theta) v has each component <= dtheta N (a
+//   rotation by dtheta moves v by 2 |sin(dtheta/2)| N).
+// - sincosf 2 ulp [CUDA] (+0.5: 5u relative to |cos|, |sin| of theta^), the
+//   two products and the sum (a dot of length 2, FMA or not: gamma_2, [H]
+//   (3.5)), on magnitudes Ms = |a cos theta^| + |b sin theta^| <= M + dtheta S:
+//     |y^ - y| <= (5u + gamma_2 (1 + 5u)) Ms + dtheta N + 4 min_normal(fp32)
+//   (the floor covers underflowing products), + half an ulp of the output dtype
+//   at |y| (fp16/bf16 stores, store_rounding).
+// - inputs with an infinity: the reference's Inf/NaN pattern is exact unless a
+//   coefficient (cos or sin) of an infinite input is within dtheta + 5u of 0,
+//   where the kernel's sign may differ: those elements are unchecked (tol +Inf).
+// Properties (case param "relation"), host-side on the kernel's outputs:
+// - "norm": each output pair keeps its input norm: |y^|_2 differs from |v|_2 by
+//   at most |(e_a, e_b)|_2, e = the bound above without the angle term (a
+//   rotation by any angle, theta^ included, keeps the norm exactly), + the
+//   host's rounding;
+// - "inverse": the host rotates the kernel's output back by its own fp32 angle
+//   theta_h (glibc powf, <= 1 ulp, then fl(t P_h); cos/sin in double) and must
+//   get the input back within |(e_a, e_b)|_2 + |theta^ - theta_h| N,
+//   |theta^ - theta_h| <= t (4.5 + 1.5) ulp(P) + ulp(theta). (Chaining the
+//   kernel forward then inverse is not available to a testbed transform, which
+//   rewrites inputs; this checks the same identity on one launch.)
+// Value classes: every activation class (near-overflow rows overflow fp16 on
+// rotation, subnormals, NaN/Inf injection); head_dim even up to 256 (pairs
+// below and around a warp), heads 1..16, tokens up to 4096 (large positions),
+// both layouts, both directions, bases 10000 and 500000, padded rows, offsets.
+#include <cmath>
+#include <vector>
+
+#include "properties/rowwise_common.h"
+#include "properties/rowwise_registry.h"
+#include "references/host/backward.h"
+
+namespace assay::rowwise {
+namespace {
+
+// ---- binding ---------------------------------------------------------------------
+std::vector<TensorOpVariant>& registry() {
+  static std::vector<TensorOpVariant> v;
+  return v;
+}
+
+}  // namespace
+
+bool register_rope(VariantInfo info, RopeFn fn) {
+  registry().push_back({std::move(info), [fn](const Case& c, const std::vector<DevTensor>& t, cudaStream_t s) {
+                          return fn(to_dt(t[0].dtype), t[0].ptr, t[0].v.ld, t[1].ptr, t[1].v.ld, int_or(c, "tokens", 0),
+                                    int_or(c, "heads", 0), int_or(c, "head_dim", 0),
+                                    static_cast<float>(num_or(c, "base", 10000)), bool_or(c, "interleaved", false),
+                                    bool_or(c, "inverse", false), s);
+                        }});
+  return true;
+}
+
+namespace {
+
+[[maybe_unused]] const bool kRegistered =
+    register_rope({"pairwise", "one thread per rotated pair, angle from powf and sincosf in fp32 per pair (no table)",
+                   false, true, "kernels/rowwise/rope.cu"},
+                  kernels::rowwise::rope);
+
+constexpr int64_t kMaxTokens = 4096, kMaxHeads = 16, kMaxHeadDim = 256, kMaxElems = 1 << 21;
+constexpr double u32 = 0x1p-24, u64 = 0x1p-53;
+
+// ---- generators -----------------------------------------------------------------
+Case build(const nlohmann::json& p, const std::vector<ValueRecipe>& r, int64_t pad, int64_t off) {
+  Case c;
+  c.op = "rope";
+  c.params = p;
+  const DType dt = *parse_dtype(p["dtype"].get<std::string>());
+  const int64_t rows = p["tokens"].get<int64_t>() * p["heads"].get<int64_t>(), d = p["head_dim"].get<int64_t>();
+  c.tensors = {make_tensor("X", Role::kIn, dt, rows, d, pad, off, r[0]),
+               make_tensor("Y", Role::kOut, dt, rows, d, pad, off, {})};
+  return c;
+}
+
+rc::Gen<Case> gen(const GenConfig& cfg) {
+  const int64_t cap = std::max<int64_t>(1, std::min<int64_t>(cfg.max_dim, kMaxTokens));
+  const int64_t dcap = std::max<int64_t>(1, std::min<int64_t>(cfg.max_dim, kMaxHeadDim) / 2);
+  return rc::gen::exec([cap, dcap] {
+    // Pair counts below, at and around a warp, then up to 128 pairs.
+    const int64_t d = 2 * *gen_extent(dcap, {16, 32, 64}, 1);
+    const int64_t heads = *gen_extent(kMaxHeads, {4, 8}, 1);
+    const int64_t tokens = *gen_extent(std::max<int64_t>(1, std::min(cap, kMaxElems / (heads * d))), {32, 1024}, 1);
+    const DType dt = *gen_element(activation_dtypes());
+    nlohmann::json p = {{"dtype", std::string(dtype_name(dt))},
+                        {"tokens", tokens},
+                        {"heads", heads},
+                        {"head_dim", d},
+                        {"base", *gen_element<double>({10000, 500000})},
+                        {"interleaved", *gen_element<bool>({false, true})},
+                        {"inverse", *gen_element<bool>({false, true})}};
+    const size_t rel = *gen_weighted_index({6, 1, 1});
+    if (rel == 1) p["relation"] = "norm";
+    if (rel == 2) p["relation"] = "inverse";
+    const ValueRecipe r = *gen_row_recipe(dt, kSpecialAll);
+    const int64_t pad = *gen_element<int64_t>({0, 0, 0, 1, 3, 8});
+    const int64_t off = *gen_element<int64_t>({0, 0, 0, 1, 2});
+    return build(p, {r}, pad, off);
+  });
+}
+
+Status validate(const Case& c) {
+  ASSAY_ASSIGN_OR_RETURN(DType dt, param_dtype(c));
+  ASSAY_ASSIGN_OR_RETURN(int64_t tokens, param_int(c, "tokens", 0, kMaxTokens));
+  ASSAY_ASSIGN_OR_RETURN(int64_t heads, param_int(c, "heads", 0, kMaxHeads));
+  ASSAY_ASSIGN_OR_RETURN(int64_t d, param_int(c, "head_dim", 0, kMaxHeadDim));
+  if (d % 2 != 0) return invalid_argument(fmt::format("rope case: params.head_dim must be even, not {}", d));
+  const double base = num_or(c, "base", NAN);
+  if (!(base >= 2 && base <= 1e7) || static_cast<double>(static_cast<float>(base)) != base)
+    return invalid_argument("rope case: params.base must be an fp32 value in [2, 1e7] (10000, 500000)");
+  for (const char* k : {"interleaved", "inverse"})
+    if (c.params.contains(k) && !c.params[k].is_boolean())
+      return invalid_argument(fmt::format("rope case: params.{} must be a boolean", k));
+  const std::string rel = str_or(c, "relation", "");
+  if (c.params.contains("relation") && rel != "norm" && rel != "inverse")
+    return invalid_argument("rope case: params.relation must be \"norm\" or \"inverse\"");
+  ASSAY_RETURN_IF_ERROR(validate_tensor_layout(c, {{"X", Role::kIn}, {"Y", Role::kOut}}));
+  for (const auto& t : c.tensors)
+    if (t.desc.dtype != dt || t.desc.rank() != 2 || t.desc.shape != std::vector<int64_t>{tokens * heads, d})
+      return invalid_argument(fmt::format("rope case: tensor {} must be {} [tokens*heads, head_dim] = [{}, {}]", t.name,
+                                          dtype_name(dt), tokens * heads, d));
+  return ok_status();
+}
+
+// ---- references and bound --------------------------------------------------------
+
+/// The accuracy table's entries the bound uses, in ulps against the correctly rounded result.
+double pow_ulps() {
+  static const double v = find_math_fn("powf")->ulp_f32;  // 4
+  return v;
+}
+double trig_rel() {  // sincosf: (2 + 0.5) ulps of |cos|, |sin|, at most 2u|x| each (normal results)
+  static const double v =
+      (std::max(find_math_fn("sinf")->ulp_f32, find_math_fn("cosf")->ulp_f32) + 0.5) * 2 * u32 * (1 + 0x1p-20);
+  return v;
+}
+constexpr double kHostPowUlps = 1;  // glibc powf (>= 2.28): < 1 ulp
+
+/// ulp of fp32 at |x|, taken at the larger neighbouring binade (x may round up to a power of two).
+double ulp32(double x) {
+  return ulp_of(std::fabs(x) * (1 + 0x1p-20), DType::kF32);
+}
+
+/// The angle of pair i at position t: exact, its kernel error, the host's fp32 angle and its distance bound.
+struct RopeAngle {
+  double theta = 0;     ///< t base^(-2i/d), double
+  double err = 0;       ///< bound on |theta^ - theta|, theta^ the kernel's fp32 angle
+  double host = 0;      ///< theta_h: glibc powf and an fp32 product, as the kernel's formula on the host
+  double host_err = 0;  ///< bound on |theta^ - theta_h|
+};
+
+RopeAngle rope_angle(int64_t t, int64_t i, int64_t d, double base) {
+  RopeAngle a;
+  if (i == 0) {  // pow(x, -0) = 1 exactly (C F.10.4.4, which CUDA's powf follows): theta = t, exact in fp32
+    a.theta = a.host = static_cast<double>(t);
+    return a;
+  }
+  const float ef = -static_cast<float>(2 * i) / static_cast<float>(d);  // the kernel's exponent, rounded once
+  const double p = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+  const double ps = std::pow(base, static_cast<double>(ef));
+  const double tt = static_cast<double>(t);
+  const double ulp_p = ulp32(ps);
+  const double dp = std::fabs(ps - p) + 4 * u64 * p + (pow_ulps() + 0.5) * ulp_p;  // |powf^ - p|
+  a.theta = tt * p;
+  a.err = tt * dp + 0.5 * ulp32(tt * (p + dp)) + 4 * u64 * a.theta;
+  const float ph = std::pow(static_cast<float>(base), ef);
+  a.host = static_cast<double>(static_cast<float>(t) * ph);
+  a.host_err = tt * (pow_ulps() + 0.5 + kHostPowUlps + 0.5) * ulp_p + ulp32(tt * (p + dp));
+  return a;
+}
+
+struct RopeShape {
+  DType dt = DType::kF32;
+  int64_t tokens = 0, heads = 0, d = 0;
+  double base = 10000;
+  bool interleaved = false, inverse = false;
+};
+RopeShape shape_of(const Case& c) {
+  return {*parse_dtype(c.params["dtype"].get<std::string>()),
+          int_or(c, "tokens", 0),
+          int_or(c, "heads", 0),
+          int_or(c, "head_dim", 0),
+          num_or(c, "base", 10000),
+          bool_or(c, "interleaved", false),
+          bool_or(c, "inverse", false)};
+}
+std::pair<int64_t, int64_t> pair_cols(const RopeShape& s, int64_t i) {
+  return s.interleaved ? std::pair<int64_t, int64_t>{2 * i, 2 * i + 1} : std::pair<int64_t, int64_t>{i, i + s.d / 2};
+}
+
+/// Error of one output element without the angle term: sincosf, two products and the sum on
+/// Ms = |a cos theta^| + |b sin theta^| <= mag + dtheta S, plus the underflow floor.
+double rotation_err(double mag, double dtheta, double s_abs) {
+  const double c = trig_rel();
+  return (c + gamma_n(2, u32) * (1 + c)) * (mag + dtheta * s_abs) * (1 + gamma_n(4, u64)) + 4 * min_normal(DType::kF32);
+}
+
+Status reference(const Case& c, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
+  const RopeShape s = shape_of(c);
+  const int64_t rows = s.tokens * s.heads, d = s.d, half = d / 2;
+  OutputRef y;
+  y.ref.assign(static_cast<size_t>(rows * d), 0.0);
+  y.tol.assign(y.ref.size(), 0.0);
+  if (rows == 0 || d == 0) {
+    out = {std::move(y)};
+    return ok_status();
+  }
+  std::vector<double> cs(static_cast<size_t>(s.tokens * half)), sn(cs.size()), mag(y.ref.size());
+  ref::rotary_tables<double>(s.tokens, d, s.base, cs.data(), sn.data());
+  std::vector<int64_t> pos(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) pos[static_cast<size_t>(r)] = r / s.heads;
+  const auto layout = s.interleaved ? ref::RotaryLayout::kInterleaved : ref::RotaryLayout::kHalfSplit;
+  if (s.inverse)
+    ref::rotary_backward<double>(t[0].data, rows, d, t[0].v.ld, d, cs.data(), sn.data(), pos.data(), layout,
+                                 y.ref.data(), mag.data());
+  else
+    ref::rotary_forward<double>(t[0].data, rows, d, t[0].v.ld, d, cs.data(), sn.data(), pos.data(), layout,
+                                y.ref.data(), mag.data());
+  std::vector<RopeAngle> ang(static_cast<size_t>(half));
+  for (int64_t tok = 0; tok < s.tokens; ++tok) {
+    for (int64_t i = 0; i < half; ++i) ang[static_cast<size_t>(i)] = rope_angle(tok, i, d, s.base);
+    for (int64_t h = 0; h < s.heads; ++h) {
+      const int64_t r = tok * s.heads + h;
+      for (int64_t i = 0; i < half; ++i) {
+        const auto [ca, cb] = pair_cols(s, i);
+        const double a = t[0].at(r, ca), b = t[0].at(r, cb);
+        const RopeAngle& g = ang[static_cast<size_t>(i)];
+        const size_t la = static_cast<size_t>(r * d + ca), lb = static_cast<size_t>(r * d + cb);
+        if (!std::isfinite(a) || !std::isfinite(b)) {
+          // y_a = a cos - b sin', y_b = a sin' + b cos (sin' = -sin for the inverse): a coefficient of an
+          // infinite input within the angle and sincosf error of 0 leaves the kernel's sign open. At
+          // t = 0 the kernel's angle is exactly 0 (sin 0 = 0, cos 0 = 1 exactly): nothing is open.
+          const double slack = tok == 0 ? -1.0 : g.err + trig_rel() + 1e-30;
+          const double co = std::fabs(cs[static_cast<size_t>(tok * half + i)]),
+                       si = std::fabs(sn[static_cast<size_t>(tok * half + i)]);
+          const bool ia = std::isinf(a), ib = std::isinf(b);
+          const bool open_a = (ia && co <= slack) || (ib && si <= slack);
+          const bool open_b = (ia && si <= slack) || (ib && co <= slack);
+          if (open_a) y.ref[la] = 0, y.tol[la] = INFINITY;
+          if (open_b) y.ref[lb] = 0, y.tol[lb] = INFINITY;
+          continue;
+        }
+        const double norm = std::hypot(a, b), sabs = std::fabs(a) + std::fabs(b);
+        for (size_t l : {la, lb}) {
+          const double e32 = rotation_err(mag[l], g.err, sabs) + g.err * norm;
+          y.tol[l] = e32 + store_rounding(std::fabs(y.ref[l]) + e32, s.dt);
+        }
+      }
+    }
+  }
+  out = {std::move(y)};
+  return ok_status();
+}
+
+// ---- properties ---------------------------------------------------------------------
+void properties(const Case& c, const std::vector<HostTensor>& in, const std::vector<HostTensor>& out,
+                const std::vector<OutputRef>& refs, std::vector<Failure>& f) {
+  const std::string rel = str_or(c, "relation", "");
+  if (rel != "norm" && rel != "inverse") return;
+  const RopeShape s = shape_of(c);
+  const int64_t rows = s.tokens * s.heads, d = s.d, half = d / 2;
+  const HostTensor& x = in[0];
+  const HostTensor& y = out[0];
+  int64_t bad = 0;
+  std::string first;
+  std::vector<RopeAngle> ang(static_cast<size_t>(half));
+  for (int64_t tok = 0; tok < s.tokens; ++tok) {
+    for (int64_t i = 0; i < half; ++i) ang[static_cast<size_t>(i)] = rope_angle(tok, i, d, s.base);
+    for (int64_t h = 0; h < s.heads; ++h) {
+      const int64_t r = tok * s.heads + h;
+      for (int64_t i = 0; i < half; ++i) {
+        const auto [ca, cb] = pair_cols(s, i);
+        const double a = x.at(r, ca), b = x.at(r, cb), ya = y.at(r, ca), yb = y.at(r, cb);
+        // Non-finite inputs or outputs are the main check's business (NaN/Inf pattern, overflow).
+        if (!std::isfinite(a) || !std::isfinite(b) || !std::isfinite(ya) || !std::isfinite(yb)) continue;
+        const RopeAngle& g = ang[static_cast<size_t>(i)];
+        const size_t la = static_cast<size_t>(r * d + ca), lb = static_cast<size_t>(r * d + cb);
+        const double norm = std::hypot(a, b), sabs = std::fabs(a) + std::fabs(b);
+        // Per component: the bound without the angle term (the reference's mag from the exact angle), plus
+        // the store rounding of the output at the larger of its bound and its value (a correct kernel's
+        // |y^| is within the bound; taking |y^| too keeps the relation about norms alone).
+        const double co0 = std::fabs(std::cos(g.theta)), si0 = std::fabs(std::sin(g.theta));
+        const double mag_a = std::fabs(a) * co0 + std::fabs(b) * si0, mag_b = std::fabs(a) * si0 + std::fabs(b) * co0;
+        double e[2];
+        for (int k = 0; k < 2; ++k) {
+          const double er = rotation_err(k == 0 ? mag_a : mag_b, g.err, sabs);
+          const double y_abs =
+              std::max(std::fabs(refs[0].ref[k == 0 ? la : lb]) + er + g.err * norm, std::fabs(k == 0 ? ya : yb));
+          e[k] = er + store_rounding(y_abs, s.dt);
+        }
+        const double e2 = std::hypot(e[0], e[1]);
+        if (rel == "norm") {
+          const double ny = std::hypot(ya, yb);
+          const double tol = e2 + 4 * u64 * (norm + ny);
+          if (!(std::fabs(ny - norm) <= tol) && bad++ == 0)
+            first = fmt::format("pair ({}, {}) of row {}: |y| = {:.9g}, |x| = {:.9g}, |diff| {:.3g} > {:.3g}", ca, cb,
+                                r, ny, norm, std::fabs(ny - norm), tol);
+        } else {
+          // Back by the host's fp32 angle: R(-theta_h) for the forward, R(+theta_h) for the inverse.
+          const double sg = s.inverse ? 1.0 : -1.0;
+          const double co = std::cos(g.host), si = sg * std::sin(g.host);
+          const double xa = ya * co - yb * si, xb = ya * si + yb * co;
+          const double tol = e2 + g.host_err * norm + 8 * u64 * (std::fabs(ya) + std::fabs(yb));
+          const double da = std::fabs(xa - a), db = std::fabs(xb - b);
+          if (!(da <= tol && db <= tol) && bad++ == 0)
+            first = fmt::format(
+                "pair ({}, {}) of row {} rotated back is ({:.9g}, {:.9g}), the input ({:.9g}, {:.9g}); |diff| {:.3g} "
+                "> {:.3g}",
+                ca, cb, r, xa, xb, a, b, std::max(da, db), tol);
+        }
+      }
+    }
+  }
+  if (bad > 0)
+    f.push_back({FailureKind::kProperty, "Y", bad, -1,
+                 fmt::format("{} of {} pairs break the '{}' relation; first: {}", bad, rows * half, rel, first)});
+}
+
+RowOpConfig config() {
+  RowOpConfig cfg;
+  cfg.name = "rope";
+  cfg.description =
+      "rotary position embedding, half-split or interleaved pairs (params.interleaved); params.inverse rotates by "
+      "-theta, which is the backward (dx from dy); angles computed by the kernel in fp32";
+  cfg.def.op = "rope";
+  cfg.def.bound_name = "rope ceiling";
+  cfg.def.reference = reference;
+  cfg.def.properties = properties;
+  cfg.registry = &registry();
+  cfg.gen = gen;
+  cfg.build = build;
+  cfg.validate = validate;
+  cfg.shrink_keys = {{"tokens", 1}, {"heads", 1}, {"head_dim", 2}};
+  cfg.self_check_note = "host rotary reference gradient-checked in tests/references/backward_ref_test.cpp";
+  return cfg;
+}
+
+const RowOpConfig& the_config() {
+  static const RowOpConfig cfg = config();
+  return cfg;
+}
+
+[[maybe_unused]] const bool kSpec = register_spec(std::make_unique<RowOpSpec>(the_config()));
+
+}  // namespace
+
+const TensorOpDef& rope_def() {
+  return the_config().def;
+}
+
+}  // namespace assay::rowwise

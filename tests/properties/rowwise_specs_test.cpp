@@ -1,0 +1,719 @@
+// The rope, embedding and cross-entropy specs on the CPU: generated cases
+// validate (and reach the edges the specs name), malformed cases are refused
+// with a one-line error naming the field, shrinking gives valid smaller cases;
+// and each bound accepts a float-precision host implementation of the op on
+// random inputs (judged exactly as the device check judges: value within the
+// tolerance, the NaN/Inf pattern, the exact tier) while rejecting the planted
+// bugs' formulas (rope_wrong_pairing, embedding_bwd_overwrite,
+// ce_ignore_index_ignored, ce_smoothing_wrong).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "harness/executor.h"
+#include "harness/spec.h"
+#include "harness/testbeds/tensor_op.h"
+#include "harness/values.h"
+#include "properties/rowwise_registry.h"
+
+namespace assay {
+namespace {
+
+const std::vector<std::string> kOps = {"rope", "embedding", "embedding_bwd", "cross_entropy"};
+
+int64_t numel(const Case& c) {
+  int64_t n = 0;
+  for (const auto& t : c.tensors) n += t.desc.numel();
+  return n;
+}
+
+// ---- generators, validation, shrinking ------------------------------------------------------
+
+class RowwiseSpecsGen : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RowwiseSpecsGen, CasesValidateRoundTripAndShrinkToValidSmallerCases) {
+  const OpSpec* spec = find_spec(GetParam());
+  ASSERT_NE(spec, nullptr) << GetParam();
+  const GenPlan plan{11, GenConfig{4096}};
+  std::set<std::string> dtypes, relations;
+  std::set<ValueClass> classes;
+  bool padded = false, offset = false, special = false;
+  bool interleaved = false, inverse = false, far_positions = false;       // rope
+  bool duplicates = false, idx_injected = false, exact = false;           // embedding
+  bool ignored = false, smoothed = false, oob = false, inf_rows = false;  // cross_entropy
+  for (int64_t i = 0; i < 300; ++i) {
+    const Case c = generate_case(*spec, plan, i);
+    const Status v = spec->validate(c);
+    ASSERT_TRUE(v.ok()) << c.summary() << ": " << v.message();
+    auto back = Case::from_json(c.to_json());
+    ASSERT_TRUE(back.ok()) << back.status().message();
+    EXPECT_EQ(back->id(), c.id());
+    dtypes.insert(c.params["dtype"].get<std::string>());
+    classes.insert(c.tensors[0].values.cls);
+    const auto& d0 = c.tensors[0].desc;
+    padded |= d0.rank() == 2 && d0.strides[0] > std::max<int64_t>(d0.shape[1], 1);
+    offset |= d0.offset != 0;
+    special |= c.tensors[0].values.inject.active();
+    if (c.params.contains("relation")) relations.insert(c.params["relation"].get<std::string>());
+    if (GetParam() == "rope") {
+      interleaved |= c.params["interleaved"].get<bool>();
+      inverse |= c.params["inverse"].get<bool>();
+      far_positions |= c.params["tokens"].get<int64_t>() >= 1024;
+    } else if (GetParam() == "cross_entropy") {
+      ignored |= c.params.value("ignore_every", 0) > 0;
+      smoothed |= c.params.value("smoothing", 0.0) > 0;
+      oob |= c.params.value("oob_targets", false);
+      inf_rows |= c.params.value("inf_every", 0) > 0;
+    } else {
+      duplicates |= c.params["count"].get<int64_t>() > 2 * c.params["vocab"].get<int64_t>();
+      idx_injected |= c.find("idx")->values.inject.active();
+      exact |= c.tensors[0].values.cls == ValueClass::kSmallInt;
+    }
+    if (i < 60)
+      for (const Case& s : spec->shrink(c)) {
+        const Status sv = spec->validate(s);
+        EXPECT_TRUE(sv.ok()) << s.summary() << ": " << sv.message();
+        EXPECT_LE(numel(s), numel(c)) << s.summary();
+        EXPECT_NE(s.id(), c.id()) << "shrink proposed the case itself: " << s.summary();
+      }
+  }
+  EXPECT_EQ(dtypes.size(), 3u);
+  EXPECT_TRUE(padded && offset && special) << padded << offset << special;
+  EXPECT_GE(classes.size(), 5u);
+  if (GetParam() == "rope") {
+    EXPECT_TRUE(interleaved && inverse && far_positions);
+    EXPECT_EQ(relations, (std::set<std::string>{"norm", "inverse"}));
+  } else if (GetParam() == "cross_entropy") {
+    EXPECT_TRUE(ignored && smoothed && oob && inf_rows);
+    EXPECT_EQ(relations, (std::set<std::string>{"shift"}));
+  } else {
+    EXPECT_TRUE(duplicates && idx_injected);
+    if (GetParam() == "embedding_bwd") {
+      EXPECT_TRUE(exact && relations.count("permute"));
+    }
+  }
+}
+
+TEST_P(RowwiseSpecsGen, ShrinkEndsAtTheSmallestShape) {
+  const OpSpec* spec = find_spec(GetParam());
+  ASSERT_NE(spec, nullptr);
+  Case c = generate_case(*spec, GenPlan{5, GenConfig{4096}}, 17);
+  for (int step = 0; step < 200; ++step) {
+    const auto s = spec->shrink(c);
+    if (s.empty()) break;
+    ASSERT_TRUE(spec->validate(s.front()).ok());
+    c = s.front();
+  }
+  EXPECT_TRUE(spec->shrink(c).empty()) << c.summary();
+  EXPECT_LE(numel(c), 4) << c.summary();
+}
+
+TEST_P(RowwiseSpecsGen, MalformedCasesGetOneLineErrorsNamingTheField) {
+  const OpSpec* spec = find_spec(GetParam());
+  ASSERT_NE(spec, nullptr);
+  const Case good = generate_case(*spec, GenPlan{3, GenConfig{64}}, 0);
+  ASSERT_TRUE(spec->validate(good).ok());
+  auto expect_error = [&](const std::function<void(Case&)>& edit, const std::string& needle) {
+    Case c = good;
+    edit(c);
+    const Status s = spec->validate(c);
+    EXPECT_FALSE(s.ok()) << "accepted a case with a bad " << needle;
+    EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
+    EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.message();
+  };
+  expect_error([](Case& c) { c.params.erase("dtype"); }, "dtype");
+  expect_error([](Case& c) { c.params["dtype"] = "int8"; }, "dtype");
+  expect_error([](Case& c) { c.params["relation"] = "bogus"; }, "relation");
+  expect_error([](Case& c) { c.tensors.pop_back(); }, "expected tensors");
+  expect_error([](Case& c) { c.tensors[0].name = "Q"; }, "tensor 0");
+  if (GetParam() == "rope") {
+    expect_error([](Case& c) { c.params["head_dim"] = c.params["head_dim"].get<int64_t>() + 1; }, "head_dim");
+    expect_error([](Case& c) { c.params["head_dim"] = 258; }, "head_dim");
+    expect_error([](Case& c) { c.params["tokens"] = 4097; }, "tokens");
+    expect_error([](Case& c) { c.params["heads"] = 17; }, "heads");
+    expect_error([](Case& c) { c.params["base"] = -1.0; }, "base");
+    expect_error([](Case& c) { c.params["base"] = 10000.1; }, "base");
+    expect_error([](Case& c) { c.params["interleaved"] = 1; }, "interleaved");
+    expect_error([](Case& c) { c.params["tokens"] = c.params["tokens"].get<int64_t>() + 1; }, "tensor X");
+  } else if (GetParam() == "cross_entropy") {
+    expect_error([](Case& c) { c.params["n"] = 0; }, "params.n");
+    expect_error([](Case& c) { c.params["smoothing"] = 2.0; }, "smoothing");
+    expect_error([](Case& c) { c.params["ignore_index"] = int64_t{1} << 40; }, "ignore_index");
+    expect_error([](Case& c) { c.params["ignore_every"] = -1; }, "ignore_every");
+    expect_error([](Case& c) { c.params["oob_targets"] = "yes"; }, "oob_targets");
+    expect_error(
+        [](Case& c) {
+          c.params["relation"] = "shift";
+          c.params.erase("shift");
+        },
+        "shift");
+    expect_error([](Case& c) { c.tensors[1].desc.dtype = DType::kF32; }, "target");
+    expect_error([](Case& c) { c.tensors[2].desc.dtype = DType::kF16; }, "loss");
+  } else {
+    expect_error([](Case& c) { c.params["vocab"] = 0; }, "vocab");
+    expect_error([](Case& c) { c.params["dim"] = 1025; }, "dim");
+    expect_error([](Case& c) { c.params["count"] = -1; }, "count");
+    expect_error([](Case& c) { c.tensors[1].desc.dtype = DType::kF32; }, "idx");
+    expect_error([](Case& c) { c.params["count"] = c.params["count"].get<int64_t>() + 1; }, "count");
+    if (GetParam() == "embedding_bwd")
+      expect_error([](Case& c) { c.tensors[2].desc.dtype = DType::kF16; }, "dtable");
+    else
+      expect_error([](Case& c) { c.params["relation"] = "permute"; }, "relation");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, RowwiseSpecsGen, ::testing::ValuesIn(kOps));
+
+// ---- host emulation of the testbed's reference side and device check -------------------------
+
+/// A case's tensors materialised and prepared as the testbed does, decoded, with the references.
+struct HostRun {
+  const Case* c = nullptr;
+  std::vector<std::vector<unsigned char>> bytes;
+  std::vector<unsigned char*> img;
+  std::vector<std::vector<double>> dec;
+  std::vector<HostTensor> hv;
+  std::vector<OutputRef> refs;
+};
+
+void decode_into(const Case& c, const std::vector<unsigned char*>& img, std::vector<std::vector<double>>& dec,
+                 std::vector<HostTensor>& hv) {
+  dec.assign(c.tensors.size(), {});
+  hv.clear();
+  for (size_t t = 0; t < c.tensors.size(); ++t) {
+    const auto& d = c.tensors[t].desc;
+    dec[t].resize(static_cast<size_t>(d.extent()));
+    for (int64_t i = 0; i < d.extent(); ++i)
+      dec[t][static_cast<size_t>(i)] = load_as_double(d.dtype, img[t] + static_cast<size_t>(i) * dtype_size(d.dtype));
+    hv.push_back({dec[t].data() + d.offset, view_of(d)});
+  }
+}
+
+void run_reference(const TensorOpDef& def, const Case& c, HostRun& h) {
+  h.c = &c;
+  h.bytes.assign(c.tensors.size(), {});
+  h.img.clear();
+  for (size_t t = 0; t < c.tensors.size(); ++t) {
+    const auto& s = c.tensors[t];
+    h.bytes[t].resize(static_cast<size_t>(s.desc.extent()) * dtype_size(s.desc.dtype) + 16);
+    h.img.push_back(h.bytes[t].data());
+    if (s.role == Role::kOut)
+      materialize_output(s.desc, h.img.back());
+    else
+      materialize(s.desc, s.values, fnv1a64(s.name.data(), s.name.size()), h.img.back());
+  }
+  if (def.prepare) def.prepare(c, h.img);
+  decode_into(c, h.img, h.dec, h.hv);
+  const Status st = def.reference(c, h.hv, h.refs);
+  ASSERT_TRUE(st.ok()) << st.message();
+}
+
+/// Elements the device check (harness/gpu/check_kernels.cu, tensor-op settings: mag = tol,
+/// no overflow magnitude) would flag; `got` dense, already rounded to `out`.
+int64_t violations(const OutputRef& r, const std::vector<double>& got, DType out, std::string* first = nullptr) {
+  int64_t bad = 0;
+  for (size_t l = 0; l < got.size(); ++l) {
+    const double o = got[l], ref = r.ref[l], tol = r.tol[l];
+    const bool may_overflow = !(tol * 2 < INFINITY);
+    bool b = false;
+    if (std::isnan(ref)) {
+      b = !std::isnan(o);
+    } else if (std::isinf(ref)) {
+      b = !((std::isinf(o) && std::signbit(o) == std::signbit(ref)) || (std::isnan(o) && may_overflow));
+    } else if ((std::isnan(o) || std::isinf(o)) && may_overflow) {
+    } else if (std::isnan(o)) {
+      b = true;
+    } else if (std::isinf(o)) {
+      b = !(std::fabs(ref) + tol > max_finite(out) && std::signbit(o) == std::signbit(ref));
+    } else {
+      b = std::fabs(o - ref) > tol || (r.exact && o != ref);
+    }
+    if (b && bad++ == 0 && first != nullptr)
+      *first = fmt::format("element {}: got {:.9g}, reference {:.9g}, tolerance {:.3g}", l, o, ref, tol);
+  }
+  return bad;
+}
+
+/// Rounds dense float results into `t` (as the kernel's store does).
+std::vector<double> stored(const std::vector<float>& y, DType t) {
+  std::vector<double> out(y.size());
+  unsigned char buf[8];
+  for (size_t i = 0; i < y.size(); ++i) {
+    store_as(t, static_cast<double>(y[i]), buf);
+    out[i] = load_as_double(t, buf);
+  }
+  return out;
+}
+
+/// Host views of dense outputs laid out like the case's output tensors (for def.properties).
+struct OutViews {
+  std::vector<std::vector<double>> store;
+  std::vector<HostTensor> hv;
+};
+OutViews out_views(const Case& c, const std::vector<std::vector<double>>& dense) {
+  OutViews o;
+  size_t k = 0;
+  for (const auto& t : c.tensors) {
+    if (t.role == Role::kIn) continue;
+    const View2D v = view_of(t.desc);
+    std::vector<double> s(static_cast<size_t>(t.desc.extent()), NAN);
+    for (int64_t i = 0; i < v.rows; ++i)
+      for (int64_t j = 0; j < v.cols; ++j)
+        s[static_cast<size_t>(t.desc.offset + i * v.ld + j)] = dense[k][static_cast<size_t>(i * v.cols + j)];
+    o.store.push_back(std::move(s));
+    ++k;
+  }
+  k = 0;
+  for (const auto& t : c.tensors)
+    if (t.role != Role::kIn) o.hv.push_back({o.store[k].data() + t.desc.offset, view_of(t.desc)}), ++k;
+  return o;
+}
+
+ValueRecipe recipe(ValueClass cls, uint64_t seed, double scale = 1) {
+  ValueRecipe r;
+  r.cls = cls;
+  r.seed = seed;
+  r.scale = scale;
+  return r;
+}
+
+// ---- rope ---------------------------------------------------------------------------------------
+
+Case rope_case(DType dt, int64_t tokens, int64_t heads, int64_t d, double base, bool interleaved, bool inverse,
+               const ValueRecipe& r, const std::string& relation = "") {
+  Case c;
+  c.op = "rope";
+  c.params = {
+      {"dtype", std::string(dtype_name(dt))}, {"tokens", tokens},  {"heads", heads}, {"head_dim", d}, {"base", base},
+      {"interleaved", interleaved},           {"inverse", inverse}};
+  if (!relation.empty()) c.params["relation"] = relation;
+  c.tensors = {make_tensor("X", Role::kIn, dt, tokens * heads, d, 3, 1, r),
+               make_tensor("Y", Role::kOut, dt, tokens * heads, d, 3, 1, {})};
+  return c;
+}
+
+enum class RopeBug { kNone, kWrongPairing, kPositionPlusOne, kWrongDirection };
+
+/// RoPE in float as the kernel computes it (glibc powf, sinf, cosf), or a planted bug.
+std::vector<double> rope_float(const Case& c, const HostRun& h, RopeBug bug) {
+  const DType dt = *parse_dtype(c.params["dtype"].get<std::string>());
+  const int64_t heads = c.params["heads"].get<int64_t>(), d = c.params["head_dim"].get<int64_t>(), half = d / 2;
+  const float base = static_cast<float>(c.params["base"].get<double>());
+  const bool interleaved = c.params["interleaved"].get<bool>(), inverse = c.params["inverse"].get<bool>();
+  const HostTensor& x = h.hv[0];
+  std::vector<float> y(static_cast<size_t>(x.v.rows * d));
+  for (int64_t r = 0; r < x.v.rows; ++r) {
+    const int64_t t = r / heads + (bug == RopeBug::kPositionPlusOne ? 1 : 0);
+    for (int64_t i = 0; i < half; ++i) {
+      const float inv = std::pow(base, -static_cast<float>(2 * i) / static_cast<float>(d));
+      const float th = static_cast<float>(t) * inv;
+      float sn = std::sin(th);
+      const float cs = std::cos(th);
+      if (inverse != (bug == RopeBug::kWrongDirection)) sn = -sn;
+      const bool il = interleaved && bug != RopeBug::kWrongPairing;  // the mutant pairs half-split always
+      const int64_t ia = il ? 2 * i : i, ib = il ? 2 * i + 1 : i + half;
+      const float a = static_cast<float>(x.at(r, ia)), b = static_cast<float>(x.at(r, ib));
+      y[static_cast<size_t>(r * d + ia)] = a * cs - b * sn;
+      y[static_cast<size_t>(r * d + ib)] = a * sn + b * cs;
+    }
+  }
+  return stored(y, dt);
+}
+
+TEST(RopeBound, AcceptsFloatRopeAndRejectsWrongPairing) {
+  uint64_t seed = 1;
+  for (DType dt : {DType::kF32, DType::kF16, DType::kBF16})
+    for (bool interleaved : {false, true})
+      for (bool inverse : {false, true})
+        for (double base : {10000.0, 500000.0}) {
+          const Case c = rope_case(dt, 4096, 1, 32, base, interleaved, inverse, recipe(ValueClass::kNormal, seed++));
+          ASSERT_TRUE(find_spec("rope")->validate(c).ok()) << find_spec("rope")->validate(c).message();
+          HostRun h;
+          run_reference(rowwise::rope_def(), c, h);
+          std::string first;
+          EXPECT_EQ(violations(h.refs[0], rope_float(c, h, RopeBug::kNone), dt, &first), 0) << c.summary() << first;
+          EXPECT_GT(violations(h.refs[0], rope_float(c, h, RopeBug::kPositionPlusOne), dt), 0) << c.summary();
+          if (interleaved) {
+            EXPECT_GT(violations(h.refs[0], rope_float(c, h, RopeBug::kWrongPairing), dt), 0) << c.summary();
+          }
+        }
+}
+
+TEST(RopeBound, AcceptsFloatRopeOnEveryValueClass) {
+  uint64_t seed = 100;
+  for (ValueClass cls : {ValueClass::kUniform, ValueClass::kLogUniform, ValueClass::kSubnormal,
+                         ValueClass::kNearOverflow, ValueClass::kSignedZero, ValueClass::kMeanSpread})
+    for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
+      ValueRecipe r = recipe(cls, seed++);
+      r.inject = {kSpecialAll, 0.02, 0, 0};
+      const Case c = rope_case(dt, 600, 3, 256, 10000, (seed & 1) != 0, (seed & 2) != 0, r);
+      HostRun h;
+      run_reference(rowwise::rope_def(), c, h);
+      std::string first;
+      EXPECT_EQ(violations(h.refs[0], rope_float(c, h, RopeBug::kNone), dt, &first), 0)
+          << c.summary() << " " << value_class_name(cls) << ": " << first;
+    }
+}
+
+TEST(RopeProperties, NormAndInverseHoldForFloatRopeAndCatchAWrongDirection) {
+  uint64_t seed = 200;
+  for (const char* rel : {"norm", "inverse"})
+    for (DType dt : {DType::kF32, DType::kF16, DType::kBF16})
+      for (bool inverse : {false, true}) {
+        const Case c = rope_case(dt, 2048, 2, 64, 500000, true, inverse, recipe(ValueClass::kNormal, seed++), rel);
+        ASSERT_TRUE(find_spec("rope")->validate(c).ok());
+        HostRun h;
+        run_reference(rowwise::rope_def(), c, h);
+        for (RopeBug bug : {RopeBug::kNone, RopeBug::kWrongDirection, RopeBug::kWrongPairing}) {
+          const OutViews o = out_views(c, {rope_float(c, h, bug)});
+          std::vector<Failure> f;
+          rowwise::rope_def().properties(c, h.hv, o.hv, h.refs, f);
+          // A rotation in the wrong direction or between the wrong pairs still keeps each pair's
+          // norm only in the first case; the inverse relation catches both.
+          const bool expect_fail =
+              bug != RopeBug::kNone && (std::string(rel) == "inverse" || bug == RopeBug::kWrongPairing);
+          EXPECT_EQ(!f.empty(), expect_fail) << rel << " " << c.summary() << " bug " << static_cast<int>(bug)
+                                             << (f.empty() ? "" : ": " + f.front().detail);
+        }
+      }
+}
+
+// ---- embedding ------------------------------------------------------------------------------------
+
+ValueRecipe idx_recipe(int64_t vocab, uint64_t seed, bool inject) {
+  ValueRecipe r = recipe(ValueClass::kSameSign, seed, static_cast<double>(vocab));
+  if (inject) r.inject = {kSpecialPosInf | kSpecialNegInf, 0.05, 0, 0};
+  return r;
+}
+
+Case embedding_case(bool fwd, DType dt, int64_t vocab, int64_t dim, int64_t count, const ValueRecipe& act,
+                    const ValueRecipe& idx, const ValueRecipe& pre, bool permute = false) {
+  Case c;
+  c.op = fwd ? "embedding" : "embedding_bwd";
+  c.params = {{"dtype", std::string(dtype_name(dt))}, {"vocab", vocab}, {"dim", dim}, {"count", count}};
+  if (permute) c.params["relation"] = "permute";
+  if (fwd)
+    c.tensors = {make_tensor("table", Role::kIn, dt, vocab, dim, 3, 2, act),
+                 make_tensor("idx", Role::kIn, DType::kI32, -1, count, 0, 2, idx),
+                 make_tensor("out", Role::kOut, dt, count, dim, 3, 2, {})};
+  else
+    c.tensors = {make_tensor("dout", Role::kIn, dt, count, dim, 3, 2, act),
+                 make_tensor("idx", Role::kIn, DType::kI32, -1, count, 0, 2, idx),
+                 make_tensor("dtable", Role::kInOut, DType::kF32, vocab, dim, 3, 2, pre)};
+  return c;
+}
+
+enum class EmbBug { kNone, kReverseOrder, kOverwrite, kClampIndex };
+
+std::vector<double> embedding_bwd_float(const HostRun& h, EmbBug bug) {
+  const HostTensor &dout = h.hv[0], &idx = h.hv[1], &pre = h.hv[2];
+  const int64_t vocab = pre.v.rows, dim = pre.v.cols, count = idx.v.cols;
+  std::vector<float> t(static_cast<size_t>(vocab * dim));
+  for (int64_t v = 0; v < vocab; ++v)
+    for (int64_t j = 0; j < dim; ++j) t[static_cast<size_t>(v * dim + j)] = static_cast<float>(pre.at(v, j));
+  for (int64_t k = 0; k < count; ++k) {
+    const int64_t r = bug == EmbBug::kReverseOrder ? count - 1 - k : k;
+    const int64_t v = static_cast<int64_t>(idx.at(0, r));
+    if (v < 0 || v >= vocab) continue;
+    for (int64_t j = 0; j < dim; ++j) {
+      float& dst = t[static_cast<size_t>(v * dim + j)];
+      const float x = static_cast<float>(dout.at(r, j));
+      dst = bug == EmbBug::kOverwrite ? x : dst + x;
+    }
+  }
+  return stored(t, DType::kF32);
+}
+
+std::vector<double> embedding_fwd_float(const HostRun& h, DType dt, EmbBug bug) {
+  const HostTensor &table = h.hv[0], &idx = h.hv[1];
+  const int64_t vocab = table.v.rows, dim = table.v.cols, count = idx.v.cols;
+  std::vector<float> o(static_cast<size_t>(count * dim), 0.0f);
+  for (int64_t r = 0; r < count; ++r) {
+    int64_t v = static_cast<int64_t>(idx.at(0, r));
+    if (bug == EmbBug::kClampIndex) v = std::clamp<int64_t>(v, 0, vocab - 1);
+    if (v < 0 || v >= vocab) continue;
+    for (int64_t j = 0; j < dim; ++j) o[static_cast<size_t>(r * dim + j)] = static_cast<float>(table.at(v, j));
+  }
+  return stored(o, dt);
+}
+
+TEST(EmbeddingBound, GatherIsExactAndOutOfRangeRowsAreZero) {
+  uint64_t seed = 300;
+  for (DType dt : {DType::kF32, DType::kF16, DType::kBF16})
+    for (int64_t vocab : {1, 7, 1000}) {
+      ValueRecipe act = recipe(ValueClass::kNormal, seed++);
+      act.inject = {kSpecialAll, 0.01, 0, 0};
+      const Case c = embedding_case(true, dt, vocab, 33, 700, act, idx_recipe(vocab, seed++, true), {});
+      ASSERT_TRUE(find_spec("embedding")->validate(c).ok()) << find_spec("embedding")->validate(c).message();
+      HostRun h;
+      run_reference(rowwise::embedding_def(), c, h);
+      ASSERT_TRUE(h.refs[0].exact);
+      std::string first;
+      EXPECT_EQ(violations(h.refs[0], embedding_fwd_float(h, dt, EmbBug::kNone), dt, &first), 0) << first;
+      EXPECT_GT(violations(h.refs[0], embedding_fwd_float(h, dt, EmbBug::kClampIndex), dt), 0) << c.summary();
+    }
+}
+
+TEST(EmbeddingBound, ScatterAddInAnyOrderPassesAndOverwriteIsCaught) {
+  uint64_t seed = 400;
+  for (DType dt : {DType::kF32, DType::kF16, DType::kBF16})
+    for (int64_t vocab : {1, 5, 64})
+      for (int64_t dim : {1, 33, 129}) {
+        ValueRecipe act = recipe(ValueClass::kNormal, seed++);
+        if (dim == 129) act = recipe(ValueClass::kSameSign, seed++, 1000);  // no cancellation, largest sums
+        const ValueRecipe idx = idx_recipe(vocab, seed++, true), pre = recipe(ValueClass::kNormal, seed++);
+        const Case c = embedding_case(false, dt, vocab, dim, 3000 / dim + 40, act, idx, pre);
+        ASSERT_TRUE(find_spec("embedding_bwd")->validate(c).ok()) << find_spec("embedding_bwd")->validate(c).message();
+        HostRun h;
+        run_reference(rowwise::embedding_bwd_def(), c, h);
+        std::string first;
+        for (EmbBug order : {EmbBug::kNone, EmbBug::kReverseOrder})
+          EXPECT_EQ(violations(h.refs[0], embedding_bwd_float(h, order), DType::kF32, &first), 0)
+              << c.summary() << ": " << first;
+        EXPECT_GT(violations(h.refs[0], embedding_bwd_float(h, EmbBug::kOverwrite), DType::kF32), 0) << c.summary();
+      }
+}
+
+TEST(EmbeddingBound, SmallIntegerSumsAreExactTier) {
+  uint64_t seed = 500;
+  for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
+    ValueRecipe act = recipe(ValueClass::kSmallInt, seed++), pre = recipe(ValueClass::kSmallInt, seed++);
+    act.int_range = pre.int_range = 64;
+    const Case c = embedding_case(false, dt, 3, 31, 2000, act, idx_recipe(3, seed++, false), pre);
+    HostRun h;
+    run_reference(rowwise::embedding_bwd_def(), c, h);
+    EXPECT_TRUE(h.refs[0].exact);
+    EXPECT_TRUE(std::all_of(h.refs[0].tol.begin(), h.refs[0].tol.end(), [](double t) { return t == 0; }));
+    EXPECT_EQ(violations(h.refs[0], embedding_bwd_float(h, EmbBug::kReverseOrder), DType::kF32), 0);
+    EXPECT_GT(violations(h.refs[0], embedding_bwd_float(h, EmbBug::kOverwrite), DType::kF32), 0);
+  }
+}
+
+TEST(EmbeddingProperties, PermutedRowsGiveTheSameTableWithinBothTolerances) {
+  uint64_t seed = 600;
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    const ValueRecipe act = recipe(ValueClass::kNormal, seed++), idx = idx_recipe(9, seed++, false),
+                      pre = recipe(ValueClass::kNormal, seed++);
+    const Case c = embedding_case(false, dt, 9, 32, 900, act, idx, pre, true);
+    ASSERT_TRUE(find_spec("embedding_bwd")->validate(c).ok());
+    const TensorOpDef& def = rowwise::embedding_bwd_def();
+    HostRun h;
+    run_reference(def, c, h);
+    const std::vector<double> y1 = embedding_bwd_float(h, EmbBug::kNone);
+    // The transformed inputs, as the testbed builds them.
+    HostRun h2;
+    h2.bytes = h.bytes;
+    for (auto& b : h2.bytes) h2.img.push_back(b.data());
+    ASSERT_TRUE(def.transform(c, h2.img));
+    decode_into(c, h2.img, h2.dec, h2.hv);
+    ASSERT_TRUE(def.reference(c, h2.hv, h2.refs).ok());
+    EXPECT_EQ(h2.hv[1].at(0, 0), h.hv[1].at(0, 899));
+    EXPECT_EQ(h2.hv[0].at(0, 5), h.hv[0].at(899, 5));
+    const std::vector<double> y2 = embedding_bwd_float(h2, EmbBug::kNone);
+    int64_t bad = 0;
+    for (size_t l = 0; l < y1.size(); ++l)
+      bad += !(std::fabs(y2[l] - y1[l]) <=
+               h.refs[0].tol[l] + h2.refs[0].tol[l] + std::fabs(h2.refs[0].ref[l] - h.refs[0].ref[l]));
+    EXPECT_EQ(bad, 0);
+  }
+}
+
+// ---- cross-entropy ----------------------------------------------------------------------------------
+
+struct CeOpts {
+  int64_t ignore_index = -100, ignore_every = 3, inf_every = 0;
+  double smoothing = 0;
+  bool oob = false;
+};
+
+Case ce_case(DType dt, int64_t rows, int64_t n, const ValueRecipe& logits, uint64_t seed, const CeOpts& o) {
+  Case c;
+  c.op = "cross_entropy";
+  c.params = {{"dtype", std::string(dtype_name(dt))},
+              {"rows", rows},
+              {"n", n},
+              {"ignore_index", o.ignore_index},
+              {"smoothing", o.smoothing},
+              {"ignore_every", o.ignore_every}};
+  if (o.inf_every > 0) c.params["inf_every"] = o.inf_every;
+  if (o.oob) c.params["oob_targets"] = true;
+  ValueRecipe t = recipe(ValueClass::kSameSign, seed, static_cast<double>(n));
+  if (o.oob) t.inject = {kSpecialPosInf | kSpecialNegInf, 0.1, 0, 0};
+  c.tensors = {make_tensor("logits", Role::kIn, dt, rows, n, 8, 1, logits),
+               make_tensor("target", Role::kIn, DType::kI32, -1, rows, 0, 1, t),
+               make_tensor("loss", Role::kOut, DType::kF32, -1, rows, 0, 1, {}),
+               make_tensor("dlogits", Role::kOut, dt, rows, n, 8, 1, {})};
+  return c;
+}
+
+enum class CeBug { kNone, kIgnoreIndexIgnored, kSmoothingWrong };
+
+/// Fused CE in float as the kernel computes it (max, sum of expf, logf, the smoothing sum), or a bug.
+std::pair<std::vector<double>, std::vector<double>> ce_float(const Case& c, const HostRun& h, CeBug bug) {
+  const DType dt = *parse_dtype(c.params["dtype"].get<std::string>());
+  const int64_t ig = c.params["ignore_index"].get<int64_t>();
+  const float eps = static_cast<float>(c.params["smoothing"].get<double>());
+  const HostTensor &x = h.hv[0], &tg = h.hv[1];
+  const int64_t rows = x.v.rows, n = x.v.cols;
+  std::vector<float> loss(static_cast<size_t>(rows), 0.0f), d(static_cast<size_t>(rows * n), 0.0f);
+  std::vector<float> xr(static_cast<size_t>(n));
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t tc = static_cast<int64_t>(tg.at(0, r));
+    if (tc == ig && bug != CeBug::kIgnoreIndexIgnored) continue;
+    if (tc < 0 || tc >= n) {
+      loss[static_cast<size_t>(r)] = NAN;
+      std::fill(d.begin() + r * n, d.begin() + (r + 1) * n, NAN);
+      continue;
+    }
+    float m = -INFINITY;
+    bool nan = false;
+    for (int64_t j = 0; j < n; ++j) {
+      xr[static_cast<size_t>(j)] = static_cast<float>(x.at(r, j));
+      nan |= std::isnan(xr[static_cast<size_t>(j)]);
+      m = std::max(m, xr[static_cast<size_t>(j)]);
+    }
+    if (nan) m = NAN;
+    float s = 0, sum_t = 0;
+    for (int64_t j = 0; j < n; ++j) s += std::exp(xr[static_cast<size_t>(j)] - m);
+    const float log_s = std::log(s);
+    for (int64_t j = 0; j < n; ++j) {
+      const float t = xr[static_cast<size_t>(j)] - m;
+      float q = j == tc ? (1.0f - eps) + eps / static_cast<float>(n) : eps / static_cast<float>(n);
+      if (bug == CeBug::kSmoothingWrong) q = j == tc ? 1.0f - eps : eps / static_cast<float>(n - 1);
+      d[static_cast<size_t>(r * n + j)] = std::exp(t) / s - q;
+      sum_t += t;
+    }
+    const float nll = log_s - (xr[static_cast<size_t>(tc)] - m);
+    float l = nll;
+    if (eps != 0.0f) {
+      if (bug == CeBug::kSmoothingWrong) {  // -sum_j q_j z_j with the wrong q
+        l = (1.0f - eps) * nll;
+        for (int64_t j = 0; j < n; ++j)
+          if (j != tc) l += eps / static_cast<float>(n - 1) * (log_s - (xr[static_cast<size_t>(j)] - m));
+      } else {
+        l = (1.0f - eps) * nll + eps * (log_s - sum_t / static_cast<float>(n));
+      }
+    }
+    loss[static_cast<size_t>(r)] = l;
+  }
+  return {stored(loss, DType::kF32), stored(d, dt)};
+}
+
+int64_t ce_violations(const Case& c, const HostRun& h, CeBug bug, std::string* first) {
+  const DType dt = *parse_dtype(c.params["dtype"].get<std::string>());
+  const auto [loss, d] = ce_float(c, h, bug);
+  return violations(h.refs[0], loss, DType::kF32, first) + violations(h.refs[1], d, dt, first);
+}
+
+TEST(CrossEntropyBound, AcceptsFloatCrossEntropyAndRejectsThePlantedBugs) {
+  uint64_t seed = 700;
+  for (DType dt : {DType::kF32, DType::kF16, DType::kBF16})
+    for (int64_t n : {1, 7, 33, 1000})
+      for (double eps : {0.0, 0.1})
+        for (int64_t ig : {-100, 0}) {
+          CeOpts o;
+          o.smoothing = eps;
+          o.ignore_index = ig;
+          const ValueRecipe logits = recipe(ValueClass::kNormal, seed++, 3);
+          const Case c = ce_case(dt, 48, n, logits, seed++, o);
+          ASSERT_TRUE(find_spec("cross_entropy")->validate(c).ok())
+              << find_spec("cross_entropy")->validate(c).message();
+          HostRun h;
+          run_reference(rowwise::cross_entropy_def(), c, h);
+          std::string first;
+          EXPECT_EQ(ce_violations(c, h, CeBug::kNone, &first), 0) << c.summary() << ": " << first;
+          // Rows 0, 3, 6, ... carry ignore_index: computed (ig = 0) or NaN (ig = -100) by the bug. With
+          // n = 1 and ig = 0 a computed row is loss 0, dlogits 0 too: the bug is invisible there.
+          if (!(n == 1 && ig == 0)) {
+            EXPECT_GT(ce_violations(c, h, CeBug::kIgnoreIndexIgnored, nullptr), 0) << c.summary();
+          }
+          if (eps > 0 && n >= 2) {
+            EXPECT_GT(ce_violations(c, h, CeBug::kSmoothingWrong, nullptr), 0) << c.summary();
+          }
+        }
+}
+
+TEST(CrossEntropyBound, EdgeRowsAndValueClasses) {
+  uint64_t seed = 800;
+  for (ValueClass cls : {ValueClass::kNearOverflow, ValueClass::kMeanSpread, ValueClass::kLogUniform,
+                         ValueClass::kSmallInt, ValueClass::kSubnormal, ValueClass::kUniform})
+    for (DType dt : {DType::kF32, DType::kF16, DType::kBF16})
+      for (double eps : {0.0, 0.1}) {
+        CeOpts o;
+        o.smoothing = eps;
+        o.inf_every = 2;  // -inf rows except the target, and -inf targets
+        o.oob = (seed % 3) == 0;
+        ValueRecipe r = recipe(cls, seed++);
+        r.inject = {kSpecialAll, 0.002, 0, 0};
+        const Case c = ce_case(dt, 40, 129, r, seed++, o);
+        ASSERT_TRUE(find_spec("cross_entropy")->validate(c).ok());
+        HostRun h;
+        run_reference(rowwise::cross_entropy_def(), c, h);
+        std::string first;
+        EXPECT_EQ(ce_violations(c, h, CeBug::kNone, &first), 0)
+            << c.summary() << " " << value_class_name(cls) << ": " << first;
+      }
+}
+
+TEST(CrossEntropyBound, PreparedRowsHaveTheDeclaredLosses) {
+  CeOpts o;
+  o.smoothing = 0;
+  o.inf_every = 2;
+  o.ignore_every = 5;
+  const Case c = ce_case(DType::kF32, 8, 10, recipe(ValueClass::kNormal, 9), 10, o);
+  HostRun h;
+  run_reference(rowwise::cross_entropy_def(), c, h);
+  EXPECT_EQ(h.hv[1].at(0, 0), -100);  // r % 5 == 0: ignored
+  EXPECT_EQ(h.refs[0].ref[0], 0);
+  EXPECT_EQ(h.refs[0].tol[0], 0);
+  EXPECT_EQ(h.refs[0].ref[1], 0);  // r = 1: every logit but the target's is -inf: loss 0
+  EXPECT_TRUE(std::isinf(h.refs[0].ref[3]) && h.refs[0].ref[3] > 0);  // r = 3: target logit -inf
+  for (int64_t r = 0; r < 8; ++r) {
+    const double t = h.hv[1].at(0, r);
+    EXPECT_TRUE(t == -100 || (t >= 0 && t < 10)) << r << ": " << t;
+  }
+}
+
+TEST(CrossEntropyProperties, ShiftedLogitsKeepLossAndGradient) {
+  uint64_t seed = 900;
+  for (DType dt : {DType::kF32, DType::kF16}) {
+    CeOpts o;
+    o.smoothing = 0.1;
+    const ValueRecipe logits = recipe(ValueClass::kSmallInt, seed++);
+    Case c = ce_case(dt, 16, 65, logits, seed++, o);
+    c.params["relation"] = "shift";
+    c.params["shift"] = 64.0;
+    ASSERT_TRUE(find_spec("cross_entropy")->validate(c).ok());
+    const TensorOpDef& def = rowwise::cross_entropy_def();
+    HostRun h;
+    run_reference(def, c, h);
+    HostRun h2;
+    h2.bytes = h.bytes;
+    for (auto& b : h2.bytes) h2.img.push_back(b.data());
+    ASSERT_TRUE(def.transform(c, h2.img));
+    decode_into(c, h2.img, h2.dec, h2.hv);
+    ASSERT_TRUE(def.reference(c, h2.hv, h2.refs).ok());
+    EXPECT_EQ(h2.hv[0].at(1, 2), h.hv[0].at(1, 2) + 64);
+    const auto y1 = ce_float(c, h, CeBug::kNone), y2 = ce_float(c, h2, CeBug::kNone);
+    for (int o2 = 0; o2 < 2; ++o2) {
+      const auto& a = o2 == 0 ? y1.first : y1.second;
+      const auto& b = o2 == 0 ? y2.first : y2.second;
+      for (size_t l = 0; l < a.size(); ++l) {
+        const double r1 = h.refs[o2].ref[l], r2 = h2.refs[o2].ref[l];
+        if (!std::isfinite(r1) || !std::isfinite(r2)) continue;
+        EXPECT_LE(std::fabs(b[l] - a[l]), h.refs[o2].tol[l] + h2.refs[o2].tol[l] + std::fabs(r2 - r1))
+            << o2 << " " << l;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace assay
