@@ -25,6 +25,11 @@
 // - dgamma: per term dy xhat errs by 3u |dy| xabs, the sum over rows by
 //   gamma_{rows-1}: gamma_{rows+4} dgamma_mag. dbeta: gamma_{rows} dbeta_mag
 //   ([H] (3.5), any order).
+// - Declared limits: underflow (an fp32 result in the subnormal range errs by up to
+//   2^-150 absolute) adds floors carried through each formula; where an fp32
+//   intermediate may overflow (n (2 max|x|)^2 for LayerNorm's squares, n mean(x^2)
+//   for RMSNorm's, |x| + |mean| or the row and column sums in the backward) the
+//   element has no bound (+Inf): every fp32 kernel of this shape overflows there.
 // Properties (case param "relation"): "shift" (LayerNorm forward and
 // backward: y, dx, dgamma and dbeta do not move when x shifts by a constant;
 // the saved mean moves by it, which the compare takes from the references).
@@ -140,7 +145,7 @@ Case build(int which, const nlohmann::json& p, const std::vector<ValueRecipe>& r
                    vec("rstd", Role::kIn, f32, s.rows, 4),
                    mat("dX", Role::kOut, 9),
                    vec("dgamma", Role::kOut, f32, s.n, 9),
-                   vec("dbeta", Role::kOut, f32, s.n, 9)};
+                   vec("dbeta", Role::kOut, f32, bool_or(c, "bias", true) ? s.n : 0, 9)};  // none without a bias
       break;
     case kRms:
       c.tensors = {mat("X", Role::kIn, 0), vec("gamma", Role::kIn, s.dt, s.n, 1), mat("Y", Role::kOut, 9),
@@ -219,9 +224,10 @@ Status validate(int which, const Case& c) {
     const bool stat = t.name == "mean" || t.name == "rstd" || t.name == "dgamma" || t.name == "dbeta";
     const bool mat = t.name == "X" || t.name == "Y" || t.name == "dY" || t.name == "dX";
     const DType want = stat ? DType::kF32 : dt;
-    const std::vector<int64_t> shape =
-        mat ? std::vector<int64_t>{rows, n}
-            : std::vector<int64_t>{(t.name == "mean" || t.name == "rstd") ? rows : n};
+    const int64_t len = t.name == "mean" || t.name == "rstd" ? rows
+                        : t.name == "dbeta" && !bool_or(c, "bias", true) ? 0
+                                                                         : n;
+    const std::vector<int64_t> shape = mat ? std::vector<int64_t>{rows, n} : std::vector<int64_t>{len};
     if (t.desc.dtype != want || t.desc.shape != shape)
       return invalid_argument(fmt::format("{} case: tensor {} must be {} of shape [{}]", c.op, t.name, dtype_name(want),
                                           fmt::join(shape, ", ")));
@@ -326,10 +332,18 @@ Status reference_ln(const Case& c, const std::vector<HostTensor>& t, std::vector
                         u32 * std::fabs(q.mean);
     mean.ref[static_cast<size_t>(r)] = q.mean;
     mean.tol[static_cast<size_t>(r)] = e_mu;
+    // Overflow zone (declared): Welford's (x - mean)^2 terms and their fp32 sums may pass
+    // FLT_MAX once n (2X)^2 does; there y and rstd have no bound, and the mean none once
+    // 2X does (x - mean itself).
+    const bool overflow = !(static_cast<double>(s.n) * 4 * q.max_abs * q.max_abs < max_finite(DType::kF32) / 2);
+    if (overflow)
+      for (int64_t i = 0; i < s.n; ++i) y.tol[static_cast<size_t>(r * s.n + i)] = INFINITY;
+    if (!(2 * q.max_abs < max_finite(DType::kF32))) mean.tol[static_cast<size_t>(r)] = INFINITY;
     const VarianceMags vm{q.mean_abs, q.max_abs, q.range};
     const double e_v = variance_bounds(rm, 0, vm).ceiling.tol(q.var, variance_mag(vm));
     rstd.ref[static_cast<size_t>(r)] = q.rstd;
-    rstd.tol[static_cast<size_t>(r)] = rstd_rel(e_v, q.var, m.eps) * q.rstd + 2 * min_normal(DType::kF32);
+    rstd.tol[static_cast<size_t>(r)] =
+        overflow ? INFINITY : rstd_rel(e_v, q.var, m.eps) * q.rstd + 2 * min_normal(DType::kF32);
   }
   out = {std::move(y), std::move(mean), std::move(rstd)};
   return ok_status();
@@ -356,6 +370,11 @@ Status reference_rms(const Case& c, const std::vector<HostTensor>& t, std::vecto
                         static_cast<double>(2 * s.n + 1) * min_normal(DType::kF32) / std::max<double>(1, static_cast<double>(s.n));
     rstd.ref[static_cast<size_t>(r)] = q.rstd;
     rstd.tol[static_cast<size_t>(r)] = rstd_rel(e_ms, q.mean_sq, m.eps) * q.rstd + 2 * min_normal(DType::kF32);
+    // Overflow zone (declared): the fp32 sum of squares may pass FLT_MAX (n mean_sq does).
+    if (!(static_cast<double>(s.n) * q.mean_sq * 2 < max_finite(DType::kF32))) {
+      rstd.tol[static_cast<size_t>(r)] = INFINITY;
+      for (int64_t i = 0; i < s.n; ++i) y.tol[static_cast<size_t>(r * s.n + i)] = INFINITY;
+    }
   }
   out = {std::move(y), std::move(rstd)};
   return ok_status();
@@ -381,17 +400,48 @@ Status reference_bwd(int which, const Case& c, const std::vector<HostTensor>& t,
     ref::rmsnorm_backward<double, double, double, double>(t[0].data, t[1].data, s.rows, s.n, t[0].v.ld, t[2].data,
                                                           t[3].data, eps, g);
   }
-  const double fl = static_cast<double>(s.n + s.rows + 24) * min_normal(DType::kF32);
+  // Underflow: an fp32 operation whose result is subnormal errs by up to U/2 absolute
+  // (U = 2^-149, the subnormal spacing), however small its operands' relative errors.
+  // Followed through dx = rstd (dxh - m1 - xhat m2) with dxh = dy gamma, m1 = mean(dxh),
+  // m2 = mean(dxh xhat): rstd U (3 + |m2| + |xhat_i| (1 + mean|xhat| + mean|dxh|)) + U;
+  // through dgamma = sum_r dy xhat: U (sum_r |dy| + rows); dbeta: U rows.
+  // Overflow: where an fp32 intermediate may pass FLT_MAX (|x| + |mean|, the row sums
+  // n * dx_mag, the column sums) the kernel may give Inf/NaN: no bound there (+Inf),
+  // declared (every fp32 kernel of this shape overflows the same way).
+  const double U = 0x1p-149, big = max_finite(DType::kF32) / 4;
   const double ref_slack = 1 + gamma_n(s.n + s.rows + 8, 0x1p-53);  // the reference's own magnitudes
   const double gdx = gamma_n(s.n + 12, u32) * ref_slack;
-  for (size_t l = 0; l < N; ++l) {
-    const double e = gdx * dx_mag[l] + fl;
-    dx.tol[l] = e + store_rounding(std::fabs(dx.ref[l]) * (1 + 0x1p-9) + e, s.dt);
+  const HostTensor &X = t[0], &DY = t[1], &G = t[2];
+  std::vector<double> col_dy(n, 0.0);
+  for (int64_t r = 0; r < s.rows; ++r) {
+    const double mean = which == kLnBwd ? t[3].at(0, r) : 0.0, rs = which == kLnBwd ? t[4].at(0, r) : t[3].at(0, r);
+    double m_xh = 0, m_dxh = 0, m2 = 0, xmax = 0;
+    for (int64_t i = 0; i < s.n; ++i) {
+      const double xh = (X.at(r, i) - mean) * rs, dxh = DY.at(r, i) * G.at(0, i);
+      m_xh += std::fabs(xh), m_dxh += std::fabs(dxh), m2 += dxh * xh;
+      xmax = std::max(xmax, std::fabs(X.at(r, i)) + std::fabs(mean));
+      col_dy[static_cast<size_t>(i)] += std::fabs(DY.at(r, i));
+    }
+    const double nn = std::max<double>(1, static_cast<double>(s.n));
+    m_xh /= nn, m_dxh /= nn, m2 = std::fabs(m2) / nn;
+    for (int64_t i = 0; i < s.n; ++i) {
+      const size_t l = static_cast<size_t>(r * s.n + i);
+      const double xh = std::fabs((X.at(r, i) - mean) * rs);
+      const double under = std::fabs(rs) * U * (3 + m2 + xh * (1 + m_xh + m_dxh)) + U;
+      const double e = gdx * dx_mag[l] + under;
+      dx.tol[l] = e + store_rounding(std::fabs(dx.ref[l]) * (1 + 0x1p-9) + e, s.dt);
+      if (!(xmax < big && static_cast<double>(s.n) * dx_mag[l] < big)) dx.tol[l] = INFINITY;
+    }
   }
   const double gdg = gamma_n(s.rows + 4, u32) * ref_slack, gdb = gamma_n(s.rows, u32) * ref_slack;
   for (size_t j = 0; j < n; ++j) {
-    dg.tol[j] = gdg * dg_mag[j] + fl;
-    db.tol[j] = gdb * db_mag[j] + fl;
+    dg.tol[j] = gdg * dg_mag[j] + U * (col_dy[j] + static_cast<double>(s.rows));
+    db.tol[j] = gdb * db_mag[j] + U * static_cast<double>(s.rows);
+    if (!(dg_mag[j] < big)) dg.tol[j] = INFINITY;
+    if (!(db_mag[j] < big)) db.tol[j] = INFINITY;
+  }
+  if (which == kLnBwd && !bool_or(c, "bias", true)) {
+    db.ref.clear(), db.tol.clear();
   }
   if (which == kLnBwd)
     out = {std::move(dx), std::move(dg), std::move(db)};
