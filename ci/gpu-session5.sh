@@ -36,7 +36,7 @@ if has falsealarm; then
   echo "false-alarm rc=$?"; tail -40 "$L/false_alarm.log"
 fi
 if has bench; then
-  timeout 400 $A bench softmax layernorm rmsnorm activation --seconds "${BENCH_SECONDS:-4}" --lanes 8 --out "$L/bench" > "$L/bench.log" 2>&1
+  timeout 300 $A bench --ops softmax layernorm rmsnorm activation --seconds "${BENCH_SECONDS:-4}" --lanes 8 --mutant-cases 3000 --out "$L/bench" > "$L/bench.log" 2>&1
   echo "bench rc=$?"; grep -E "^\| (small|medium|large|mutant)" "$L/bench.log" | head -30
 fi
 tar czf "$O/session5.tgz" -C "$O" logs corpus 2>/dev/null || tar czf "$O/session5.tgz" -C "$O" logs
