@@ -324,7 +324,10 @@ Status reference_ln(const Case& c, const std::vector<HostTensor>& t, std::vector
     const BoundPair yb = layernorm_bounds(m, lm);
     for (int64_t i = 0; i < s.n; ++i) {
       const size_t l = static_cast<size_t>(r * s.n + i);
-      y.tol[l] = yb.ceiling.tol(std::fabs(y.ref[l]), std::isfinite(mag[l]) ? mag[l] : 0);
+      // + underflow: (x - mean) rstd may land in the subnormal range (2^-150 absolute), then
+      // scaled by gamma; each later product or sum adds its own 2^-150.
+      y.tol[l] = yb.ceiling.tol(std::fabs(y.ref[l]), std::isfinite(mag[l]) ? mag[l] : 0) +
+                 0x1p-149 * (1 + q.rstd) * (2 + std::fabs(t[1].at(0, i)));
     }
     const double xt = q.max_abs / (1 - u32 * static_cast<double>(s.n + 14) / 2);
     const double e_mu = std::max(mb.ceiling.tol(std::fabs(q.mean), q.mean_abs),
@@ -364,7 +367,8 @@ Status reference_rms(const Case& c, const std::vector<HostTensor>& t, std::vecto
     const BoundPair yb = rmsnorm_bounds(m, q.mean_sq);
     for (int64_t i = 0; i < s.n; ++i) {
       const size_t l = static_cast<size_t>(r * s.n + i);
-      y.tol[l] = yb.ceiling.tol(std::fabs(y.ref[l]), 0);
+      // + underflow of x rstd (or x gamma) in the subnormal range, then scaled by the other factor.
+      y.tol[l] = yb.ceiling.tol(std::fabs(y.ref[l]), 0) + 0x1p-149 * (2 + q.rstd) * (2 + std::fabs(t[1].at(0, i)));
     }
     const double e_ms = gamma_n(s.n + 2, u32) * q.mean_sq +
                         static_cast<double>(2 * s.n + 1) * min_normal(DType::kF32) / std::max<double>(1, static_cast<double>(s.n));
@@ -412,7 +416,7 @@ Status reference_bwd(int which, const Case& c, const std::vector<HostTensor>& t,
   const double ref_slack = 1 + gamma_n(s.n + s.rows + 8, 0x1p-53);  // the reference's own magnitudes
   const double gdx = gamma_n(s.n + 12, u32) * ref_slack;
   const HostTensor &X = t[0], &DY = t[1], &G = t[2];
-  std::vector<double> col_dy(n, 0.0);
+  std::vector<double> col_dy(n, 0.0), col_x(n, 0.0);
   for (int64_t r = 0; r < s.rows; ++r) {
     const double mean = which == kLnBwd ? t[3].at(0, r) : 0.0, rs = which == kLnBwd ? t[4].at(0, r) : t[3].at(0, r);
     double m_xh = 0, m_dxh = 0, m2 = 0, xmax = 0;
@@ -421,6 +425,7 @@ Status reference_bwd(int which, const Case& c, const std::vector<HostTensor>& t,
       m_xh += std::fabs(xh), m_dxh += std::fabs(dxh), m2 += dxh * xh;
       xmax = std::max(xmax, std::fabs(X.at(r, i)) + std::fabs(mean));
       col_dy[static_cast<size_t>(i)] += std::fabs(DY.at(r, i));
+      col_x[static_cast<size_t>(i)] = std::max(col_x[static_cast<size_t>(i)], std::fabs(X.at(r, i)) + std::fabs(mean));
     }
     const double nn = std::max<double>(1, static_cast<double>(s.n));
     m_xh /= nn, m_dxh /= nn, m2 = std::fabs(m2) / nn;
@@ -437,7 +442,7 @@ Status reference_bwd(int which, const Case& c, const std::vector<HostTensor>& t,
   for (size_t j = 0; j < n; ++j) {
     dg.tol[j] = gdg * dg_mag[j] + U * (col_dy[j] + static_cast<double>(s.rows));
     db.tol[j] = gdb * db_mag[j] + U * static_cast<double>(s.rows);
-    if (!(dg_mag[j] < big)) dg.tol[j] = INFINITY;
+    if (!(dg_mag[j] < big && col_x[j] < big)) dg.tol[j] = INFINITY;  // x - mean itself may overflow
     if (!(db_mag[j] < big)) db.tol[j] = INFINITY;
   }
   if (which == kLnBwd && !bool_or(c, "bias", true)) {
