@@ -1,0 +1,514 @@
+#include "references/vendor/cudnn.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "harness/gpu/cuda_check.h"
+
+namespace assay::vendor {
+
+// ---- errors, versions ------------------------------------------------------------------------------
+
+Status cudnn_status(cudnnStatus_t e, const char* call, const char* file, int line) {
+  if (e == CUDNN_STATUS_SUCCESS) return ok_status();
+  // cuDNN 9 keeps a per-thread message with the details (which parameter, which limit).
+  char last[1024] = {};
+  cudnnGetLastErrorString(last, sizeof last);
+  std::string detail(last);
+  std::replace(detail.begin(), detail.end(), '\n', ' ');
+  std::string msg = fmt::format("{} failed: {} ({})", call, cudnnGetErrorString(e), static_cast<int>(e));
+  if (!detail.empty()) msg += fmt::format(" [{}]", detail);
+  msg += fmt::format(" at {}:{}", file, line);
+  if (CUDNN_STATUS_CATEGORY(e) == CUDNN_STATUS_NOT_SUPPORTED) return unavailable(std::move(msg));
+  return internal_error(std::move(msg));
+}
+
+size_t cudnn_runtime_version() {
+  return cudnnGetVersion();
+}
+
+int cudnn_version_major(size_t version) {
+  return static_cast<int>(version >= 90000 ? version / 10000 : version / 1000);
+}
+
+std::string cudnn_version_string(size_t version) {
+  if (version >= 90000) return fmt::format("{}.{}.{}", version / 10000, version % 10000 / 100, version % 100);
+  return fmt::format("{}.{}.{}", version / 1000, version % 1000 / 100, version % 100);
+}
+
+Status cudnn_check_major(size_t runtime, size_t compiled) {
+  if (cudnn_version_major(runtime) == cudnn_version_major(compiled)) return ok_status();
+  return unavailable(fmt::format("cuDNN runtime {} does not match the major version assay was compiled against ({})",
+                                 cudnn_version_string(runtime), cudnn_version_string(compiled)));
+}
+
+std::string cudnn_describe() {
+  return fmt::format("cuDNN {} (compiled against {}, its CUDA runtime {})", cudnn_version_string(cudnnGetVersion()),
+                     cudnn_version_string(cudnn_compiled_version()), cudnnGetCudartVersion());
+}
+
+// ---- handle -------------------------------------------------------------------------------------------
+
+StatusOr<std::unique_ptr<CudnnHandle>> CudnnHandle::create(cudaStream_t stream) {
+  ASSAY_RETURN_IF_ERROR(cudnn_check_major());
+  std::unique_ptr<CudnnHandle> h(new CudnnHandle());
+  CUDNN_CHECK(cudnnCreate(&h->handle_));
+  CUDNN_CHECK(cudnnSetStream(h->handle_, stream));
+  h->stream_ = stream;
+  return h;
+}
+
+CudnnHandle::~CudnnHandle() {
+  if (workspace_ != nullptr) {
+    (void)cudaStreamSynchronize(stream_);
+    (void)cudaFree(workspace_);
+  }
+  if (handle_ != nullptr) (void)cudnnDestroy(handle_);
+}
+
+Status CudnnHandle::set_stream(cudaStream_t stream) {
+  // Work queued on the old stream may still use the workspace the new stream will reuse.
+  if (stream != stream_ && workspace_ != nullptr) CUDA_CHECK(cudaStreamSynchronize(stream_));
+  CUDNN_CHECK(cudnnSetStream(handle_, stream));
+  stream_ = stream;
+  return ok_status();
+}
+
+StatusOr<void*> CudnnHandle::workspace(size_t bytes) {
+  if (bytes <= workspace_bytes_) return workspace_;
+  if (workspace_ != nullptr) {
+    CUDA_CHECK(cudaStreamSynchronize(stream_));  // work queued on the old buffer finishes first
+    CUDA_CHECK(cudaFree(workspace_));
+    workspace_ = nullptr;
+    workspace_bytes_ = 0;
+  }
+  constexpr size_t kMiB = size_t{1} << 20;
+  const size_t want = (bytes + kMiB - 1) / kMiB * kMiB;
+  CUDA_CHECK(cudaMalloc(&workspace_, want));
+  workspace_bytes_ = want;
+  return workspace_;
+}
+
+namespace {
+
+// ---- helpers -------------------------------------------------------------------------------------------
+
+/// A cuDNN descriptor, destroyed with its owner.
+template <typename T, auto Create, auto Destroy>
+class Owned {
+ public:
+  Owned() = default;
+  ~Owned() {
+    if (d_ != nullptr) (void)Destroy(d_);
+  }
+  Owned(const Owned&) = delete;
+  Owned& operator=(const Owned&) = delete;
+  Status create(const char* what) { return cudnn_status(Create(&d_), what, __FILE__, __LINE__); }
+  T get() const { return d_; }
+
+ private:
+  T d_ = nullptr;
+};
+
+using TensorDesc = Owned<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
+using FilterDesc = Owned<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
+using ConvDesc =
+    Owned<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
+using ActivationDesc =
+    Owned<cudnnActivationDescriptor_t, cudnnCreateActivationDescriptor, cudnnDestroyActivationDescriptor>;
+
+StatusOr<cudnnDataType_t> data_type(DType t) {
+  switch (t) {
+    case DType::kF32:
+      return CUDNN_DATA_FLOAT;
+    case DType::kF16:
+      return CUDNN_DATA_HALF;
+    case DType::kBF16:
+      return CUDNN_DATA_BFLOAT16;
+    default:
+      return unavailable(fmt::format("cuDNN reference: dtype {} is not supported (fp32, fp16, bf16)", dtype_name(t)));
+  }
+}
+
+bool fits_int(int64_t v) {
+  return v >= 0 && v <= std::numeric_limits<int>::max();
+}
+
+int as_int(int64_t v) {
+  return static_cast<int>(v);
+}
+
+/// A rows x n matrix with row stride ld (elements) as NCHW [rows, n, 1, 1], strides [ld, 1, 1, 1].
+/// A stride cuDNN refuses comes back as `unavailable` naming it.
+Status set_rows_desc(TensorDesc& d, cudnnDataType_t t, int64_t rows, int64_t n, int64_t ld, const char* op) {
+  ASSAY_RETURN_IF_ERROR(d.create("cudnnCreateTensorDescriptor"));
+  const cudnnStatus_t e = cudnnSetTensor4dDescriptorEx(d.get(), t, as_int(rows), as_int(n), 1, 1, as_int(ld), 1, 1, 1);
+  if (e != CUDNN_STATUS_SUCCESS && ld != n) {
+    return unavailable(fmt::format("cuDNN {}: row stride ld={} for n={} refused: {}", op, ld, n,
+                                   cudnn_status(e, "cudnnSetTensor4dDescriptorEx", __FILE__, __LINE__).message()));
+  }
+  return cudnn_status(e, "cudnnSetTensor4dDescriptorEx", __FILE__, __LINE__);
+}
+
+/// Checks a rows x n problem; sets *ld to the effective row stride.
+Status check_rows(int64_t rows, int64_t n, int64_t* ld, const char* op) {
+  if (rows < 0 || n < 0) return invalid_argument(fmt::format("cuDNN {}: negative size {} x {}", op, rows, n));
+  if (*ld == 0) *ld = n;
+  if (*ld < n) return invalid_argument(fmt::format("cuDNN {}: row stride ld={} < n={}", op, *ld, n));
+  if (!fits_int(rows) || !fits_int(n) || !fits_int(*ld))
+    return invalid_argument(fmt::format("cuDNN {}: {} x {} (ld {}) exceeds cuDNN's int dimensions", op, rows, n, *ld));
+  return ok_status();
+}
+
+/// A call on a strided layout that cuDNN refuses as a bad parameter or unsupported: `unavailable`
+/// naming the stride; anything else as cudnn_status.
+Status strided_call_status(cudnnStatus_t e, const char* call, int64_t n, int64_t ld) {
+  Status s = cudnn_status(e, call, __FILE__, __LINE__);
+  if (s.ok() || ld == n) return s;
+  const int cat = CUDNN_STATUS_CATEGORY(e);
+  if (cat == CUDNN_STATUS_BAD_PARAM || cat == CUDNN_STATUS_NOT_SUPPORTED)
+    return unavailable(fmt::format("cuDNN refuses row stride ld={} for n={}: {}", ld, n, s.message()));
+  return s;
+}
+
+cudnnSoftmaxAlgorithm_t softmax_algo(SoftmaxAlgo a) {
+  return a == SoftmaxAlgo::kLog ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE;
+}
+
+}  // namespace
+
+// ---- softmax ----------------------------------------------------------------------------------------
+
+Status cudnn_softmax_forward(CudnnHandle& h, const CudnnSoftmax& p, float alpha, const void* x, float beta, void* y) {
+  int64_t ld = p.ld;
+  ASSAY_RETURN_IF_ERROR(check_rows(p.rows, p.n, &ld, "softmax forward"));
+  ASSAY_ASSIGN_OR_RETURN(const cudnnDataType_t t, data_type(p.dtype));
+  if (p.rows == 0 || p.n == 0) return ok_status();
+  if (x == nullptr || y == nullptr) return invalid_argument("cuDNN softmax forward: null x or y");
+  TensorDesc d;
+  ASSAY_RETURN_IF_ERROR(set_rows_desc(d, t, p.rows, p.n, ld, "softmax forward"));
+  return strided_call_status(cudnnSoftmaxForward(h.get(), softmax_algo(p.algo), CUDNN_SOFTMAX_MODE_INSTANCE, &alpha,
+                                                 d.get(), x, &beta, d.get(), y),
+                             "cudnnSoftmaxForward", p.n, ld);
+}
+
+Status cudnn_softmax_backward(CudnnHandle& h, const CudnnSoftmax& p, float alpha, const void* y, const void* dy,
+                              float beta, void* dx) {
+  int64_t ld = p.ld;
+  ASSAY_RETURN_IF_ERROR(check_rows(p.rows, p.n, &ld, "softmax backward"));
+  ASSAY_ASSIGN_OR_RETURN(const cudnnDataType_t t, data_type(p.dtype));
+  if (p.rows == 0 || p.n == 0) return ok_status();
+  if (y == nullptr || dy == nullptr || dx == nullptr)
+    return invalid_argument("cuDNN softmax backward: null y, dy or dx");
+  TensorDesc d;
+  ASSAY_RETURN_IF_ERROR(set_rows_desc(d, t, p.rows, p.n, ld, "softmax backward"));
+  return strided_call_status(cudnnSoftmaxBackward(h.get(), softmax_algo(p.algo), CUDNN_SOFTMAX_MODE_INSTANCE, &alpha,
+                                                  d.get(), y, d.get(), dy, &beta, d.get(), dx),
+                             "cudnnSoftmaxBackward", p.n, ld);
+}
+
+// ---- activations ------------------------------------------------------------------------------------
+
+namespace {
+
+/// The activation descriptor for `m`; kGelu: unavailable (no such mode in the legacy API).
+Status set_activation(ActivationDesc& a, CudnnActivationMode m) {
+  cudnnActivationMode_t mode = CUDNN_ACTIVATION_RELU;
+  switch (m) {
+    case CudnnActivationMode::kRelu:
+      mode = CUDNN_ACTIVATION_RELU;
+      break;
+    case CudnnActivationMode::kSigmoid:
+      mode = CUDNN_ACTIVATION_SIGMOID;
+      break;
+    case CudnnActivationMode::kTanh:
+      mode = CUDNN_ACTIVATION_TANH;
+      break;
+    case CudnnActivationMode::kSwish:
+      mode = CUDNN_ACTIVATION_SWISH;
+      break;
+    case CudnnActivationMode::kGelu:
+      return unavailable(
+          "cuDNN's legacy activation API has no GELU mode (cudnnActivationMode_t: SIGMOID, RELU, TANH, CLIPPED_RELU, "
+          "ELU, IDENTITY, SWISH)");
+  }
+  ASSAY_RETURN_IF_ERROR(a.create("cudnnCreateActivationDescriptor"));
+  // coef is the clipping threshold (CLIPPED_RELU) or ELU's alpha; unused by the modes here.
+  CUDNN_CHECK(
+      cudnnSetActivationDescriptor(a.get(), mode, CUDNN_PROPAGATE_NAN, m == CudnnActivationMode::kSwish ? 1.0 : 0.0));
+  if (m == CudnnActivationMode::kSwish) CUDNN_CHECK(cudnnSetActivationDescriptorSwishBeta(a.get(), 1.0));  // SiLU
+  return ok_status();
+}
+
+}  // namespace
+
+Status cudnn_activation_forward(CudnnHandle& h, const CudnnActivation& p, float alpha, const void* x, float beta,
+                                void* y) {
+  int64_t ld = p.ld;
+  ASSAY_RETURN_IF_ERROR(check_rows(p.rows, p.n, &ld, "activation forward"));
+  ASSAY_ASSIGN_OR_RETURN(const cudnnDataType_t t, data_type(p.dtype));
+  ActivationDesc a;
+  ASSAY_RETURN_IF_ERROR(set_activation(a, p.mode));
+  if (p.rows == 0 || p.n == 0) return ok_status();
+  if (x == nullptr || y == nullptr) return invalid_argument("cuDNN activation forward: null x or y");
+  TensorDesc d;
+  ASSAY_RETURN_IF_ERROR(set_rows_desc(d, t, p.rows, p.n, ld, "activation forward"));
+  return strided_call_status(cudnnActivationForward(h.get(), a.get(), &alpha, d.get(), x, &beta, d.get(), y),
+                             "cudnnActivationForward", p.n, ld);
+}
+
+Status cudnn_activation_backward(CudnnHandle& h, const CudnnActivation& p, float alpha, const void* y, const void* dy,
+                                 const void* x, float beta, void* dx) {
+  int64_t ld = p.ld;
+  ASSAY_RETURN_IF_ERROR(check_rows(p.rows, p.n, &ld, "activation backward"));
+  ASSAY_ASSIGN_OR_RETURN(const cudnnDataType_t t, data_type(p.dtype));
+  ActivationDesc a;
+  ASSAY_RETURN_IF_ERROR(set_activation(a, p.mode));
+  if (p.rows == 0 || p.n == 0) return ok_status();
+  if (y == nullptr || dy == nullptr || x == nullptr || dx == nullptr)
+    return invalid_argument("cuDNN activation backward: null y, dy, x or dx");
+  TensorDesc d;
+  ASSAY_RETURN_IF_ERROR(set_rows_desc(d, t, p.rows, p.n, ld, "activation backward"));
+  return strided_call_status(
+      cudnnActivationBackward(h.get(), a.get(), &alpha, d.get(), y, d.get(), dy, d.get(), x, &beta, d.get(), dx),
+      "cudnnActivationBackward", p.n, ld);
+}
+
+// ---- convolution ------------------------------------------------------------------------------------
+
+namespace {
+
+struct ConvDescs {
+  TensorDesc x, y;  // y: the output (and dy) tensor
+  FilterDesc w;
+  ConvDesc conv;
+};
+
+std::string conv_problem(const CudnnConv& p) {
+  const ref::Conv2dGeometry& g = p.geom;
+  return fmt::format("{} {} N={} C={} H={} W={} K={} R={} S={} pad={}x{} stride={}x{} dil={}x{} groups={}",
+                     dtype_name(p.dtype), g.layout == ref::ConvLayout::kNCHW ? "NCHW" : "NHWC", g.n, g.c, g.h, g.w, g.k,
+                     g.r, g.s, g.pad_h, g.pad_w, g.stride_h, g.stride_w, g.dil_h, g.dil_w, g.groups);
+}
+
+Status make_conv_descs(const CudnnConv& p, ConvDescs& d) {
+  const ref::Conv2dGeometry& g = p.geom;
+  if (!g.valid()) return invalid_argument("cuDNN convolution: invalid geometry: " + conv_problem(p));
+  for (int64_t v : {g.n, g.c, g.h, g.w, g.k, g.r, g.s, g.pad_h, g.pad_w, g.stride_h, g.stride_w, g.dil_h, g.dil_w,
+                    g.x_elems(), g.w_elems(), g.y_elems()}) {
+    if (!fits_int(v)) return invalid_argument("cuDNN convolution: a size exceeds cuDNN's int: " + conv_problem(p));
+  }
+  ASSAY_ASSIGN_OR_RETURN(const cudnnDataType_t t, data_type(p.dtype));
+  const cudnnTensorFormat_t f = g.layout == ref::ConvLayout::kNCHW ? CUDNN_TENSOR_NCHW : CUDNN_TENSOR_NHWC;
+  const int P = as_int(g.out_h()), Q = as_int(g.out_w());
+  ASSAY_RETURN_IF_ERROR(d.x.create("cudnnCreateTensorDescriptor"));
+  ASSAY_RETURN_IF_ERROR(d.y.create("cudnnCreateTensorDescriptor"));
+  ASSAY_RETURN_IF_ERROR(d.w.create("cudnnCreateFilterDescriptor"));
+  ASSAY_RETURN_IF_ERROR(d.conv.create("cudnnCreateConvolutionDescriptor"));
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(d.x.get(), f, t, as_int(g.n), as_int(g.c), as_int(g.h), as_int(g.w)));
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(d.y.get(), f, t, as_int(g.n), as_int(g.k), P, Q));
+  // NCHW: KCRS; NHWC: KRSC. The filter's C is the channels of one group.
+  CUDNN_CHECK(cudnnSetFilter4dDescriptor(d.w.get(), t, f, as_int(g.k), as_int(g.cg()), as_int(g.r), as_int(g.s)));
+  CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d.conv.get(), as_int(g.pad_h), as_int(g.pad_w), as_int(g.stride_h),
+                                              as_int(g.stride_w), as_int(g.dil_h), as_int(g.dil_w),
+                                              CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  CUDNN_CHECK(cudnnSetConvolutionGroupCount(d.conv.get(), as_int(g.groups)));
+  CUDNN_CHECK(
+      cudnnSetConvolutionMathType(d.conv.get(), p.math == ConvMath::kFma ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
+  int on = 0, ok = 0, op = 0, oq = 0;
+  CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(d.conv.get(), d.x.get(), d.w.get(), &on, &ok, &op, &oq));
+  if (on != g.n || ok != g.k || op != P || oq != Q) {
+    return internal_error(fmt::format("cuDNN convolution: cuDNN's output {}x{}x{}x{} differs from {}x{}x{}x{} for {}",
+                                      on, ok, op, oq, g.n, g.k, P, Q, conv_problem(p)));
+  }
+  return ok_status();
+}
+
+// The three directions, for select_and_run.
+struct FwdDir {
+  using Perf = cudnnConvolutionFwdAlgoPerf_t;
+  using Algo = cudnnConvolutionFwdAlgo_t;
+  static constexpr const char* kWhat = "forward";
+  static constexpr const char* kCall = "cudnnConvolutionForward";
+  static cudnnStatus_t max_count(cudnnHandle_t h, int* n) { return cudnnGetConvolutionForwardAlgorithmMaxCount(h, n); }
+  static cudnnStatus_t get(cudnnHandle_t h, const ConvDescs& d, int want, int* got, Perf* perf) {
+    return cudnnGetConvolutionForwardAlgorithm_v7(h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(), want, got, perf);
+  }
+  static cudnnStatus_t workspace(cudnnHandle_t h, const ConvDescs& d, Algo a, size_t* bytes) {
+    return cudnnGetConvolutionForwardWorkspaceSize(h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(), a, bytes);
+  }
+  static bool dot_product(Algo a) {
+    return a == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM || a == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM ||
+           a == CUDNN_CONVOLUTION_FWD_ALGO_GEMM || a == CUDNN_CONVOLUTION_FWD_ALGO_DIRECT;
+  }
+  static std::string name(Algo a) {
+    static constexpr const char* kNames[] = {
+        "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
+        "WINOGRAD",      "WINOGRAD_NONFUSED"};
+    const int i = static_cast<int>(a);
+    return i >= 0 && i < 8 ? kNames[i] : fmt::format("algo {}", i);
+  }
+};
+
+struct BwdDataDir {
+  using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
+  using Algo = cudnnConvolutionBwdDataAlgo_t;
+  static constexpr const char* kWhat = "backward-data";
+  static constexpr const char* kCall = "cudnnConvolutionBackwardData";
+  static cudnnStatus_t max_count(cudnnHandle_t h, int* n) {
+    return cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, n);
+  }
+  static cudnnStatus_t get(cudnnHandle_t h, const ConvDescs& d, int want, int* got, Perf* perf) {
+    return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(), want, got,
+                                                       perf);
+  }
+  static cudnnStatus_t workspace(cudnnHandle_t h, const ConvDescs& d, Algo a, size_t* bytes) {
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(), a, bytes);
+  }
+  static bool dot_product(Algo a) {
+    return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+  }
+  static std::string name(Algo a) {
+    static constexpr const char* kNames[] = {"ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+    const int i = static_cast<int>(a);
+    return i >= 0 && i < 6 ? kNames[i] : fmt::format("algo {}", i);
+  }
+};
+
+struct BwdFilterDir {
+  using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
+  using Algo = cudnnConvolutionBwdFilterAlgo_t;
+  static constexpr const char* kWhat = "backward-filter";
+  static constexpr const char* kCall = "cudnnConvolutionBackwardFilter";
+  static cudnnStatus_t max_count(cudnnHandle_t h, int* n) {
+    return cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, n);
+  }
+  static cudnnStatus_t get(cudnnHandle_t h, const ConvDescs& d, int want, int* got, Perf* perf) {
+    return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(), want, got,
+                                                         perf);
+  }
+  static cudnnStatus_t workspace(cudnnHandle_t h, const ConvDescs& d, Algo a, size_t* bytes) {
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(), a, bytes);
+  }
+  static bool dot_product(Algo a) {
+    return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 || a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1 ||
+           a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
+  }
+  static std::string name(Algo a) {
+    static constexpr const char* kNames[] = {"ALGO_0",    "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED",
+                                             "FFT_TILING"};
+    const int i = static_cast<int>(a);
+    return i >= 0 && i < 7 ? kNames[i] : fmt::format("algo {}", i);
+  }
+};
+
+/// Walks cuDNN's list of algorithms for direction Dir in its order and runs the first one that
+/// qualifies (cudnn.h, before cudnn_conv_forward); run(algo, workspace, bytes) makes the call.
+template <typename Dir, typename Run>
+StatusOr<ConvAlgoUsed> select_and_run(CudnnHandle& h, const CudnnConv& p, const ConvDescs& d, Run&& run) {
+  int max_count = 0;
+  CUDNN_CHECK(Dir::max_count(h.get(), &max_count));
+  std::vector<typename Dir::Perf> perf(static_cast<size_t>(std::max(max_count, 1)));
+  int returned = 0;
+  CUDNN_CHECK(Dir::get(h.get(), d, static_cast<int>(perf.size()), &returned, perf.data()));
+  const bool fma = p.math == ConvMath::kFma;
+  std::vector<std::string> passed;
+  for (int i = 0; i < returned; ++i) {
+    const typename Dir::Perf& pr = perf[static_cast<size_t>(i)];
+    const std::string name = Dir::name(pr.algo);
+    if (pr.status != CUDNN_STATUS_SUCCESS) {
+      passed.push_back(name + ": " + cudnnGetErrorString(pr.status));
+      continue;
+    }
+    if (pr.determinism != CUDNN_DETERMINISTIC) {
+      passed.push_back(name + ": non-deterministic");
+      continue;
+    }
+    if (p.algos == ConvAlgoPolicy::kDotProduct && !Dir::dot_product(pr.algo)) {
+      passed.push_back(name + ": not a dot-product algorithm");
+      continue;
+    }
+    // kFma: FMA kernels only. kDefault: what cuDNN's heuristics pick under default math, tensor
+    // cores included, but never the down-converting TENSOR_OP_MATH_ALLOW_CONVERSION.
+    const bool math_ok =
+        fma ? pr.mathType == CUDNN_FMA_MATH : pr.mathType == CUDNN_DEFAULT_MATH || pr.mathType == CUDNN_TENSOR_OP_MATH;
+    if (!math_ok) {
+      passed.push_back(fmt::format("{}: math type {}", name, static_cast<int>(pr.mathType)));
+      continue;
+    }
+    // cuDNN runs an algorithm with the descriptor's math type: set the one the list reports.
+    CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv.get(), pr.mathType));
+    size_t bytes = 0;
+    const cudnnStatus_t we = Dir::workspace(h.get(), d, pr.algo, &bytes);
+    if (we != CUDNN_STATUS_SUCCESS) {
+      passed.push_back(name + ": workspace query " + cudnnGetErrorString(we));
+      continue;
+    }
+    if (bytes > h.workspace_limit) {
+      passed.push_back(fmt::format("{}: workspace {} B over the limit {} B", name, bytes, h.workspace_limit));
+      continue;
+    }
+    ASSAY_ASSIGN_OR_RETURN(void* ws, h.workspace(bytes));
+    const cudnnStatus_t e = run(pr.algo, ws, bytes);
+    if (CUDNN_STATUS_CATEGORY(e) == CUDNN_STATUS_NOT_SUPPORTED) {
+      passed.push_back(name + ": " + cudnn_status(e, Dir::kCall, __FILE__, __LINE__).message());
+      continue;
+    }
+    ASSAY_RETURN_IF_ERROR(cudnn_status(e, Dir::kCall, __FILE__, __LINE__));
+    ConvAlgoUsed used;
+    used.algo = static_cast<int>(pr.algo);
+    used.name = name;
+    used.workspace = bytes;
+    used.math_type = static_cast<int>(pr.mathType);
+    used.passed_over = static_cast<int>(passed.size());
+    return used;
+  }
+  std::string why;
+  for (const std::string& s : passed) why += (why.empty() ? "" : "; ") + s;
+  return unavailable(fmt::format("cuDNN convolution {}: no deterministic {} algorithm for {} ({})", Dir::kWhat,
+                                 fma ? "FMA-math" : "default-math", conv_problem(p),
+                                 why.empty() ? "cuDNN listed none" : why));
+}
+
+}  // namespace
+
+StatusOr<ConvAlgoUsed> cudnn_conv_forward(CudnnHandle& h, const CudnnConv& p, float alpha, const void* x, const void* w,
+                                          float beta, void* y) {
+  ConvDescs d;
+  ASSAY_RETURN_IF_ERROR(make_conv_descs(p, d));
+  if (x == nullptr || w == nullptr || y == nullptr)
+    return invalid_argument("cuDNN convolution forward: null x, w or y");
+  return select_and_run<FwdDir>(h, p, d, [&](cudnnConvolutionFwdAlgo_t a, void* ws, size_t bytes) {
+    return cudnnConvolutionForward(h.get(), &alpha, d.x.get(), x, d.w.get(), w, d.conv.get(), a, ws, bytes, &beta,
+                                   d.y.get(), y);
+  });
+}
+
+StatusOr<ConvAlgoUsed> cudnn_conv_backward_data(CudnnHandle& h, const CudnnConv& p, float alpha, const void* w,
+                                                const void* dy, float beta, void* dx) {
+  ConvDescs d;
+  ASSAY_RETURN_IF_ERROR(make_conv_descs(p, d));
+  if (w == nullptr || dy == nullptr || dx == nullptr)
+    return invalid_argument("cuDNN convolution backward-data: null w, dy or dx");
+  return select_and_run<BwdDataDir>(h, p, d, [&](cudnnConvolutionBwdDataAlgo_t a, void* ws, size_t bytes) {
+    return cudnnConvolutionBackwardData(h.get(), &alpha, d.w.get(), w, d.y.get(), dy, d.conv.get(), a, ws, bytes, &beta,
+                                        d.x.get(), dx);
+  });
+}
+
+StatusOr<ConvAlgoUsed> cudnn_conv_backward_filter(CudnnHandle& h, const CudnnConv& p, float alpha, const void* x,
+                                                  const void* dy, float beta, void* dw) {
+  ConvDescs d;
+  ASSAY_RETURN_IF_ERROR(make_conv_descs(p, d));
+  if (x == nullptr || dy == nullptr || dw == nullptr)
+    return invalid_argument("cuDNN convolution backward-filter: null x, dy or dw");
+  return select_and_run<BwdFilterDir>(h, p, d, [&](cudnnConvolutionBwdFilterAlgo_t a, void* ws, size_t bytes) {
+    return cudnnConvolutionBackwardFilter(h.get(), &alpha, d.x.get(), x, d.y.get(), dy, d.conv.get(), a, ws, bytes,
+                                          &beta, d.w.get(), dw);
+  });
+}
+
+}  // namespace assay::vendor
