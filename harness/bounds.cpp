@@ -150,12 +150,33 @@ BoundPair gemm_bounds(const GemmBoundModel& m) {
     // |err| <= ((1+eta)^m - 1) sum|t| ([BHM] with truncation for rounding).
     const double eta = 2 * u_b * static_cast<double>(b + 1);
     const double mi = static_cast<double>(inner), rd = static_cast<double>(r);
-    g_acc = compound(mi * eta + rd * u_acc);
+    double x_c = mi * eta + rd * u_acc;
     const double x_e = mi * eta / 2 + m.lambda * std::sqrt(mi * static_cast<double>(b + 1) + rd) * std::max(u_b, u_acc);
-    e_acc = std::min(compound(x_e), g_acc);
     // b products, b+1 aligned terms and one normalisation per block may flush.
     ops_dot = 2.0 * static_cast<double>(k) + 2.0 * static_cast<double>(s) * static_cast<double>(ceil_div(chunk, b));
     ops_rn = static_cast<double>(extra + (s - 1)) + static_cast<double>(s) * static_cast<double>(outer);
+    if (m.any_split) {
+      // Any decomposition (bounds.h): S nonempty chunks, the longest c = k - S + 1; a term in it
+      // passes ceil(min(c, P)/b) blocks, ceil(c/P) promotions and <= S - 1 sums of partials.
+      const int64_t r0 = 2 + extra + (exact_products ? 0 : 1);
+      for (int64_t S = 1; S <= std::max<int64_t>(k, 1); ++S) {
+        const int64_t c = std::max<int64_t>(k - S + 1, 0);
+        const int64_t in_s = ceil_div(m.promote_every > 0 ? std::min(m.promote_every, c) : c, b);
+        const int64_t out_s = m.promote_every > 0 ? ceil_div(c, m.promote_every) : 0;
+        x_c = std::max(x_c, static_cast<double>(in_s) * eta + static_cast<double>(out_s + (S - 1) + r0) * u_acc);
+      }
+      // Flushes: chunks c_i hold sum ceil(c_i/b) <= ceil(k/b) + S - 1 blocks; S - 1 sums of
+      // partials and sum ceil(c_i/P) <= ceil(k/P) + S - 1 promotions, largest at S = k.
+      ops_dot = std::max(ops_dot, 2.0 * static_cast<double>(k) +
+                                      2.0 * static_cast<double>(ceil_div(k, b) + std::max<int64_t>(k - 1, 0)));
+      ops_rn =
+          std::max(ops_rn, static_cast<double>(extra + std::max<int64_t>(k - 1, 0)) +
+                               (m.promote_every > 0
+                                    ? static_cast<double>(ceil_div(k, m.promote_every) + std::max<int64_t>(k - 1, 0))
+                                    : 0.0));
+    }
+    g_acc = compound(x_c);
+    e_acc = std::min(compound(x_e), g_acc);
   }
 
   // The final conversion to `out` is a separate rounding only when `out` is
@@ -220,6 +241,39 @@ bool gemm_exact_tier_holds(DType acc, int64_t k, int64_t int_range, double alpha
   const double r = static_cast<double>(int_range);
   const double total = static_cast<double>(k) * r * r * alpha_abs + beta_abs * c_abs_max;
   return total < limit;
+}
+
+bool gemm_exact_tier_holds(const GemmBoundModel& m, int64_t int_range, double beta_abs, double c_abs_max) {
+  if (!dtype_is_float(m.acc)) {
+    if (m.scale_a != 1 || m.scale_b != 1 || m.scale_out != 1) return false;
+    return gemm_exact_tier_holds(m.acc, m.k, int_range, m.alpha_abs, beta_abs, c_abs_max);
+  }
+  if (int_range < 0 || m.k < 0) return false;
+  // Inputs: integers up to 2^p(in) are exact (integer inputs: their range).
+  const double in_limit = dtype_is_float(m.in) ? std::ldexp(1.0, precision_bits(m.in)) : max_finite(m.in);
+  if (static_cast<double>(int_range) > in_limit) return false;
+  // Scales: powers of two keep the products 2^e * integer; C is not scaled, so with beta they must be 1.
+  if (!is_pow2(m.scale_a) || !is_pow2(m.scale_b) || !is_pow2(m.scale_out)) return false;
+  const double s = m.scale_a * m.scale_b * m.scale_out;
+  if (beta_abs != 0 && s != 1) return false;
+  // The fewest significand bits on the path: acc, the truncating block, a float output.
+  int p = precision_bits(m.acc);
+  if (m.accumulation == Accumulation::kTruncatingBlock && m.block_bits > 0) p = std::min(p, m.block_bits);
+  if (dtype_is_float(m.out)) p = std::min(p, precision_bits(m.out));
+  const auto is_int = [](double x) { return std::isfinite(x) && x == std::floor(x); };
+  if (!(m.alpha_abs >= 0) || !(beta_abs >= 0) || !(c_abs_max >= 0)) return false;
+  if (!is_int(m.alpha_abs) || !is_int(beta_abs) || (beta_abs != 0 && !is_int(c_abs_max))) return false;
+  const double r = static_cast<double>(int_range);
+  const double total = static_cast<double>(m.k) * r * r * m.alpha_abs + beta_abs * c_abs_max;
+  if (!(total < std::ldexp(1.0, p))) return false;
+  // The scaled result 2^e * integer must be normal (or zero) and finite in acc and out.
+  if (s != 1) {
+    for (DType t : {m.acc, m.out}) {
+      if (!dtype_is_float(t)) continue;
+      if (s < min_normal(t) || s * total > max_finite(t)) return false;
+    }
+  }
+  return true;
 }
 
 int64_t exact_tier_int_range(DType in, DType acc, int64_t k, bool products) {

@@ -106,6 +106,10 @@ struct GemmBoundModel {
                                    ///< round-to-nearest `acc` accumulator (0: never; cuBLASLt fp8
                                    ///< without fast accumulate promotes, DeepSeek-V3 uses 128)
   int64_t split_k = 1;             ///< partial dot products over k/split_k, then summed in `acc`
+  bool any_split = false;          ///< the kernel may split k into any number of chunks of any lengths,
+                                   ///< summed in `acc` in any tree (library heuristics pick split-K or
+                                   ///< stream-K per shape, undocumented): the ceiling is the largest over
+                                   ///< those decompositions; split_k then only shapes the expected level
   double scale_a = 1;              ///< |fp8 dequantisation scale of A| (1: none); ref uses scale_a*A
   double scale_b = 1;              ///< |fp8 dequantisation scale of B|
   double scale_out = 1;            ///< |quantisation scale of the output|: stored = rn_out(scale_out*C),
@@ -139,6 +143,12 @@ ElementBound gemm_ceiling(const GemmBoundModel& m);
 ///     [BHLMP] with truncation in place of rounding), m = ceil(chunk/b) chained
 ///     blocks, r = RN roundings after the blocks (promotion, split-K partials, alpha, beta,
 ///     scales, products when they are not exact in the block).
+/// any_split: a term in a chunk of c products passes ceil(min(c, P)/b) blocks, ceil(c/P)
+///   promotions (P = promote_every) and at most S - 1 sums of partials; with S nonempty chunks
+///   c <= k - S + 1, so the ceiling takes the largest x over S = 1..k (round-to-nearest: path
+///   k already bounds every order, [H] (3.5)). A model block b no larger than the hardware's b'
+///   bounds it: a block of n <= b' products loses < 2u_b (n + 1) S_j, and
+///   (b+1) ceil(k/b) >= k + ceil(k/b) >= k + ceil(k/b') (tests/harness/bounds_ext_test.cpp).
 /// Expected: round-to-nearest gamma~_{path+2+s}(lambda) [HM] sec. 3; truncation is
 /// biased (not mean-zero), so its expected level keeps the mean loss m*eta/2 (half the
 /// worst case for uniformly distributed discarded bits) and treats only the rest
@@ -153,6 +163,15 @@ BoundPair gemm_bounds(const GemmBoundModel& m);
 /// beta != 0) are integers.
 bool gemm_exact_tier_holds(DType acc, int64_t k, int64_t int_range, double alpha_abs, double beta_abs,
                            double c_abs_max);
+
+/// The exact tier for a kernel described by a GemmBoundModel: every partial sum must stay
+/// below 2^p, p the fewest significand bits anywhere on the path: `acc`, the truncating block
+/// (block_bits), and a float `out` (the result itself must be representable); integers
+/// |a|, |b| <= int_range must be exact in `in`. fp8 scales must be powers of two (the
+/// dequantised products are then 2^e times integers, and the scaled result stays in the normal
+/// range of `acc` and `out`); with beta != 0 they must be 1 (C is not scaled). An integer `acc`
+/// defers to gemm_exact_tier_holds(acc, ...). False whenever exactness is not guaranteed.
+bool gemm_exact_tier_holds(const GemmBoundModel& m, int64_t int_range, double beta_abs, double c_abs_max);
 
 /// Exact tier generator range: the largest r >= 0 such that every integer in [-r, r] is
 /// exact in `in` and every partial sum of a reduction of length k of products (|sum| <=

@@ -20,6 +20,7 @@
 #include "harness/baseline.h"
 #include "harness/campaign.h"
 #include "harness/corpus.h"
+#include "harness/false_alarm.h"
 #include "harness/gpu/lane.h"
 #include "harness/spec.h"
 #include "harness/triage.h"
@@ -701,6 +702,30 @@ int main(int argc, char** argv) {
   exhaustive->add_flag("--backward", xa.backward, "Sweep the backward: dx = dy act'(x) with dy = 1");
   exhaustive->add_option("--device", xa.device, "CUDA device index")->check(CLI::NonNegativeNumber);
   exhaustive->add_option("--json", xa.json, "Write the sweep reports as JSON to this file");
+  FaOptions fao;
+  std::string fa_out = "false-alarm-results";
+  int fa_device = 0;
+  int64_t fa_batch_mb = 256;
+  auto* false_alarm_cmd = app.add_subcommand(
+      "false-alarm",
+      "Fuzz the vendor GEMMs (cuBLAS, cuBLASLt: fp32, tf32, fp16, bf16, fp8, int8) against the fp64 host "
+      "reference under the hard ceilings of harness/bounds.h; exit 1 if any element exceeds its ceiling");
+  false_alarm_cmd->add_option("--cases", fao.cases, "Cases to run")->check(CLI::NonNegativeNumber);
+  false_alarm_cmd->add_option("--seed", fao.seed, "Campaign seed (a case is a function of seed and index)");
+  false_alarm_cmd->add_option("--first-case", fao.first_case, "First case index (replay: --first-case I --cases 1)")
+      ->check(CLI::NonNegativeNumber);
+  false_alarm_cmd->add_option("--max-k", fao.max_k, "Largest reduction length k")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  false_alarm_cmd->add_option("--max-mn", fao.max_mn, "Largest m and n")->check(CLI::Range(int64_t{1}, int64_t{1024}));
+  false_alarm_cmd->add_option("--configs", fao.configs, "Configurations (default: all; see the report's table)")
+      ->delimiter(',');
+  false_alarm_cmd->add_option("--threads", fao.threads, "Host threads for inputs and references (0: all cores)")
+      ->check(CLI::Range(0, 1024));
+  false_alarm_cmd->add_option("--batch-mb", fa_batch_mb, "Staging image per batch, MiB")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
+  false_alarm_cmd->add_option("--max-print", fao.max_print, "Failure lines printed")->check(CLI::NonNegativeNumber);
+  false_alarm_cmd->add_option("--device", fa_device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  false_alarm_cmd->add_option("--out", fa_out, "Folder for false-alarm.md/.json (empty: none)");
 
   std::string triage_path, triage_variant;
   int triage_device = 0;
@@ -779,6 +804,25 @@ int main(int argc, char** argv) {
     return kExitPass;
   }
   if (exhaustive->parsed()) return cmd_exhaustive(xa);
+  if (false_alarm_cmd->parsed()) {
+    fao.batch_bytes = fa_batch_mb << 20;
+    // Unknown configs are a usage error even where no GPU is present.
+    if (auto sel = fa_select(fao); !sel.ok()) return error(sel.status());
+    auto report = false_alarm(fao, fa_device, fa_out);
+    if (!report.ok()) return error(report.status());
+    fmt::print("{}", fa_markdown(*report, fao));
+    const FaRow total = report->table.total();
+    if (total.failures() > 0) return kExitFail;
+    for (int ci : report->configs) {
+      const FaRow t = report->table.config_total(ci);
+      if (t.cases == 0 && t.not_run > 0) {
+        fmt::print(stderr, "assay: false-alarm: config {} ran no case ({})\n", fa_configs()[ci].name,
+                   report->not_run_reason[static_cast<size_t>(ci)]);
+        return kExitInfra;
+      }
+    }
+    return kExitPass;
+  }
   if (baseline->parsed()) return cmd_baseline(bl_action, bl_op, bl_cases, bl_seed, bl_max_dim, bl_corpus);
   if (triage_cmd->parsed()) return cmd_triage(triage_path, triage_variant, triage_device, triage_no_sweep);
   return kExitUsage;

@@ -7,6 +7,7 @@
 
 #include <cublas_v2.h>
 
+#include "harness/dtype.h"
 #include "harness/status.h"
 
 namespace assay::vendor {
@@ -25,5 +26,16 @@ Status cublas_gemm_f32_pedantic(cublasHandle_t handle, const RowMajorGemm& g, fl
 /// fp64 GEMM with CUBLAS_COMPUTE_64F_PEDANTIC.
 Status cublas_gemm_f64_pedantic(cublasHandle_t handle, const RowMajorGemm& g, double alpha, const double* a,
                                 const double* b, double beta, double* c);
+
+/// cublasGemmEx for row-major problems: A and B of type `in` (kTF32: fp32 storage), C of type
+/// `out`, any compute type cublasGemmEx accepts (alpha and beta are converted to its scalar
+/// type: fp32 for the 32F family, int32 for 32I (they must be integers), half for 16F, double
+/// for 64F). With an output narrower than the compute type, cuBLAS by default may reduce
+/// split-K partials in the output type: a caller that promises compute-type accumulation
+/// sets CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION on the handle's math mode.
+/// Errors: kUnavailable for CUBLAS_STATUS_NOT_SUPPORTED, kInvalidArgument for
+/// CUBLAS_STATUS_INVALID_VALUE, kInternal otherwise. Does not synchronise.
+Status cublas_gemm_ex(cublasHandle_t handle, const RowMajorGemm& g, DType in, DType out, cublasComputeType_t compute,
+                      double alpha, const void* a, const void* b, double beta, void* c);
 
 }  // namespace assay::vendor

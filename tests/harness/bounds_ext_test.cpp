@@ -332,6 +332,106 @@ TEST(GemmBounds, Fp8FastAccumulateAndPromotion) {
   EXPECT_GT(min_vs_f32, 1.0);
 }
 
+TEST(GemmBounds, AnySplitBoundsEveryDecomposition) {
+  // any_split (library heuristics pick split-K / stream-K per shape): the ceiling must be at
+  // least that of every explicit S-way split; round to nearest already covers every order.
+  for (int64_t k : {1, 2, 5, 17, 64, 1000, 8192}) {
+    for (int bits : {24, 13}) {
+      for (int64_t promote : {0, 128}) {
+        GemmBoundModel any = block_model(k, 4, bits == 13 ? DType::kE4M3 : DType::kBF16, bits);
+        any.promote_every = promote;
+        any.any_split = true;
+        const ElementBound ca = gemm_bounds(any).ceiling;
+        for (int64_t s = 1; s <= k; s = s < 16 ? s + 1 : s * 2) {
+          GemmBoundModel one = any;
+          one.any_split = false;
+          one.split_k = s;
+          const ElementBound c1 = gemm_bounds(one).ceiling;
+          EXPECT_GE(ca.rel_mag, c1.rel_mag) << "k " << k << " bits " << bits << " promote " << promote << " S " << s;
+          EXPECT_GE(ca.floor, c1.floor);
+        }
+        // Expected level: that of the given split (1), not of the worst one (where it is
+        // below its own ceiling; else both are capped by their ceilings).
+        GemmBoundModel one = any;
+        one.any_split = false;
+        const BoundPair p1 = gemm_bounds(one);
+        if (p1.expected.rel_mag < p1.ceiling.rel_mag) {
+          EXPECT_EQ(gemm_bounds(any).expected.rel_mag, p1.expected.rel_mag);
+        }
+      }
+    }
+    GemmBoundModel rn = dot_model(k);
+    const double plain = gemm_ceiling(rn).rel_mag;
+    rn.any_split = true;
+    EXPECT_EQ(gemm_ceiling(rn).rel_mag, plain);
+  }
+  // Emulated: the lost-units worst case through uneven splits into hardware blocks of 4 to 32
+  // (each partial an fp32 value, partials summed in fp32): within the model with b = 4.
+  const size_t k = 4096;
+  const double d = (1 - 0x1p-8) * 0x1p-23;
+  std::vector<float> x(k, static_cast<float>(d)), y(k, 1.0f);
+  x[0] = 1.0f;
+  const DotRef r = dot_ref(x, y);
+  const std::vector<double> pr = products(x, y);
+  GemmBoundModel m = block_model(k, 4);
+  m.any_split = true;
+  const ElementBound b = gemm_bounds(m).ceiling;
+  std::mt19937_64 rng(17);
+  double worst = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    const size_t hw = size_t{4} << (rng() % 4), S = 1 + rng() % 9;
+    std::vector<size_t> cuts = {0, k};
+    while (cuts.size() < S + 1) cuts.push_back(1 + rng() % (k - 1));
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    float total = 0;
+    for (size_t c = 0; c + 1 < cuts.size(); ++c) {
+      const std::vector<double> part(pr.begin() + static_cast<std::ptrdiff_t>(cuts[c]),
+                                     pr.begin() + static_cast<std::ptrdiff_t>(cuts[c + 1]));
+      total += static_cast<float>(block_dot(part, hw, 24));
+    }
+    worst = std::max(worst, r.err(total) / b.tol(std::fabs(r.value), r.mag));
+  }
+  std::printf("[ measured ] lost units k=4096 through random splits and blocks 4..32: error/any-split ceiling %.4f\n",
+              worst);
+  EXPECT_LE(worst, 1.0);
+  EXPECT_GT(worst, 0.5);  // one unsplit block chain loses (k-1) d: the ceiling is nearly attained
+}
+
+TEST(GemmBounds, ExactTierFromTheModel) {
+  // The fewest bits on the path decide: acc (24), a truncating block (13 for fp8), the output.
+  GemmBoundModel m = block_model(8191, 4, DType::kE4M3, 13);
+  EXPECT_TRUE(gemm_exact_tier_holds(m, 1, 0, 0));  // 8191 < 2^13
+  m.k = 8192;
+  EXPECT_FALSE(gemm_exact_tier_holds(m, 1, 0, 0));
+  m.k = 100;
+  EXPECT_TRUE(gemm_exact_tier_holds(m, 8, 0, 0));    // 6400
+  EXPECT_FALSE(gemm_exact_tier_holds(m, 17, 0, 0));  // 17 is not an e4m3 value
+  m.out = DType::kBF16;                              // the output holds integers to 2^8
+  EXPECT_FALSE(gemm_exact_tier_holds(m, 8, 0, 0));
+  m.k = 3;
+  EXPECT_TRUE(gemm_exact_tier_holds(m, 8, 0, 0));  // 192
+  // Scales: powers of two keep integers times 2^e; another scale does not; C is not scaled.
+  m.scale_a = 0.125;
+  EXPECT_TRUE(gemm_exact_tier_holds(m, 8, 0, 0));
+  EXPECT_FALSE(gemm_exact_tier_holds(m, 8, 1, 4));
+  m.scale_a = 3;
+  EXPECT_FALSE(gemm_exact_tier_holds(m, 8, 0, 0));
+  m.scale_a = 0x1p-140;  // the scaled result would leave the normal range
+  EXPECT_FALSE(gemm_exact_tier_holds(m, 8, 0, 0));
+  // Round to nearest in fp32 agrees with the DType overload; integer accumulation defers to it.
+  for (int64_t k : {1, 100, 4096}) {
+    for (int64_t r : {1, 7, 64, 2048}) {
+      GemmBoundModel f = dot_model(k);
+      EXPECT_EQ(gemm_exact_tier_holds(f, r, 0, 0), gemm_exact_tier_holds(DType::kF32, k, r, 1, 0, 0)) << k << " " << r;
+      f.acc = DType::kI32;
+      f.in = DType::kI8;
+      f.out = DType::kI32;
+      EXPECT_EQ(gemm_exact_tier_holds(f, r, 2, 5), gemm_exact_tier_holds(DType::kI32, k, r, 1, 2, 5));
+    }
+  }
+}
+
 TEST(GemmBounds, Tf32InputRoundingIsNotKernelError) {
   // The reference reads the tf32-rounded inputs: an fp32 FMA loop over them is within the
   // ceiling. Measured against the unrounded fp32 inputs the same result is off by the input

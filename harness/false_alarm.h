@@ -1,0 +1,258 @@
+// assay false-alarm (issue 3, "measured, not assumed"): a campaign that fuzzes
+// the vendor GEMMs (cuBLAS fp32 pedantic, tf32, fp16, bf16; cuBLASLt fp8 e4m3
+// and e5m2 with and without fast accumulation and with per-tensor scales;
+// int8 -> int32) against the host fp64 reference (references/host/gemm.h) on
+// the same rounded inputs, and judges every element with the HARD CEILING of
+// harness/bounds.h under the bound model of its configuration. A correct vendor
+// library must never exceed a ceiling: one that does is a false alarm of the
+// bound model, whose derivation is then wrong (fix the derivation, never
+// loosen a number). The expected level is reported beside it (exceedances are
+// warnings, not failures).
+//
+// Split so that everything but the vendor call is host code and CPU-testable:
+// cases (pure data, a function of seed and index), their bound models, the
+// staging image, the reference, the element judge, the per (config, value
+// class) table and its Markdown / JSON; the vendor runs behind FaBackend (the
+// GPU one here, an emulated one in tests/harness/false_alarm_test.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/bounds.h"
+#include "harness/dtype.h"
+#include "harness/status.h"
+#include "harness/tensor.h"
+#include "harness/values.h"
+
+namespace assay {
+
+enum class FaLibrary : uint8_t { kCublas, kCublasLt };
+
+/// One vendor GEMM configuration and the bound model it is judged by.
+struct FaConfig {
+  std::string_view name;
+  FaLibrary library = FaLibrary::kCublas;
+  DType a = DType::kF32, b = DType::kF32;  ///< row-major A and B (kTF32: fp32 storage of tf32 values)
+  DType out = DType::kF32;                 ///< C and D
+  bool fast_accum = false;                 ///< fp8: CUBLASLT_MATMUL_DESC_FAST_ACCUM
+  bool scaled = false;                     ///< fp8: random per-tensor scales (powers of two and not)
+  bool tn_only = false;                    ///< cuBLASLt fp8 / int8 "TN": trans_a = false, trans_b = true
+  bool batched = false;                    ///< strided batches
+  int64_t granule = 1;                     ///< m, n, k, leading dims, offsets, strides: multiples (elements)
+  // The bound model (see fa_ceiling_model):
+  DType acc = DType::kF32;
+  Accumulation accumulation = Accumulation::kRoundNearest;
+  int64_t block = 1;
+  int block_bits = 0;
+  int64_t expected_promote_every = 0;  ///< promotion interval of the expected level only (0: none)
+  std::string_view model_note;         ///< where the model's numbers come from
+};
+
+/// Every configuration, in report order.
+std::span<const FaConfig> fa_configs();
+/// Index into fa_configs() by name; -1 if absent.
+int find_fa_config(std::string_view name);
+
+/// Value classes of A and B (C, when read, is normal or small-int).
+enum class FaClass : uint8_t {
+  kNormal,        ///< N(0,1)
+  kUniform,       ///< U(-1,1)
+  kSameSign,      ///< U(0,1): no cancellation; 1 case in 10 has k = max_k (e.g. 8192)
+  kLogUniform,    ///< |x| = 2^U[e0,e1) within the dtype's normal range, random sign
+  kSubnormal,     ///< nonzero subnormals of the dtype
+  kNearOverflow,  ///< |x| within a factor 4 of the dtype's largest finite value
+  kSmallInt,      ///< integers: the exact tier where gemm_exact_tier_holds says so
+  kNanInf,        ///< N(0,1) with NaN, +-Inf and -0 injected
+};
+inline constexpr int kFaClasses = 8;
+std::string_view fa_class_name(FaClass c);
+
+/// One campaign case: pure data; the inputs are materialised from the recipes.
+struct FaCase {
+  int64_t index = 0;  ///< campaign case index
+  int config = 0;     ///< into fa_configs()
+  FaClass cls = FaClass::kNormal;
+  int64_t m = 1, n = 1, k = 1, batch = 1;
+  bool trans_a = false, trans_b = false;
+  int64_t lda = 1, ldb = 1, ldc = 1;                 ///< row-major leading dimensions (elements)
+  int64_t off_a = 0, off_b = 0, off_c = 0;           ///< elements from a 256-byte aligned base
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;  ///< batch strides (elements)
+  double alpha = 1, beta = 0;                        ///< exactly representable in the scale type
+  double scale_a = 1, scale_b = 1;                   ///< fp8 dequantisation scales (fp32 values), else 1
+  ValueRecipe ra, rb, rc;                            ///< A, B, and C (read only when beta != 0)
+  const FaConfig& cfg() const { return fa_configs()[static_cast<size_t>(config)]; }
+};
+
+/// Stored views, [batch, rows, cols] with strides [stride, ld, 1] and the element offset:
+/// A is m x k (k x m transposed), B is k x n (n x k transposed), C is m x n.
+TensorDesc fa_desc_a(const FaCase& c);
+TensorDesc fa_desc_b(const FaCase& c);
+TensorDesc fa_desc_c(const FaCase& c);
+
+/// Test hooks that plant an error the campaign must report.
+enum class FaPlant : uint8_t {
+  kNone,
+  kPerturb,        ///< host side, after the vendor: one element per case moved by 4 ceilings
+  kF16Accumulate,  ///< GPU backend: fp16-output cuBLAS configs run CUBLAS_COMPUTE_16F (fp32 promised)
+};
+
+struct FaOptions {
+  uint64_t seed = 1;
+  int64_t cases = 120000;
+  int64_t first_case = 0;                    ///< run case indices [first_case, first_case + cases)
+  int64_t max_k = 8192;                      ///< largest reduction length
+  int64_t max_mn = 64;                       ///< largest m and n
+  std::vector<std::string> configs;          ///< names; empty: all. Cases go round-robin over these.
+  int threads = 0;                           ///< host threads (references, inputs); 0: all cores
+  int64_t batch_bytes = int64_t{256} << 20;  ///< staging image per batch (inputs and outputs)
+  int64_t batch_cases = 2048;                ///< most cases per batch
+  int max_print = 20;                        ///< failure lines printed (all go to the JSON, up to 1000)
+  FaPlant plant = FaPlant::kNone;
+  bool quiet = false;  ///< no progress or failure lines on stdout
+};
+
+/// Config indices selected by `o.configs` (all when empty); an unknown name is an error.
+StatusOr<std::vector<int>> fa_select(const FaOptions& o);
+
+/// The case with campaign index `index`: a pure function of (o.seed, index, the config
+/// that index % configs.size() selects, o.max_k, o.max_mn).
+FaCase fa_make_case(const FaOptions& o, const std::vector<int>& configs, int64_t index);
+
+/// The hard ceiling's model: the config's accumulation, k, |alpha|, fp8 scales, output; a
+/// truncating block may split k in any way (any_split). fa_expected_model: the same with
+/// the config's expected promotion interval and no split.
+GemmBoundModel fa_ceiling_model(const FaCase& c);
+GemmBoundModel fa_expected_model(const FaCase& c);
+/// ceiling from fa_ceiling_model, expected from fa_expected_model (capped by the ceiling).
+BoundPair fa_bounds(const FaCase& c);
+/// Compared bit for bit: int8 always; small-int when gemm_exact_tier_holds (for the
+/// model of each input type) says every partial sum is exact.
+bool fa_exact(const FaCase& c);
+/// mag at or above which a correct kernel's intermediates may overflow: the accumulator's
+/// range, seen through |alpha| and the scales (+Inf for integer accumulation).
+double fa_overflow_limit(const FaCase& c);
+
+/// One element against the reference (the rules of harness/gpu/check_kernels.cu's compare):
+/// where ref is NaN the output must be NaN; where ref is +-Inf, the same Inf (or NaN in the
+/// overflow zone); a NaN or Inf output where ref is finite only in the overflow zone (mag
+/// past overflow_limit), an Inf also where |ref| + ceiling passes out_max with ref's sign.
+struct FaJudgement {
+  bool compared = false;        ///< finite output and reference, error measured
+  bool above_ceiling = false;   ///< error > ceiling
+  bool above_expected = false;  ///< error > expected level
+  bool naninf = false;          ///< NaN/Inf pattern differs
+  bool not_exact = false;       ///< exact tier: output != reference
+  double err = 0, ceiling = 0, ratio = 0, ratio_expected = 0;
+};
+FaJudgement fa_judge(double out, double ref, double mag, const BoundPair& b, bool exact, double out_max,
+                     double overflow_limit);
+
+/// Counts of one (config, value class).
+struct FaRow {
+  int64_t cases = 0;    ///< cases run
+  int64_t not_run = 0;  ///< the library declined (no algorithm / unsupported)
+  int64_t exact_cases = 0;
+  int64_t elements = 0;  ///< output elements judged
+  int64_t compared = 0;  ///< of which finite on both sides (error measured)
+  int64_t ceiling_failures = 0, naninf_failures = 0, exact_failures = 0, gap_writes = 0;
+  int64_t expected_exceedances = 0;
+  double max_ratio = 0;           ///< max error / ceiling
+  double max_ratio_expected = 0;  ///< max error / expected level
+  int64_t worst_case = -1;        ///< case index of max_ratio
+  int64_t failures() const { return ceiling_failures + naninf_failures + exact_failures + gap_writes; }
+  void merge(const FaRow& o);
+};
+
+/// One failing element, enough to find and replay it.
+struct FaFailure {
+  std::string kind;  ///< "ceiling", "naninf", "exact", "gap"
+  FaCase c;
+  int64_t batch = 0, i = 0, j = 0;  ///< element (gap: linear index in C's allocation)
+  double value = 0, ref = 0, mag = 0, bound = 0;
+};
+
+/// The table: rows[config * kFaClasses + class].
+struct FaTable {
+  std::vector<FaRow> rows = std::vector<FaRow>(fa_configs().size() * kFaClasses);
+  FaRow& at(int config, FaClass c) { return rows[static_cast<size_t>(config) * kFaClasses + static_cast<size_t>(c)]; }
+  const FaRow& at(int config, FaClass c) const {
+    return rows[static_cast<size_t>(config) * kFaClasses + static_cast<size_t>(c)];
+  }
+  FaRow config_total(int config) const;
+  FaRow total() const;
+  void merge(const FaTable& o);
+};
+
+struct FaReport {
+  FaTable table;
+  std::vector<FaFailure> failures;          ///< sorted by case index, at most 1000
+  std::vector<std::string> not_run_reason;  ///< per config: the first reason a case did not run
+  std::vector<int> configs;                 ///< the selected configs
+  int64_t cases = 0, planted = 0;
+  double seconds = 0, seconds_inputs = 0, seconds_reference = 0, seconds_vendor = 0, seconds_judge = 0;
+  std::string device;
+};
+
+/// "ceiling config=... class=... case=... m= n= k= ... element=(b,i,j) value= ref= mag= bound= ratio=
+/// replay: assay false-alarm --seed S --first-case I --cases 1 --configs NAME".
+std::string fa_failure_line(const FaFailure& f, const FaOptions& o);
+std::string fa_markdown(const FaReport& r, const FaOptions& o);
+nlohmann::json fa_json(const FaReport& r, const FaOptions& o);
+
+// ---- staging and the vendor ------------------------------------------------------------------
+
+/// Byte offsets of one case in a batch image [inputs | outputs] (each region 256-aligned;
+/// the views' element offsets are inside).
+struct FaSlot {
+  size_t a = 0, b = 0, scales = 0, c = 0;
+};
+
+struct FaBatch {
+  std::vector<FaCase> cases;
+  std::vector<FaSlot> slots;
+  size_t out_begin = 0;  ///< outputs (C of every case) are [out_begin, bytes)
+  size_t bytes = 0;
+  unsigned char* image = nullptr;   ///< host, `bytes`: A, B, scales (two fp32), C (poison or values)
+  unsigned char* result = nullptr;  ///< host, bytes - out_begin: the outputs after the run
+  std::vector<Status> status;       ///< per case: ok, or why the library declined it
+};
+
+/// Lays out `cases` (fills slots, out_begin, bytes).
+void fa_layout(FaBatch& batch);
+/// Writes case `i`'s inputs and poisoned (or, with beta, valued) C into batch.image.
+void fa_materialize(const FaBatch& batch, size_t i);
+
+/// Runs the vendor on a batch.
+class FaBackend {
+ public:
+  virtual ~FaBackend() = default;
+  /// Host buffers for at least these sizes (pinned for a GPU); kept until the next call.
+  virtual Status reserve(size_t image_bytes, size_t result_bytes, unsigned char** image, unsigned char** result) = 0;
+  /// Runs every case of the batch: reads batch.image, writes batch.result (the image's
+  /// output part, as the library left it), sets batch.status[i] to kUnavailable or
+  /// kInvalidArgument where the library declined a case. Another error stops the campaign.
+  virtual Status run(FaBatch& batch) = 0;
+  virtual std::string describe() const = 0;
+};
+
+/// cuBLAS / cuBLASLt on `device`, one stream, one device image reused across batches.
+StatusOr<std::unique_ptr<FaBackend>> make_fa_gpu_backend(int device, FaPlant plant);
+
+/// The campaign: batches of cases; inputs and the fp64 references on a pool of host threads
+/// while the backend runs the batch; then the judge. Returns the report (also for failures);
+/// an error only for an infrastructure failure.
+StatusOr<FaReport> run_false_alarm(const FaOptions& o, FaBackend& backend);
+
+/// Runs the campaign on GPU `device` and writes false-alarm.md / false-alarm.json under
+/// `out_dir` (if not empty).
+StatusOr<FaReport> false_alarm(const FaOptions& o, int device, const std::string& out_dir);
+
+}  // namespace assay

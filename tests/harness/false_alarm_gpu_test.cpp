@@ -1,0 +1,219 @@
+// assay false-alarm on a GPU: a small campaign over every vendor configuration finds no
+// element above its ceiling; a planted perturbation and fp16 accumulation where fp32 was
+// promised (CUBLAS_COMPUTE_16F) are reported; the cuBLASLt wrapper is bit-exact for int8
+// (strided batch, offset pointers) and within the fp8 ceiling with scales. Skipped, with the
+// reason, where no GPU is present.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <cuda_runtime.h>
+
+#include "harness/false_alarm.h"
+#include "harness/gpu/lane.h"
+#include "references/host/gemm.h"
+#include "references/vendor/cublaslt_gemm.h"
+#include "tests/gpu_test_env.h"
+
+namespace assay {
+namespace {
+
+#define SKIP_WITHOUT_GPU()                                                     \
+  do {                                                                         \
+    auto n = gpu::device_count();                                              \
+    if (!n.ok()) GTEST_SKIP() << "GPU test skipped: " << n.status().message(); \
+  } while (false)
+
+FaOptions gpu_options(int64_t cases, uint64_t seed) {
+  FaOptions o;
+  o.cases = cases;
+  o.seed = seed;
+  o.quiet = true;
+  return o;
+}
+
+TEST(FalseAlarmGpu, SmallCampaignHasNoCeilingFailure) {
+  SKIP_WITHOUT_GPU();
+  const FaOptions o = gpu_options(360, 2026);  // 20 cases per configuration
+  const auto r = false_alarm(o, 0, "");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  for (const FaFailure& f : r->failures) ADD_FAILURE() << fa_failure_line(f, o);
+  const FaRow t = r->table.total();
+  EXPECT_EQ(t.failures(), 0);
+  EXPECT_GT(t.compared, 0);
+  for (int ci : r->configs) {
+    const FaRow c = r->table.config_total(ci);
+    const std::string name(fa_configs()[static_cast<size_t>(ci)].name);
+    EXPECT_GT(c.cases, 0) << name << " ran no case: " << r->not_run_reason[static_cast<size_t>(ci)];
+    std::printf("[ measured ] %-24s cases %lld (not run %lld), max err/ceiling %.4g, > expected %lld\n", name.c_str(),
+                static_cast<long long>(c.cases), static_cast<long long>(c.not_run), c.max_ratio,
+                static_cast<long long>(c.expected_exceedances));
+  }
+}
+
+TEST(FalseAlarmGpu, PlantedPerturbationIsReported) {
+  SKIP_WITHOUT_GPU();
+  FaOptions o = gpu_options(90, 7);
+  o.plant = FaPlant::kPerturb;
+  const auto r = false_alarm(o, 0, "");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const FaRow t = r->table.total();
+  EXPECT_GT(r->planted, 30);
+  EXPECT_GE(t.ceiling_failures + t.exact_failures, r->planted);
+  ASSERT_FALSE(r->failures.empty());
+  EXPECT_NE(fa_failure_line(r->failures.front(), o).find("replay: assay false-alarm"), std::string::npos);
+}
+
+TEST(FalseAlarmGpu, Fp16AccumulationWhereFp32WasPromisedIsCaught) {
+  SKIP_WITHOUT_GPU();
+  FaOptions o = gpu_options(120, 8);
+  o.configs = {"fp16_out_fp16"};
+  o.plant = FaPlant::kF16Accumulate;
+  const auto r = false_alarm(o, 0, "");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const FaRow t = r->table.total();
+  EXPECT_GT(t.cases, 0) << r->not_run_reason[static_cast<size_t>(find_fa_config("fp16_out_fp16"))];
+  EXPECT_GT(t.ceiling_failures, 0);
+  std::printf(
+      "[ measured ] CUBLAS_COMPUTE_16F judged as fp32 accumulation: %lld ceiling failures in %lld cases, "
+      "max err/ceiling %.3g\n",
+      static_cast<long long>(t.ceiling_failures), static_cast<long long>(t.cases), t.max_ratio);
+}
+
+TEST(FalseAlarmGpu, CommandWritesItsReportsAndExitsZero) {
+  SKIP_WITHOUT_GPU();
+  const std::string dir = std::filesystem::temp_directory_path() / ("assay-fa-" + std::to_string(::getpid()));
+  const std::string cmd =
+      assay_binary() + " false-alarm --cases 72 --seed 3 --max-k 2048 --out " + dir + " > " + dir + ".log 2>&1";
+  const int rc = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(rc));
+  std::ifstream log(dir + ".log");
+  std::stringstream text;
+  text << log.rdbuf();
+  EXPECT_EQ(WEXITSTATUS(rc), 0) << text.str();
+  EXPECT_TRUE(std::filesystem::exists(dir + "/false-alarm.json"));
+  std::ifstream md(dir + "/false-alarm.md");
+  std::stringstream mds;
+  mds << md.rdbuf();
+  EXPECT_NE(mds.str().find("**PASS**"), std::string::npos) << mds.str();
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove(dir + ".log");
+}
+
+// ---- the cuBLASLt wrapper directly ---------------------------------------------------------------
+
+struct DevBuf {
+  void* p = nullptr;
+  explicit DevBuf(size_t n) { EXPECT_EQ(cudaMalloc(&p, n), cudaSuccess); }
+  ~DevBuf() { cudaFree(p); }
+  unsigned char* bytes() const { return static_cast<unsigned char*>(p); }
+};
+
+TEST(CublasLtGpu, Int8StridedBatchWithOffsetsIsBitExact) {
+  SKIP_WITHOUT_GPU();
+  auto lt = vendor::CublasLt::create();
+  ASSERT_TRUE(lt.ok()) << lt.status().message();
+  // TN (A m x k, B n x k, k contiguous), m = 5, n = 12, k = 36, 3 batch entries, padded,
+  // A and C offset by 4 elements (16-byte aligned) from a 256-byte base.
+  const int64_t m = 5, n = 12, k = 36, batch = 3, lda = 40, ldb = 44, ldc = 16, off = 4;
+  const int64_t sa = m * lda + 8, sb = n * ldb, sc = m * ldc + 4;
+  std::vector<int8_t> a(static_cast<size_t>(off + batch * sa)), b(static_cast<size_t>(batch * sb));
+  std::vector<int32_t> c(static_cast<size_t>(off + batch * sc), -7);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<int8_t>(static_cast<int>(i * 37 % 255) - 127);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<int8_t>(static_cast<int>(i * 91 % 256) - 128);
+  DevBuf da(a.size()), db(b.size()), dc(c.size() * 4);
+  cudaMemcpy(da.p, a.data(), a.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(db.p, b.data(), b.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(dc.p, c.data(), c.size() * 4, cudaMemcpyHostToDevice);
+  vendor::LtGemm g;
+  g.g = vendor::RowMajorGemm{m, n, k, false, true, lda, ldb, ldc};
+  g.a = g.b = DType::kI8;
+  g.out = DType::kI32;
+  g.batch = batch;
+  g.stride_a = sa;
+  g.stride_b = sb;
+  g.stride_c = sc;
+  const Status st = (*lt)->matmul(g, 2, da.bytes() + off, db.p, -1, dc.bytes() + off * 4, nullptr);
+  if (st.code() == StatusCode::kUnavailable) GTEST_SKIP() << "cuBLASLt declined: " << st.message();
+  ASSERT_TRUE(st.ok()) << st.message();
+  std::vector<int32_t> got(c.size());
+  ASSERT_EQ(cudaMemcpy(got.data(), dc.p, got.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (int64_t e = 0; e < batch; ++e)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        int64_t s = 0;
+        for (int64_t q = 0; q < k; ++q)
+          s += int64_t{a[static_cast<size_t>(off + e * sa + i * lda + q)]} *
+               b[static_cast<size_t>(e * sb + j * ldb + q)];
+        const size_t at = static_cast<size_t>(off + e * sc + i * ldc + j);
+        EXPECT_EQ(got[at], 2 * s - 1 * c[at]) << e << " " << i << " " << j;
+      }
+  // Padding and the offset are untouched.
+  EXPECT_EQ(got[0], -7);
+  EXPECT_EQ(got[static_cast<size_t>(off + ldc - 1)], -7);
+}
+
+TEST(CublasLtGpu, Fp8WithScalesWithinItsCeiling) {
+  SKIP_WITHOUT_GPU();
+  auto lt = vendor::CublasLt::create();
+  ASSERT_TRUE(lt.ok()) << lt.status().message();
+  const int64_t m = 32, n = 48, k = 256;
+  std::vector<uint8_t> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(n * k));
+  std::vector<double> ad(a.size()), bd(b.size());
+  const float scales[2] = {0.75f, 3.0f};  // not powers of two
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = f32_to_e4m3_bits(static_cast<float>(std::sin(0.37 * static_cast<double>(i)) * 8), Overflow::kSaturate);
+    ad[i] = scales[0] * static_cast<double>(e4m3_bits_to_f32(a[i]));
+  }
+  for (size_t i = 0; i < b.size(); ++i) {
+    b[i] = f32_to_e4m3_bits(static_cast<float>(std::cos(0.11 * static_cast<double>(i)) * 2), Overflow::kSaturate);
+    bd[i] = scales[1] * static_cast<double>(e4m3_bits_to_f32(b[i]));
+  }
+  DevBuf da(a.size()), db(b.size()), dc(static_cast<size_t>(m * n) * 4), ds(sizeof scales);
+  cudaMemcpy(da.p, a.data(), a.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(db.p, b.data(), b.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(ds.p, scales, sizeof scales, cudaMemcpyHostToDevice);
+  for (bool fast : {false, true}) {
+    vendor::LtGemm g;
+    g.g = vendor::RowMajorGemm{m, n, k, false, true, k, k, n};
+    g.a = g.b = DType::kE4M3;
+    g.out = DType::kF32;
+    g.fast_accum = fast;
+    g.scale_a = static_cast<const float*>(ds.p);
+    g.scale_b = static_cast<const float*>(ds.p) + 1;
+    const Status st = (*lt)->matmul(g, 1, da.p, db.p, 0, dc.p, nullptr);
+    ASSERT_TRUE(st.ok()) << st.message();
+    std::vector<float> got(static_cast<size_t>(m * n));
+    ASSERT_EQ(cudaMemcpy(got.data(), dc.p, got.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    std::vector<double> ref(got.size()), mag(got.size());
+    ref::gemm_reference(ref::GemmProblem<double>{m, n, k, false, true, 1, 0, ad.data(), k, bd.data(), k, nullptr, 0},
+                        ref.data(), mag.data(), 1);
+    FaCase c;
+    c.config = find_fa_config(fast ? "e4m3_fast" : "e4m3");
+    c.k = k;
+    c.scale_a = scales[0];
+    c.scale_b = scales[1];
+    const ElementBound cb = fa_bounds(c).ceiling;
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double err = std::fabs(got[i] - ref[i]);
+      EXPECT_LE(err, cb.tol(std::fabs(ref[i]), mag[i])) << "fast " << fast << " element " << i;
+      worst = std::max(worst, accuracy_ratio(err, std::fabs(ref[i]), mag[i], cb));
+    }
+    std::printf("[ measured ] cuBLASLt e4m3 k=256 scales 0.75/3 fast=%d: max err/ceiling %.4g\n", fast ? 1 : 0, worst);
+  }
+}
+
+}  // namespace
+}  // namespace assay

@@ -1,0 +1,711 @@
+// assay false-alarm on the CPU: the configurations and the ceiling model each one gets,
+// the cases (deterministic, within each library's layout rules, covering every class, the
+// long same-sign reductions, batches, transposes, padding and offsets), the element judge
+// (NaN/Inf pattern, overflow zone, exact tier), the table and its reports, and whole
+// campaigns against an emulated vendor: tensor-core arithmetic as [FHMP] describe it
+// (truncating blocks of several sizes, random split-K) stays under every ceiling, and the
+// campaign reports a planted perturbation, fp16 accumulation where fp32 was promised, an
+// unwritten output row and a write into the padding.
+#include "harness/false_alarm.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace assay {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+int cfg(std::string_view name) {
+  const int i = find_fa_config(name);
+  EXPECT_GE(i, 0) << name;
+  return i;
+}
+
+FaCase case_of(std::string_view config, int64_t k, double alpha = 1, double beta = 0) {
+  FaCase c;
+  c.config = cfg(config);
+  c.k = k;
+  c.alpha = alpha;
+  c.beta = beta;
+  return c;
+}
+
+// ---- the emulated vendor -----------------------------------------------------------------------
+
+/// Truncates v toward zero to p significant bits.
+double trunc_bits(double v, int p) {
+  if (v == 0 || !std::isfinite(v)) return v;
+  int e = 0;
+  std::frexp(v, &e);
+  return std::ldexp(std::trunc(std::ldexp(v, p - e)), e - p);
+}
+
+/// One chunk through a chain of tensor-core block FMAs ([FHMP]): per block of b exact
+/// products, the products and the accumulator are aligned to the largest exponent and
+/// truncated to p bits of it, summed, and the sum truncated to p bits; with promote > 0 the
+/// block accumulator goes into an fp32 round-to-nearest total every `promote` products.
+/// Non-finite blocks follow IEEE (Inf + finite = Inf, Inf - Inf = NaN).
+double block_chunk(const std::vector<double>& prod, size_t begin, size_t end, size_t b, int p, size_t promote) {
+  float outer = 0;
+  double acc = 0;
+  size_t since = 0;
+  for (size_t i = begin; i < end; i += b) {
+    const size_t e = std::min(end, i + b);
+    double m = std::fabs(acc);
+    bool finite = std::isfinite(acc);
+    for (size_t j = i; j < e; ++j) {
+      finite = finite && std::isfinite(prod[j]);
+      m = std::max(m, std::fabs(prod[j]));
+    }
+    if (!finite) {
+      for (size_t j = i; j < e; ++j) acc += prod[j];
+    } else if (m > 0) {
+      const double q = std::ldexp(1.0, std::ilogb(m) - p + 1);
+      double s = std::trunc(acc / q) * q;
+      for (size_t j = i; j < e; ++j) s += std::trunc(prod[j] / q) * q;
+      acc = trunc_bits(s, p);
+    }
+    since += e - i;
+    if (promote > 0 && since >= promote) {
+      outer += static_cast<float>(acc);
+      acc = 0;
+      since = 0;
+    }
+  }
+  return promote > 0 ? static_cast<double>(outer + static_cast<float>(acc)) : acc;
+}
+
+enum class Flaw { kNone, kF16Accumulate, kSkipLastRow, kWritePadding };
+
+/// The vendor in software: fp32 FMA loops (pedantic), truncating blocks of a random size
+/// b' in {4, 8, 16, 32} with 24 bits (fp16/bf16/tf32) or 13 bits (fp8; promoted every 128
+/// products unless fast), a random split-K into uneven chunks summed in fp32, the scales,
+/// alpha and beta in fp32, the output rounded to nearest; int8 exactly.
+class EmulatedBackend : public FaBackend {
+ public:
+  explicit EmulatedBackend(Flaw flaw = Flaw::kNone) : flaw_(flaw) {}
+  Status reserve(size_t image_bytes, size_t result_bytes, unsigned char** image, unsigned char** result) override {
+    image_.resize(std::max(image_.size(), image_bytes));
+    result_.resize(std::max(result_.size(), result_bytes));
+    *image = image_.data();
+    *result = result_.data();
+    return ok_status();
+  }
+  Status run(FaBatch& batch) override {
+    std::memcpy(batch.result, batch.image + batch.out_begin, batch.bytes - batch.out_begin);
+    for (size_t i = 0; i < batch.cases.size(); ++i) run_case(batch, i);
+    ++batches;
+    return ok_status();
+  }
+  std::string describe() const override { return "emulated vendor (tests/harness/false_alarm_test.cpp)"; }
+  int batches = 0;
+
+ private:
+  void run_case(const FaBatch& batch, size_t ci) {
+    const FaCase& c = batch.cases[ci];
+    const FaConfig& f = c.cfg();
+    const FaSlot& s = batch.slots[ci];
+    std::mt19937_64 rng(static_cast<uint64_t>(c.index) * 7919 + 1);
+    const size_t ea = dtype_size(f.a), eb = dtype_size(f.b), ec = dtype_size(f.out);
+    const bool block = f.accumulation == Accumulation::kTruncatingBlock;
+    const size_t hw_block = size_t{4} << (rng() % 4);
+    const int hw_bits = f.block_bits;
+    const size_t promote = f.block_bits == 13 && !f.fast_accum ? 128 : 0;
+    const bool f16_acc = flaw_ == Flaw::kF16Accumulate && f.a == DType::kF16 && f.out == DType::kF16;
+    // Uneven split-K: S chunks with random cut points.
+    const int64_t S = std::min<int64_t>(c.k, std::vector<int64_t>{1, 1, 2, 3, 5, 8}[rng() % 6]);
+    std::vector<int64_t> cuts = {0, c.k};
+    while (static_cast<int64_t>(cuts.size()) < S + 1) {
+      const int64_t x = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(std::max<int64_t>(c.k - 1, 1)));
+      if (std::find(cuts.begin(), cuts.end(), x) == cuts.end() && x < c.k) cuts.push_back(x);
+    }
+    std::sort(cuts.begin(), cuts.end());
+    const float sa = static_cast<float>(c.scale_a), sb = static_cast<float>(c.scale_b);
+    const float alpha = static_cast<float>(c.alpha), beta = static_cast<float>(c.beta);
+    std::vector<double> prod(static_cast<size_t>(c.k));
+    for (int64_t bi = 0; bi < c.batch; ++bi) {
+      for (int64_t i = 0; i < c.m; ++i) {
+        if (flaw_ == Flaw::kSkipLastRow && i == c.m - 1) continue;
+        for (int64_t j = 0; j < c.n; ++j) {
+          const auto av = [&](int64_t q) {
+            const int64_t lin = c.off_a + bi * c.stride_a + (c.trans_a ? q * c.lda + i : i * c.lda + q);
+            return load_as_double(f.a, batch.image + s.a + static_cast<size_t>(lin) * ea);
+          };
+          const auto bv = [&](int64_t q) {
+            const int64_t lin = c.off_b + bi * c.stride_b + (c.trans_b ? j * c.ldb + q : q * c.ldb + j);
+            return load_as_double(f.b, batch.image + s.b + static_cast<size_t>(lin) * eb);
+          };
+          const int64_t lin_c = c.off_c + bi * c.stride_c + i * c.ldc + j;
+          unsigned char* out = batch.result + (s.c - batch.out_begin) + static_cast<size_t>(lin_c) * ec;
+          const double cv =
+              c.beta != 0 ? load_as_double(f.out, batch.image + s.c + static_cast<size_t>(lin_c) * ec) : 0;
+          if (!dtype_is_float(f.acc)) {
+            int64_t acc = 0;
+            for (int64_t q = 0; q < c.k; ++q) acc += static_cast<int64_t>(av(q)) * static_cast<int64_t>(bv(q));
+            store_as(f.out, c.alpha * static_cast<double>(acc) + c.beta * cv, out);
+            continue;
+          }
+          for (int64_t q = 0; q < c.k; ++q) prod[static_cast<size_t>(q)] = av(q) * bv(q);  // exact in double
+          std::vector<float> partial;
+          for (int64_t t = 0; t + 1 < static_cast<int64_t>(cuts.size()); ++t) {
+            const size_t b0 = static_cast<size_t>(cuts[static_cast<size_t>(t)]);
+            const size_t b1 = static_cast<size_t>(cuts[static_cast<size_t>(t) + 1]);
+            if (f16_acc) {
+              float acc = 0;  // every partial sum rounded to fp16
+              for (size_t q = b0; q < b1; ++q) acc = round_to(DType::kF16, static_cast<float>(prod[q] + acc));
+              partial.push_back(acc);
+            } else if (block) {
+              partial.push_back(static_cast<float>(block_chunk(prod, b0, b1, hw_block, hw_bits, promote)));
+            } else {
+              float acc = 0;
+              for (size_t q = b0; q < b1; ++q)
+                acc = std::fma(static_cast<float>(av(static_cast<int64_t>(q))),
+                               static_cast<float>(bv(static_cast<int64_t>(q))), acc);
+              partial.push_back(acc);
+            }
+          }
+          std::shuffle(partial.begin(), partial.end(), rng);
+          float acc = 0;
+          for (float p : partial) acc += p;
+          acc = acc * sa;
+          acc = acc * sb;
+          float r = alpha * acc;
+          if (c.beta != 0) r = std::fma(beta, static_cast<float>(cv), r);
+          store_as(f.out, static_cast<double>(r), out);
+        }
+      }
+      if (flaw_ == Flaw::kWritePadding && c.ldc > c.n) {
+        const int64_t lin = c.off_c + bi * c.stride_c + c.n;  // row 0, first padding column
+        store_as(f.out, 1.0, batch.result + (s.c - batch.out_begin) + static_cast<size_t>(lin) * ec);
+      }
+    }
+  }
+  Flaw flaw_;
+  std::vector<unsigned char> image_, result_;
+};
+
+FaOptions small_options(int64_t cases, uint64_t seed = 11) {
+  FaOptions o;
+  o.cases = cases;
+  o.seed = seed;
+  o.max_k = 1024;
+  o.threads = 2;
+  o.quiet = true;
+  o.batch_bytes = int64_t{16} << 20;
+  o.batch_cases = 256;
+  return o;
+}
+
+// ---- configurations and their models ------------------------------------------------------------------
+
+TEST(FalseAlarm, ConfigsCoverTheIssue) {
+  // cuBLAS fp32 pedantic, tf32, fp16, bf16; cuBLASLt fp8 e4m3 and e5m2, fast accumulation
+  // on and off, fp32 and bf16 outputs, with scales; int8 -> int32 through both libraries.
+  for (const char* name : {"fp32_pedantic", "tf32", "fp16", "fp16_out_fp16", "bf16", "bf16_out_bf16", "e4m3",
+                           "e4m3_fast", "e4m3_out_bf16", "e4m3_out_bf16_fast", "e5m2xe4m3", "e5m2xe4m3_fast",
+                           "e5m2xe4m3_out_bf16", "e5m2xe4m3_out_bf16_fast", "int8", "lt_int8"})
+    EXPECT_GE(find_fa_config(name), 0) << name;
+  EXPECT_EQ(find_fa_config("no_such"), -1);
+  for (const FaConfig& c : fa_configs()) {
+    const bool fp8 = c.a == DType::kE4M3 || c.a == DType::kE5M2;
+    if (fp8) {
+      // cuBLASLt's fp8 rules: TN, 16-byte granules, scales; never e5m2 x e5m2.
+      EXPECT_EQ(c.library, FaLibrary::kCublasLt) << c.name;
+      EXPECT_TRUE(c.tn_only && c.scaled) << c.name;
+      EXPECT_EQ(c.granule, 16) << c.name;
+      EXPECT_FALSE(c.a == DType::kE5M2 && c.b == DType::kE5M2) << c.name;
+    }
+    if (c.library == FaLibrary::kCublas) {
+      EXPECT_FALSE(c.batched) << c.name;  // cublasGemmEx: one GEMM
+    }
+    EXPECT_FALSE(c.model_note.empty()) << c.name;
+  }
+  EXPECT_TRUE(fa_configs()[static_cast<size_t>(cfg("lt_int8"))].tn_only);
+}
+
+TEST(FalseAlarm, CeilingModelPerConfig) {
+  // fp32 pedantic: the plain round-to-nearest ceiling, exactly gemm_ceiling's.
+  {
+    const FaCase c = case_of("fp32_pedantic", 777, -1.5);
+    const GemmBoundModel m = fa_ceiling_model(c);
+    EXPECT_EQ(m.accumulation, Accumulation::kRoundNearest);
+    EXPECT_FALSE(m.any_split);
+    GemmBoundModel plain;
+    plain.k = 777;
+    plain.alpha_abs = 1.5;
+    const ElementBound a = fa_bounds(c).ceiling, b = gemm_ceiling(plain);
+    EXPECT_EQ(a.rel_out, b.rel_out);
+    EXPECT_EQ(a.rel_mag, b.rel_mag);
+    EXPECT_EQ(a.floor, b.floor);
+  }
+  // Tensor-core paths: truncating blocks of 4, 24 bits, any split; products exact.
+  for (const char* name : {"tf32", "fp16", "bf16", "lt_bf16"}) {
+    const GemmBoundModel m = fa_ceiling_model(case_of(name, 4096));
+    EXPECT_EQ(m.accumulation, Accumulation::kTruncatingBlock) << name;
+    EXPECT_EQ(m.block, 4) << name;
+    EXPECT_EQ(m.block_bits, 24) << name;
+    EXPECT_TRUE(m.any_split) << name;
+    EXPECT_EQ(m.acc, DType::kF32) << name;
+  }
+  EXPECT_EQ(fa_ceiling_model(case_of("tf32", 8)).in, DType::kTF32);
+  // The truncating ceiling is looser than round to nearest, and covers it (a library may
+  // fall back to CUDA-core kernels).
+  EXPECT_GT(fa_bounds(case_of("bf16", 8192)).ceiling.rel_mag,
+            fa_bounds(case_of("fp32_pedantic", 8192)).ceiling.rel_mag);
+  // A narrower output adds its rounding relative to |ref|.
+  EXPECT_EQ(fa_bounds(case_of("fp16_out_fp16", 64)).ceiling.rel_out, 0x1p-11);
+  EXPECT_EQ(fa_bounds(case_of("bf16_out_bf16", 64)).ceiling.rel_out, 0x1p-8);
+  EXPECT_EQ(fa_bounds(case_of("bf16", 64)).ceiling.rel_out, 0.0);
+  // fp8: 13 bits; the scales that are not powers of two add a rounding each; fast and
+  // promoted share the ceiling (the interval is undocumented), not the expected level.
+  FaCase e = case_of("e4m3", 2048);
+  EXPECT_EQ(fa_ceiling_model(e).block_bits, 13);
+  EXPECT_EQ(fa_ceiling_model(e).in, DType::kE4M3);
+  EXPECT_EQ(fa_expected_model(e).promote_every, 128);
+  FaCase ef = e;
+  ef.config = cfg("e4m3_fast");
+  EXPECT_EQ(fa_expected_model(ef).promote_every, 0);
+  EXPECT_EQ(fa_bounds(e).ceiling.rel_mag, fa_bounds(ef).ceiling.rel_mag);
+  EXPECT_LT(fa_bounds(e).expected.rel_mag, fa_bounds(ef).expected.rel_mag);
+  FaCase pow2 = e, odd = e;
+  pow2.scale_a = 4;
+  pow2.scale_b = 0.25;
+  odd.scale_a = 3;
+  odd.scale_b = 0.25;
+  EXPECT_EQ(fa_bounds(pow2).ceiling.rel_mag, fa_bounds(e).ceiling.rel_mag);
+  EXPECT_GT(fa_bounds(odd).ceiling.rel_mag, fa_bounds(e).ceiling.rel_mag);
+  // Scales scale the flushed-underflow floor with the dequantised products.
+  EXPECT_GT(fa_bounds(pow2).ceiling.floor, 0.0);
+  // The mixed fp8 config: the wider input decides whether products are exact in the block.
+  EXPECT_EQ(fa_ceiling_model(case_of("e5m2xe4m3", 64)).in, DType::kE4M3);
+  // Expected never above the ceiling, coefficient by coefficient.
+  for (int i = 0; i < static_cast<int>(fa_configs().size()); ++i) {
+    FaCase c;
+    c.config = i;
+    c.k = 3000;
+    const BoundPair p = fa_bounds(c);
+    EXPECT_LE(p.expected.rel_mag, p.ceiling.rel_mag) << fa_configs()[static_cast<size_t>(i)].name;
+    EXPECT_LE(p.expected.rel_out, p.ceiling.rel_out);
+    EXPECT_LE(p.expected.floor, p.ceiling.floor);
+  }
+  // int8: exact whatever the class; no overflow zone.
+  FaCase i8 = case_of("int8", 8192, 3, -2);
+  i8.cls = FaClass::kNormal;
+  EXPECT_TRUE(fa_exact(i8));
+  EXPECT_EQ(fa_overflow_limit(i8), kInf);
+  // The overflow zone of a float path: the raw accumulator's range through |alpha| and scales.
+  FaCase f = case_of("e4m3", 64, 0.5);
+  f.scale_a = 0.25;
+  EXPECT_EQ(fa_overflow_limit(f), max_finite(DType::kF32) * 0.125);
+  EXPECT_EQ(fa_overflow_limit(case_of("bf16", 64, 2)), max_finite(DType::kF32));
+}
+
+TEST(FalseAlarm, ExactTierFollowsTheModel) {
+  FaCase c = case_of("bf16", 100);
+  c.cls = FaClass::kSmallInt;
+  c.ra.int_range = c.rb.int_range = 256;  // every integer to 256 is exact in bf16
+  EXPECT_TRUE(fa_exact(c));               // 100 * 256^2 < 2^24
+  c.ra.int_range = c.rb.int_range = 257;
+  EXPECT_FALSE(fa_exact(c));  // 257 is not a bf16 value
+  c.cls = FaClass::kNormal;
+  c.ra.int_range = c.rb.int_range = 2;
+  EXPECT_FALSE(fa_exact(c));  // only the small-int class is compared bit for bit
+  // A bf16 output holds integers only to 2^8.
+  FaCase o = case_of("bf16_out_bf16", 63);
+  o.cls = FaClass::kSmallInt;
+  o.ra.int_range = o.rb.int_range = 2;
+  EXPECT_TRUE(fa_exact(o));  // 63 * 4 = 252 < 256
+  o.k = 64;
+  EXPECT_FALSE(fa_exact(o));  // 256
+  // fp8: the 13-bit block and the inputs (e5m2 holds integers to 8).
+  FaCase e = case_of("e5m2xe4m3", 100);
+  e.cls = FaClass::kSmallInt;
+  e.ra.int_range = e.rb.int_range = 8;
+  EXPECT_TRUE(fa_exact(e));  // 6400 < 8192
+  e.ra.int_range = e.rb.int_range = 9;
+  EXPECT_FALSE(fa_exact(e));
+  e.ra.int_range = e.rb.int_range = 8;
+  e.k = 128;
+  EXPECT_FALSE(fa_exact(e));  // 8192 = 2^13
+  e.k = 100;
+  e.scale_a = 3;  // not a power of two: the dequantised products are not integers times 2^e
+  EXPECT_FALSE(fa_exact(e));
+  e.scale_a = 0.5;
+  EXPECT_TRUE(fa_exact(e));
+  e.beta = 1;  // C is not scaled: exact only with unit scales
+  e.rc.int_range = 4;
+  EXPECT_FALSE(fa_exact(e));
+  e.scale_a = 1;
+  EXPECT_TRUE(fa_exact(e));
+}
+
+// ---- cases ------------------------------------------------------------------------------------
+
+TEST(FalseAlarm, CasesAreDeterministicAndFollowTheLayoutRules) {
+  FaOptions o;
+  o.seed = 5;
+  const std::vector<int> all = *fa_select(o);
+  std::map<std::pair<int, int>, int> seen;
+  std::set<std::pair<int, int>> transposes;
+  int same_sign_long_bf16 = 0, batched = 0, padded = 0, offset = 0, exact_float = 0, odd_k = 0, not_pow2_scale = 0;
+  std::set<int> exact_configs;
+  for (int64_t i = 0; i < 20000; ++i) {
+    const FaCase c = fa_make_case(o, all, i);
+    const FaCase again = fa_make_case(o, all, i);
+    ASSERT_EQ(std::memcmp(&c.m, &again.m, sizeof(int64_t) * 4), 0);
+    ASSERT_EQ(c.ra, again.ra);
+    ASSERT_EQ(c.lda, again.lda);
+    ASSERT_EQ(c.alpha, again.alpha);
+    const FaConfig& f = c.cfg();
+    ASSERT_EQ(c.config, all[static_cast<size_t>(i) % all.size()]);  // round-robin
+    ASSERT_GE(c.k, 1);
+    ASSERT_LE(c.k, o.max_k);
+    ASSERT_LE(std::max(c.m, c.n), o.max_mn);
+    const int64_t g = f.granule;
+    for (int64_t v : {c.m, c.n, c.k, c.lda, c.ldb, c.ldc, c.off_a, c.off_b, c.off_c}) {
+      ASSERT_EQ(v % g, 0) << f.name << " case " << i;
+    }
+    if (c.batch > 1) {
+      for (int64_t v : {c.stride_a, c.stride_b, c.stride_c}) {
+        ASSERT_EQ(v % g, 0) << f.name;
+      }
+    }
+    if (f.tn_only) {
+      ASSERT_FALSE(c.trans_a);
+      ASSERT_TRUE(c.trans_b);
+    }
+    if (!f.batched) {
+      ASSERT_EQ(c.batch, 1);
+    }
+    // Views: leading dimensions hold a row, batch entries do not overlap.
+    for (const TensorDesc& d : {fa_desc_a(c), fa_desc_b(c), fa_desc_c(c)}) {
+      ASSERT_TRUE(d.validate("view").ok());
+      ASSERT_FALSE(d.has_overlap()) << f.name << " case " << i;
+    }
+    if (!f.scaled) {
+      ASSERT_TRUE(c.scale_a == 1 && c.scale_b == 1);
+    }
+    ASSERT_EQ(static_cast<double>(static_cast<float>(c.alpha)), c.alpha);
+    ASSERT_EQ(static_cast<double>(static_cast<float>(c.scale_a)), c.scale_a);
+    if (!dtype_is_float(f.acc)) {
+      ASSERT_EQ(c.alpha, std::nearbyint(c.alpha));
+    }
+    ++seen[{c.config, static_cast<int>(c.cls)}];
+    if (!f.tn_only) transposes.insert({c.trans_a, c.trans_b});
+    same_sign_long_bf16 += f.a == DType::kBF16 && c.cls == FaClass::kSameSign && c.k == 8192;
+    batched += c.batch > 1;
+    padded += c.lda > (c.trans_a ? c.m : c.k) || c.ldc > c.n;
+    offset += c.off_a > 0 || c.off_c > 0;
+    odd_k += c.k % 2 == 1;
+    int e = 0;
+    not_pow2_scale += f.scaled && std::frexp(c.scale_a, &e) != 0.5;
+    if (fa_exact(c) && dtype_is_float(f.acc)) {
+      ++exact_float;
+      exact_configs.insert(c.config);
+    }
+  }
+  // Every (config, class) is drawn, ~139 times each.
+  EXPECT_EQ(seen.size(), fa_configs().size() * kFaClasses);
+  for (const auto& [key, count] : seen) EXPECT_GT(count, 60) << fa_configs()[static_cast<size_t>(key.first)].name;
+  EXPECT_EQ(transposes.size(), 4u);
+  EXPECT_GT(same_sign_long_bf16, 40);  // bf16 same-sign at K = 8192 (DESIGN.md: measured 56 units on the H200)
+  EXPECT_GT(batched, 500);
+  EXPECT_GT(padded, 5000);
+  EXPECT_GT(offset, 5000);
+  EXPECT_GT(odd_k, 2000);
+  EXPECT_GT(not_pow2_scale, 400);
+  EXPECT_GT(exact_float, 500);
+  for (const char* name : {"fp32_pedantic", "tf32", "bf16", "fp16_out_fp16", "e4m3", "e5m2xe4m3_fast"})
+    EXPECT_TRUE(exact_configs.count(cfg(name))) << name << " has no exact-tier case";
+  // Another seed gives other cases; a config selection keeps the index's values for its config.
+  FaOptions o2 = o;
+  o2.seed = 6;
+  EXPECT_NE(fa_make_case(o, all, 3).k * 1000 + fa_make_case(o, all, 4).k,
+            fa_make_case(o2, all, 3).k * 1000 + fa_make_case(o2, all, 4).k);
+  const FaCase full = fa_make_case(o, all, 37);
+  const FaCase one = fa_make_case(o, {full.config}, 37);  // the replay line's --configs NAME
+  EXPECT_EQ(one.k, full.k);
+  EXPECT_EQ(one.ra, full.ra);
+  EXPECT_EQ(one.lda, full.lda);
+  FaOptions bad = o;
+  bad.configs = {"bf16", "nope"};
+  EXPECT_EQ(fa_select(bad).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(fa_select(bad).status().message().find("unknown config 'nope'"), std::string::npos);
+}
+
+TEST(FalseAlarm, InputsAreTheRoundedValuesInTheirLayout) {
+  // The staged image holds each input rounded to its dtype at the view's positions, gap
+  // canaries around them, the scales, and the poisoned output (beta == 0).
+  FaOptions o;
+  o.seed = 3;
+  FaBatch batch;
+  for (int64_t i = 0; batch.cases.size() < 40; ++i) {
+    const FaCase c = fa_make_case(o, {cfg("e4m3"), cfg("fp16"), cfg("lt_int8"), cfg("tf32")}, i);
+    if (c.k <= 256) batch.cases.push_back(c);
+  }
+  fa_layout(batch);
+  std::vector<unsigned char> image(batch.bytes);
+  batch.image = image.data();
+  for (size_t i = 0; i < batch.cases.size(); ++i) fa_materialize(batch, i);
+  for (size_t i = 0; i < batch.cases.size(); ++i) {
+    const FaCase& c = batch.cases[i];
+    const FaSlot& s = batch.slots[i];
+    EXPECT_EQ(s.a % 256, 0u);
+    EXPECT_EQ(s.c % 256, 0u);
+    EXPECT_GE(s.c, batch.out_begin);
+    const TensorDesc a = fa_desc_a(c);
+    const size_t es = dtype_size(a.dtype);
+    for (int64_t q = 0; q < a.shape[2]; ++q) {
+      const double v = load_as_double(a.dtype, batch.image + s.a + static_cast<size_t>(a.offset + q) * es);
+      // Logical element q of row 0: the recipe's value rounded to the dtype.
+      unsigned char rounded[8];
+      store_as(a.dtype, recipe_value(c.ra, a, 1, static_cast<uint64_t>(q)), rounded);
+      const double want = load_as_double(a.dtype, rounded);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(v));
+      } else {
+        EXPECT_EQ(v, want) << c.cfg().name;
+      }
+    }
+    if (a.offset > 0) {
+      unsigned char canary[8];
+      write_gap_canary(a.dtype, canary);
+      EXPECT_EQ(std::memcmp(batch.image + s.a, canary, es), 0);
+    }
+    float sc[2];
+    std::memcpy(sc, batch.image + s.scales, sizeof sc);
+    EXPECT_EQ(sc[0], static_cast<float>(c.scale_a));
+    EXPECT_EQ(sc[1], static_cast<float>(c.scale_b));
+    const TensorDesc d = fa_desc_c(c);
+    if (c.beta == 0) {
+      EXPECT_TRUE(is_output_poison(d.dtype, batch.image + s.c + static_cast<size_t>(d.offset) * dtype_size(d.dtype)));
+    }
+  }
+}
+
+// ---- the judge -------------------------------------------------------------------------------------
+
+TEST(FalseAlarm, JudgeFollowsTheNanInfAndOverflowRules) {
+  BoundPair b;
+  b.ceiling = {0, 0.01, 0};
+  b.expected = {0, 0.001, 0};
+  const double big = 1e300, lim = 1e30, omax = 3.4e38;
+  // Within: ratio measured, no flag.
+  FaJudgement j = fa_judge(1.005, 1.0, 1.0, b, false, omax, lim);
+  EXPECT_TRUE(j.compared);
+  EXPECT_FALSE(j.above_ceiling);
+  EXPECT_TRUE(j.above_expected);
+  EXPECT_NEAR(j.ratio, 0.5, 1e-9);
+  EXPECT_NEAR(j.ratio_expected, 5, 1e-6);
+  // Above the ceiling.
+  j = fa_judge(1.02, 1.0, 1.0, b, false, omax, lim);
+  EXPECT_TRUE(j.above_ceiling);
+  EXPECT_NEAR(j.ratio, 2, 1e-9);
+  // NaN reference: the output must be NaN.
+  EXPECT_FALSE(fa_judge(kNaN, kNaN, kNaN, b, false, omax, lim).naninf);
+  EXPECT_TRUE(fa_judge(1.0, kNaN, kNaN, b, false, omax, lim).naninf);
+  EXPECT_TRUE(fa_judge(kInf, kNaN, kNaN, b, false, omax, lim).naninf);
+  // Inf reference: the same Inf; NaN only in the overflow zone (mag Inf is in it).
+  EXPECT_FALSE(fa_judge(-kInf, -kInf, kInf, b, false, omax, lim).naninf);
+  EXPECT_TRUE(fa_judge(kInf, -kInf, kInf, b, false, omax, lim).naninf);
+  EXPECT_TRUE(fa_judge(5.0, kInf, kInf, b, false, omax, lim).naninf);
+  EXPECT_FALSE(fa_judge(kNaN, kInf, kInf, b, false, omax, lim).naninf);
+  // Finite reference, NaN or Inf output: fine only in the overflow zone...
+  EXPECT_TRUE(fa_judge(kNaN, 1.0, 1.0, b, false, omax, lim).naninf);
+  EXPECT_TRUE(fa_judge(kInf, 1.0, 1.0, b, false, omax, lim).naninf);
+  EXPECT_FALSE(fa_judge(kNaN, 1.0, big, b, false, omax, lim).naninf);
+  EXPECT_FALSE(fa_judge(-kInf, 1.0, big, b, false, omax, lim).naninf);
+  EXPECT_FALSE(fa_judge(kNaN, 1.0, big, b, false, omax, lim).compared);
+  // ...or, for an Inf, where the exact result may round past the output's largest value.
+  EXPECT_FALSE(fa_judge(kInf, 65500.0, 65500.0, b, false, 65504.0, lim).naninf);
+  EXPECT_TRUE(fa_judge(-kInf, 65500.0, 65500.0, b, false, 65504.0, lim).naninf);
+  EXPECT_TRUE(fa_judge(kInf, 100.0, 100.0, b, false, 65504.0, lim).naninf);
+  // The exact tier replaces the bound: any difference, however small, fails; +0 == -0.
+  j = fa_judge(3.0000001, 3.0, 3.0, b, true, omax, lim);
+  EXPECT_TRUE(j.not_exact);
+  EXPECT_FALSE(j.above_ceiling);
+  EXPECT_FALSE(fa_judge(-0.0, 0.0, 0.0, b, true, omax, lim).not_exact);
+  EXPECT_FALSE(fa_judge(7.0, 7.0, 9.0, b, true, omax, lim).not_exact);
+}
+
+TEST(FalseAlarm, TableMergesAndReports) {
+  FaTable a, b;
+  FaRow& r1 = a.at(cfg("bf16"), FaClass::kSameSign);
+  r1.cases = 3;
+  r1.elements = 300;
+  r1.compared = 290;
+  r1.max_ratio = 0.25;
+  r1.worst_case = 40;
+  r1.expected_exceedances = 2;
+  FaRow& r2 = b.at(cfg("bf16"), FaClass::kSameSign);
+  r2.cases = 2;
+  r2.elements = 10;
+  r2.ceiling_failures = 1;
+  r2.max_ratio = 0.25;
+  r2.worst_case = 7;  // a tie goes to the lowest case index
+  b.at(cfg("int8"), FaClass::kNormal).not_run = 4;
+  a.merge(b);
+  const FaRow& m = a.at(cfg("bf16"), FaClass::kSameSign);
+  EXPECT_EQ(m.cases, 5);
+  EXPECT_EQ(m.elements, 310);
+  EXPECT_EQ(m.ceiling_failures, 1);
+  EXPECT_EQ(m.failures(), 1);
+  EXPECT_EQ(m.worst_case, 7);
+  EXPECT_EQ(m.max_ratio, 0.25);
+  EXPECT_EQ(a.config_total(cfg("bf16")).cases, 5);
+  EXPECT_EQ(a.total().not_run, 4);
+  EXPECT_EQ(a.total().failures(), 1);
+
+  FaReport rep;
+  rep.table = a;
+  rep.configs = {cfg("bf16"), cfg("int8")};
+  rep.not_run_reason.assign(fa_configs().size(), "");
+  rep.not_run_reason[static_cast<size_t>(cfg("int8"))] = "cuBLAS: CUBLAS_STATUS_NOT_SUPPORTED";
+  rep.device = "test device";
+  FaFailure f;
+  f.kind = "ceiling";
+  f.c = case_of("bf16", 8192);
+  f.c.index = 12345;
+  f.c.cls = FaClass::kSameSign;
+  f.i = 3;
+  f.j = 17;
+  f.value = 2.5;
+  f.ref = 2.0;
+  f.mag = 4;
+  f.bound = 0.1;
+  rep.failures.push_back(f);
+  FaOptions o;
+  o.seed = 9;
+  const std::string line = fa_failure_line(f, o);
+  for (const char* want :
+       {"ceiling config=bf16 class=same_sign case=12345 seed=9", "k=8192", "element=(b=0,i=3,j=17)",
+        "value=2.5 ref=2 mag=4 bound=0.1 ratio=5", "replay: assay false-alarm --seed 9 --first-case 12345 --cases 1"})
+    EXPECT_NE(line.find(want), std::string::npos) << want << "\n" << line;
+  const std::string md = fa_markdown(rep, o);
+  EXPECT_NE(md.find("**FAIL**: 1 ceiling"), std::string::npos);
+  EXPECT_NE(md.find("| bf16 | same_sign | 5 | 0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("truncating blocks b=4, 24 bits, any split"), std::string::npos);
+  EXPECT_NE(md.find("int8: 4 case(s), first: cuBLAS: CUBLAS_STATUS_NOT_SUPPORTED"), std::string::npos);
+  EXPECT_EQ(md.find("| fp16 |"), std::string::npos);  // only the selected configs
+  const nlohmann::json j = fa_json(rep, o);
+  EXPECT_EQ(j["total"]["ceiling_failures"], 1);
+  EXPECT_EQ(j["configs"][0]["config"], "bf16");
+  EXPECT_EQ(j["configs"][0]["classes"]["same_sign"]["cases"], 5);
+  EXPECT_EQ(j["failures"][0]["case"], 12345);
+  EXPECT_EQ(j["configs"][1]["not_run_reason"], "cuBLAS: CUBLAS_STATUS_NOT_SUPPORTED");
+}
+
+// ---- whole campaigns against the emulated vendor ---------------------------------------------------
+
+TEST(FalseAlarm, EmulatedTensorCoreArithmeticStaysUnderEveryCeiling) {
+  // Truncating blocks of 4 to 32 products with 24 or 13 bits, uneven split-K, every class:
+  // the ceilings hold with the model's block of 4. A failure here is a wrong derivation.
+  const FaOptions o = small_options(1080);  // 60 per configuration
+  EmulatedBackend vendor;
+  const auto r = run_false_alarm(o, vendor);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const FaRow t = r->table.total();
+  EXPECT_EQ(t.cases, 1080);
+  EXPECT_EQ(t.not_run, 0);
+  EXPECT_GT(vendor.batches, 1);  // several batches: staging reused
+  EXPECT_GT(t.compared, 100000);
+  EXPECT_GT(t.exact_cases, 100);
+  EXPECT_EQ(t.ceiling_failures, 0);
+  EXPECT_EQ(t.naninf_failures, 0);
+  EXPECT_EQ(t.exact_failures, 0);
+  EXPECT_EQ(t.gap_writes, 0);
+  for (const FaFailure& f : r->failures) ADD_FAILURE() << fa_failure_line(f, o);
+  for (int ci : r->configs) {
+    const FaRow c = r->table.config_total(ci);
+    EXPECT_EQ(c.cases, 60) << fa_configs()[static_cast<size_t>(ci)].name;
+    std::printf("[ measured ] emulated %-24s max err/ceiling %.4f, > expected %lld of %lld\n",
+                std::string(fa_configs()[static_cast<size_t>(ci)].name).c_str(), c.max_ratio,
+                static_cast<long long>(c.expected_exceedances), static_cast<long long>(c.compared));
+  }
+  // The worst truncating path gets close enough to its ceiling for the model to have teeth.
+  EXPECT_GT(r->table.config_total(cfg("e4m3_fast")).max_ratio, 0.01);
+}
+
+TEST(FalseAlarm, TableDoesNotDependOnThreadsOrBatches) {
+  FaOptions o = small_options(240, 13);
+  o.configs = {"bf16", "e4m3_fast", "lt_int8", "fp32_pedantic"};
+  EmulatedBackend v1, v2;
+  const auto r1 = run_false_alarm(o, v1);
+  o.threads = 3;
+  o.batch_cases = 17;
+  const auto r2 = run_false_alarm(o, v2);
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  EXPECT_GT(v2.batches, v1.batches);
+  for (size_t i = 0; i < r1->table.rows.size(); ++i) {
+    EXPECT_EQ(r1->table.rows[i].elements, r2->table.rows[i].elements);
+    EXPECT_EQ(r1->table.rows[i].compared, r2->table.rows[i].compared);
+    EXPECT_EQ(r1->table.rows[i].max_ratio, r2->table.rows[i].max_ratio);
+    EXPECT_EQ(r1->table.rows[i].worst_case, r2->table.rows[i].worst_case);
+    EXPECT_EQ(r1->table.rows[i].expected_exceedances, r2->table.rows[i].expected_exceedances);
+  }
+  EXPECT_GT(r1->table.total().compared, 1000);
+}
+
+TEST(FalseAlarm, PlantedPerturbationIsReportedWithItsCase) {
+  FaOptions o = small_options(300, 21);
+  o.plant = FaPlant::kPerturb;
+  EmulatedBackend vendor;
+  const auto r = run_false_alarm(o, vendor);
+  ASSERT_TRUE(r.ok());
+  const FaRow t = r->table.total();
+  EXPECT_GT(r->planted, 150);  // cases with a finite element to move
+  EXPECT_GE(t.ceiling_failures + t.exact_failures, r->planted);
+  ASSERT_FALSE(r->failures.empty());
+  const std::string line = fa_failure_line(r->failures.front(), o);
+  EXPECT_NE(line.find("replay: assay false-alarm --seed 21 --first-case"), std::string::npos) << line;
+  EXPECT_NE(line.find("element=(b="), std::string::npos) << line;
+  EXPECT_NE(fa_markdown(*r, o).find("**FAIL**"), std::string::npos);
+}
+
+TEST(FalseAlarm, Fp16AccumulationWhereFp32WasPromisedIsCaught) {
+  FaOptions o = small_options(200, 31);
+  o.configs = {"fp16_out_fp16"};
+  EmulatedBackend vendor(Flaw::kF16Accumulate);
+  const auto r = run_false_alarm(o, vendor);
+  ASSERT_TRUE(r.ok());
+  const FaRow t = r->table.total();
+  EXPECT_GT(t.ceiling_failures, 0);
+  std::printf("[ measured ] emulated fp16 accumulation: %lld ceiling failures, max err/ceiling %.3g\n",
+              static_cast<long long>(t.ceiling_failures), t.max_ratio);
+  // The same config with fp32 accumulation passes.
+  EmulatedBackend good;
+  const auto g = run_false_alarm(o, good);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->table.total().failures(), 0);
+}
+
+TEST(FalseAlarm, UnwrittenRowsAndPaddingWritesAreCaught) {
+  FaOptions o = small_options(200, 41);
+  o.configs = {"bf16", "e4m3", "lt_int8"};
+  EmulatedBackend skip(Flaw::kSkipLastRow);
+  const auto r = run_false_alarm(o, skip);
+  ASSERT_TRUE(r.ok());
+  // Poison (beta == 0) or the old C (beta != 0) is left in the last row.
+  EXPECT_GT(r->table.total().naninf_failures, 0);
+  EXPECT_GT(r->table.total().ceiling_failures + r->table.total().exact_failures, 0);
+  EmulatedBackend pad(Flaw::kWritePadding);
+  const auto p = run_false_alarm(o, pad);
+  ASSERT_TRUE(p.ok());
+  EXPECT_GT(p->table.total().gap_writes, 10);
+  EXPECT_EQ(p->table.total().ceiling_failures, 0);
+}
+
+}  // namespace
+}  // namespace assay
