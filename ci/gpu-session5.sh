@@ -11,7 +11,7 @@ mkdir -p "$L" /work/main/build
 cp $B/ext/module_kernel.ptx /work/main/build/ 2>/dev/null
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}" PATH="$PATH:/usr/local/cuda/bin" ASSAY_BINARY="$PWD/$B/assay"
 A=$B/assay
-STEPS="${STEPS:-tests,fuzz,exhaustive,falsealarm,bench}"
+STEPS="${STEPS:-tests,fuzz,exhaustive,falsealarm,detection,bench}"
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
 nvidia-smi --query-gpu=name,driver_version --format=csv > "$L/gpu.txt" 2>&1
 if has tests; then
@@ -34,6 +34,10 @@ fi
 if has falsealarm; then
   timeout 420 $A false-alarm --cases "${FA_CASES:-120000}" --seed 1 --out "$L/false-alarm" > "$L/false_alarm.log" 2>&1
   echo "false-alarm rc=$?"; tail -40 "$L/false_alarm.log"
+fi
+if has detection; then
+  timeout 300 $A detection-table --out "$L/detection" > "$L/detection.log" 2>&1
+  echo "detection-table rc=$?"; grep -E "^\| " "$L/detection.log" | head -40
 fi
 if has bench; then
   timeout 300 $A bench --ops softmax layernorm rmsnorm activation --seconds "${BENCH_SECONDS:-4}" --lanes 8 --mutant-cases 3000 --out "$L/bench" > "$L/bench.log" 2>&1

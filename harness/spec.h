@@ -48,6 +48,8 @@ struct Inspection {
   std::string tensor;
   int64_t rows = 0, cols = 0;
   std::vector<double> out, ref, tol, vendor;  ///< rows*cols each (vendor may be empty)
+  std::vector<double> tol_expected;           ///< the bound's expected level, rows*cols (may be empty)
+  bool exact_tier = false;                    ///< the case is in the exact tier: out must equal ref bitwise
   std::vector<uint8_t> unwritten;             ///< rows*cols, or empty
   std::vector<uint8_t> touches_special;       ///< rows*cols, or empty: 1 where a NaN/Inf input feeds the element
   std::string reference;                      ///< "host-f64" / "device-f64"

@@ -24,6 +24,7 @@
 #include "harness/gpu/lane.h"
 #include "harness/spec.h"
 #include "harness/triage.h"
+#include "harness/detection.h"
 #include "harness/vendor_survey.h"
 #include "harness/worker.h"
 #include "properties/rowwise_registry.h"
@@ -689,6 +690,15 @@ int main(int argc, char** argv) {
   survey->add_option("--mn", survey_mn, "Rows and columns of C")->check(CLI::Range(int64_t{1}, int64_t{4096}));
   survey->add_option("--reps", survey_reps, "Repetitions per row")->check(CLI::Range(1, 1000));
 
+  std::string det_out = "detection-results";
+  int det_device = 0;
+  auto* detection = app.add_subcommand(
+      "detection-table",
+      "Measure which check (ceiling, expected level, exact tier, vendor-relative, structural) catches each planted "
+      "GEMM bug and the one-pass variance, on fixed probes");
+  detection->add_option("--out", det_out, "Folder for detection.md/.json");
+  detection->add_option("--device", det_device, "CUDA device index")->check(CLI::NonNegativeNumber);
+
   ExhaustiveArgs xa;
   auto* exhaustive = app.add_subcommand(
       "exhaustive",
@@ -804,6 +814,14 @@ int main(int argc, char** argv) {
     return kExitPass;
   }
   if (exhaustive->parsed()) return cmd_exhaustive(xa);
+  if (detection->parsed()) {
+    auto ndev = gpu::device_count();
+    if (!ndev.ok()) return error(ndev.status());
+    auto md = detection_table(det_device, det_out);
+    if (!md.ok()) return error(md.status());
+    fmt::print("{}", *md);
+    return kExitPass;
+  }
   if (false_alarm_cmd->parsed()) {
     fao.batch_bytes = fa_batch_mb << 20;
     // Unknown configs are a usage error even where no GPU is present.

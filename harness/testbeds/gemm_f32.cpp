@@ -168,6 +168,7 @@ struct Prepared {
   bool device_ref = false;
   bool exact = false;
   ElementBound bound;
+  ElementBound expected;  ///< gemm_bounds' expected level (inspection only)
   const double* ref_dev = nullptr;
   const double* mag_dev = nullptr;
   unsigned char* save_dev = nullptr;
@@ -256,6 +257,8 @@ StatusOr<Prepared> prepare(const Case& c, gpu::Lane& lane) {
   // mag itself is a sum of k+2 non-negative terms computed in fp64, so it may
   // fall short of the exact magnitude by a factor (1 - gamma_{k+2}(2^-53)).
   p.bound.rel_mag /= (1.0 - gamma_n(g.k + 2, 0x1p-53));
+  p.expected = gemm_bounds(model).expected;
+  p.expected.rel_mag /= (1.0 - gamma_n(g.k + 2, 0x1p-53));
 
   auto plain_int = [](const ValueRecipe& r) { return r.cls == ValueClass::kSmallInt && !r.inject.active(); };
   const bool ints = plain_int(ta.values) && plain_int(tb.values) && (p.beta0 || plain_int(tc.values));
@@ -789,6 +792,8 @@ StatusOr<Inspection> gemm_inspect(const Case& c, const std::string& variant, gpu
   in.out.resize(static_cast<size_t>(mn));
   in.vendor.resize(static_cast<size_t>(mn));
   in.tol.resize(static_cast<size_t>(mn));
+  in.tol_expected.resize(static_cast<size_t>(mn));
+  in.exact_tier = p.exact;
   in.unwritten.assign(static_cast<size_t>(mn), 0);
   for (int64_t i = 0; i < g.m; ++i)
     for (int64_t j = 0; j < g.n; ++j) {
@@ -797,6 +802,7 @@ StatusOr<Inspection> gemm_inspect(const Case& c, const std::string& variant, gpu
       in.out[l] = out_raw[e_];
       in.vendor[l] = vendor_raw[e_];
       in.tol[l] = p.bound.tol(std::fabs(ref[l]), mag[l]);
+      in.tol_expected[l] = p.expected.tol(std::fabs(ref[l]), mag[l]);
       in.unwritten[l] = p.beta0 && is_output_poison(DType::kF32, &out_raw[e_]) ? 1 : 0;
     }
   // Which outputs a NaN/Inf input reaches: row i of op(A) or column j of op(B).

@@ -24,6 +24,10 @@ cudaError_t gemm_f32_mutant_missing_sync(const kernels::GemmF32Args& args, cudaS
 /// Tiled kernel that iterates k / 32 k-tiles, dropping the partial last one.
 cudaError_t gemm_f32_mutant_k_tail(const kernels::GemmF32Args& args, cudaStream_t stream);
 
+/// Synthetic errors (gemm_f32_mutant_synthetic.cu): one k-term dropped; inputs rounded to tf32.
+cudaError_t gemm_f32_mutant_drop_one_k(const kernels::GemmF32Args& args, cudaStream_t stream);
+cudaError_t gemm_f32_mutant_tf32(const kernels::GemmF32Args& args, cudaStream_t stream);
+
 /// Correct product, then zeroes A[0]: an input written by the kernel.
 cudaError_t gemm_f32_mutant_writes_input(const kernels::GemmF32Args& args, cudaStream_t stream);
 /// Covers only floor(m/8)*8 rows: trailing rows never written.
