@@ -182,17 +182,73 @@ cudnnSoftmaxAlgorithm_t softmax_algo(SoftmaxAlgo a) {
 
 // ---- softmax ----------------------------------------------------------------------------------------
 
+namespace {
+
+/// Where the packed copies of a strided softmax call live: `count` rows x n buffers carved out
+/// of the handle's workspace, each starting on a 256-byte boundary (cudaMalloc's alignment).
+struct PackedRows {
+  size_t row_bytes = 0;     ///< n * element size
+  size_t buffer_bytes = 0;  ///< rows * row_bytes
+  size_t stride = 0;        ///< buffer_bytes rounded up to 256
+  char* base = nullptr;
+  void* buffer(int i) const { return base + static_cast<size_t>(i) * stride; }
+};
+
+StatusOr<PackedRows> packed_rows(CudnnHandle& h, int64_t rows, int64_t n, DType t, int count, const char* op) {
+  PackedRows pr;
+  const size_t sz = dtype_size(t);
+  const auto r = static_cast<size_t>(rows), c = static_cast<size_t>(n);
+  // rows and n fit an int each; the workspace must fit a size_t with room for the rounding.
+  constexpr size_t kAlign = 256;
+  const size_t limit = (std::numeric_limits<size_t>::max() - kAlign) / static_cast<size_t>(count);
+  if (c > limit / sz || r > limit / (c * sz))
+    return invalid_argument(fmt::format("cuDNN {}: {} x {} too large to pack", op, rows, n));
+  pr.row_bytes = c * sz;
+  pr.buffer_bytes = r * pr.row_bytes;
+  pr.stride = (pr.buffer_bytes + kAlign - 1) / kAlign * kAlign;
+  ASSAY_ASSIGN_OR_RETURN(void* ws, h.workspace(pr.stride * static_cast<size_t>(count)));
+  pr.base = static_cast<char*>(ws);
+  return pr;
+}
+
+/// The rows x n view at `src` (row stride ld elements) into the packed buffer `dst`, on the
+/// handle's stream.
+Status pack(CudnnHandle& h, const PackedRows& pr, int64_t rows, int64_t ld, DType t, const void* src, void* dst) {
+  CUDA_CHECK(cudaMemcpy2DAsync(dst, pr.row_bytes, src, static_cast<size_t>(ld) * dtype_size(t), pr.row_bytes,
+                               static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, h.stream()));
+  return ok_status();
+}
+
+/// The packed buffer `src` back into the rows x n view at `dst`, gaps untouched.
+Status unpack(CudnnHandle& h, const PackedRows& pr, int64_t rows, int64_t ld, DType t, const void* src, void* dst) {
+  CUDA_CHECK(cudaMemcpy2DAsync(dst, static_cast<size_t>(ld) * dtype_size(t), src, pr.row_bytes, pr.row_bytes,
+                               static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, h.stream()));
+  return ok_status();
+}
+
+}  // namespace
+
 Status cudnn_softmax_forward(CudnnHandle& h, const CudnnSoftmax& p, float alpha, const void* x, float beta, void* y) {
   int64_t ld = p.ld;
   ASSAY_RETURN_IF_ERROR(check_rows(p.rows, p.n, &ld, "softmax forward"));
   ASSAY_ASSIGN_OR_RETURN(const cudnnDataType_t t, data_type(p.dtype));
   if (p.rows == 0 || p.n == 0) return ok_status();
   if (x == nullptr || y == nullptr) return invalid_argument("cuDNN softmax forward: null x or y");
+  // cuDNN always sees a packed tensor: with strides it writes the gaps (cudnn.h, CudnnSoftmax).
   TensorDesc d;
-  ASSAY_RETURN_IF_ERROR(set_rows_desc(d, t, p.rows, p.n, ld, "softmax forward"));
-  return strided_call_status(cudnnSoftmaxForward(h.get(), softmax_algo(p.algo), CUDNN_SOFTMAX_MODE_INSTANCE, &alpha,
-                                                 d.get(), x, &beta, d.get(), y),
-                             "cudnnSoftmaxForward", p.n, ld);
+  ASSAY_RETURN_IF_ERROR(set_rows_desc(d, t, p.rows, p.n, p.n, "softmax forward"));
+  const cudnnSoftmaxAlgorithm_t algo = softmax_algo(p.algo);
+  if (ld == p.n) {
+    CUDNN_CHECK(cudnnSoftmaxForward(h.get(), algo, CUDNN_SOFTMAX_MODE_INSTANCE, &alpha, d.get(), x, &beta, d.get(), y));
+    return ok_status();
+  }
+  ASSAY_ASSIGN_OR_RETURN(const PackedRows pr, packed_rows(h, p.rows, p.n, p.dtype, 2, "softmax forward"));
+  void* px = pr.buffer(0);
+  void* py = pr.buffer(1);
+  ASSAY_RETURN_IF_ERROR(pack(h, pr, p.rows, ld, p.dtype, x, px));
+  if (beta != 0) ASSAY_RETURN_IF_ERROR(pack(h, pr, p.rows, ld, p.dtype, y, py));  // cuDNN reads y only then
+  CUDNN_CHECK(cudnnSoftmaxForward(h.get(), algo, CUDNN_SOFTMAX_MODE_INSTANCE, &alpha, d.get(), px, &beta, d.get(), py));
+  return unpack(h, pr, p.rows, ld, p.dtype, py, y);
 }
 
 Status cudnn_softmax_backward(CudnnHandle& h, const CudnnSoftmax& p, float alpha, const void* y, const void* dy,
@@ -204,10 +260,23 @@ Status cudnn_softmax_backward(CudnnHandle& h, const CudnnSoftmax& p, float alpha
   if (y == nullptr || dy == nullptr || dx == nullptr)
     return invalid_argument("cuDNN softmax backward: null y, dy or dx");
   TensorDesc d;
-  ASSAY_RETURN_IF_ERROR(set_rows_desc(d, t, p.rows, p.n, ld, "softmax backward"));
-  return strided_call_status(cudnnSoftmaxBackward(h.get(), softmax_algo(p.algo), CUDNN_SOFTMAX_MODE_INSTANCE, &alpha,
-                                                  d.get(), y, d.get(), dy, &beta, d.get(), dx),
-                             "cudnnSoftmaxBackward", p.n, ld);
+  ASSAY_RETURN_IF_ERROR(set_rows_desc(d, t, p.rows, p.n, p.n, "softmax backward"));
+  const cudnnSoftmaxAlgorithm_t algo = softmax_algo(p.algo);
+  if (ld == p.n) {
+    CUDNN_CHECK(cudnnSoftmaxBackward(h.get(), algo, CUDNN_SOFTMAX_MODE_INSTANCE, &alpha, d.get(), y, d.get(), dy, &beta,
+                                     d.get(), dx));
+    return ok_status();
+  }
+  ASSAY_ASSIGN_OR_RETURN(const PackedRows pr, packed_rows(h, p.rows, p.n, p.dtype, 3, "softmax backward"));
+  void* py = pr.buffer(0);
+  void* pdy = pr.buffer(1);
+  void* pdx = pr.buffer(2);
+  ASSAY_RETURN_IF_ERROR(pack(h, pr, p.rows, ld, p.dtype, y, py));
+  ASSAY_RETURN_IF_ERROR(pack(h, pr, p.rows, ld, p.dtype, dy, pdy));
+  if (beta != 0) ASSAY_RETURN_IF_ERROR(pack(h, pr, p.rows, ld, p.dtype, dx, pdx));  // cuDNN reads dx only then
+  CUDNN_CHECK(cudnnSoftmaxBackward(h.get(), algo, CUDNN_SOFTMAX_MODE_INSTANCE, &alpha, d.get(), py, d.get(), pdy, &beta,
+                                   d.get(), pdx));
+  return unpack(h, pr, p.rows, ld, p.dtype, pdx, dx);
 }
 
 // ---- activations ------------------------------------------------------------------------------------

@@ -88,8 +88,23 @@ class CudnnHandle {
 enum class SoftmaxAlgo : uint8_t { kAccurate, kLog };
 
 /// Softmax over each row of a rows x n matrix, row r at data + r*ld elements; every tensor of one
-/// call has this layout. Described to cuDNN as NCHW [rows, n, 1, 1] with strides [ld, 1, 1, 1]
-/// (cudnnSetTensor4dDescriptorEx) and CUDNN_SOFTMAX_MODE_INSTANCE.
+/// call has this layout. Described to cuDNN as a packed NCHW [rows, n, 1, 1] tensor with
+/// CUDNN_SOFTMAX_MODE_INSTANCE. Only the rows x n elements of each view are read or written.
+///
+/// Strided rows (ld > n) are not handed to cuDNN: measured on cuDNN 9.14, H200: strided rows get
+/// their gaps written (an NCHW [rows, n, 1, 1] descriptor with strides [ld, 1, 1, 1] is accepted,
+/// and cudnnSoftmaxForward / cudnnSoftmaxBackward then write the columns n..ld-1 of the output
+/// too). So when ld != n the wrapper packs the inputs into the handle's workspace
+/// (cudaMemcpy2DAsync on the handle's stream; also the old output when beta != 0, as cuDNN reads
+/// it), runs cuDNN on the packed buffers and copies the packed output back into the output view
+/// with cudaMemcpy2DAsync. This costs 2 (forward) or 3 (backward) rows x n buffers of workspace
+/// (CudnnHandle::workspace, which may grow and so synchronise the stream) and the copies; the
+/// results are those of cuDNN on the packed problem. ld == n runs cuDNN on the caller's buffers.
+///
+/// Precision (measured on cuDNN 9.14, H200): fp16 and bf16 CUDNN_SOFTMAX_ACCURATE forward errs by
+/// up to ~1.3 u_out relative (1.6-1.7 half-ulps) where computing in fp32 and rounding once at the
+/// store allows ~1.15 u_out: its reduced-precision path rounds an intermediate to the storage
+/// type; tests/references/cudnn_ref_gpu_test.cpp derives the bound it is checked under.
 struct CudnnSoftmax {
   int64_t rows = 0, n = 0;
   int64_t ld = 0;  ///< row stride in elements, >= n; 0 means n
@@ -97,7 +112,8 @@ struct CudnnSoftmax {
   SoftmaxAlgo algo = SoftmaxAlgo::kAccurate;
 };
 
-/// y = alpha softmax(x) + beta y (kLog: log_softmax). x and y may be the same buffer.
+/// y = alpha softmax(x) + beta y (kLog: log_softmax). x and y may be the same buffer (when ld != n
+/// the packed input is copied before the output is written back, so in place stays in place).
 Status cudnn_softmax_forward(CudnnHandle& h, const CudnnSoftmax& p, float alpha, const void* x, float beta, void* y);
 /// dx = alpha J^T dy + beta dx from the forward's output y: softmax dx_i = y_i (dy_i - sum_j y_j dy_j);
 /// kLog (y = log-softmax) dx_i = dy_i - exp(y_i) sum_j dy_j.
