@@ -4,7 +4,9 @@
 # fp8 e4m3 and e5m2 x e4m3 with and without fast accumulation, int8) judged
 # against the hard ceilings of harness/bounds.h, then the GPU tests of the
 # campaign and of the cuBLASLt wrapper (and their CPU halves). Everything is
-# logged under $OUT: logs/, false-alarm/false-alarm.{md,json}, a summary.
+# logged under $OUT: logs/, false-alarm/false-alarm.{md,json}, a summary (with
+# the cases/s and the per-phase seconds, and the library's own log of any
+# configuration it still declines).
 #
 #   ASSAY_BINARY=gpu-bundle/assay OUT=/tmp/out ci/gpu-false-alarm.sh
 #
@@ -45,6 +47,23 @@ run false_alarm 1800 "$ASSAY_BINARY" false-alarm --cases 120000 --seed 1 --out "
 grep -E "^\*\*(PASS|FAIL)\*\*|^Device:" "$L/false_alarm.log" | tee -a "$summary"
 grep -E "\*\*all\*\*" "$L/false_alarm.log" | tee -a "$summary"
 grep -E "^(ceiling|naninf|exact|gap) config=" "$L/false_alarm.log" | head -20 | tee -a "$summary"
+grep -A30 -E "^## Not run" "$L/false_alarm.log" | grep -E "^- " | tee -a "$summary"
+
+# Every case is drawn within its library's documented layout rules (the report's "layouts
+# fuzzed" column): a config that still has declined cases gets a few of them again with
+# cuBLASLt's and cuBLAS's own logging on, which names what the library refused. Diagnostic
+# only: its exit status does not count.
+declined=$(grep -A30 -E "^## Not run" "$L/false_alarm.log" | sed -n 's/^- \([a-z0-9_]*\): .*/\1/p' | paste -sd, -)
+if [[ -n "$declined" ]]; then
+  note "declined configs: $declined (cuBLASLt/cuBLAS logs: $L/cublaslt-declined.log, $L/cublas-declined.log)"
+  mkdir -p "$L/declined-report"
+  CUBLASLT_LOG_LEVEL=5 CUBLASLT_LOG_FILE="$L/cublaslt-declined.log" \
+    CUBLAS_LOGINFO_DBG=1 CUBLAS_LOGDEST_DBG="$L/cublas-declined.log" \
+    timeout 300 "$ASSAY_BINARY" false-alarm --cases 40 --seed 1 --configs "$declined" --out "$L/declined-report" \
+    > "$L/declined_replay.log" 2>&1
+  grep -iE "error|not supported|unsupported|fail" "$L/cublaslt-declined.log" 2>/dev/null | sort | uniq -c \
+    | sort -rn | head -10 | tee -a "$summary"
+fi
 
 # The GPU tests (a 360-case campaign, the planted errors, the cuBLASLt wrapper)
 # and the CPU tests of the campaign and of the bound derivations it relies on.

@@ -36,6 +36,18 @@ namespace assay {
 
 enum class FaLibrary : uint8_t { kCublas, kCublasLt };
 
+/// The layouts a configuration's cases are drawn from: the library's documented requirements
+/// for that path (cases outside them would only be declined, and fuzz nothing). Row-major
+/// terms: our m and n are cuBLAS's n and m (C^T = B^T A^T, see references/vendor/cublas_gemm.h).
+/// All multiples are in elements; 1 everywhere is "any layout".
+struct FaLayoutRule {
+  bool tn = false;                          ///< trans_a = false, trans_b = true (the library's "TN")
+  int64_t m = 1, n = 1, k = 1;              ///< extents: multiples
+  int64_t ld_a = 1, ld_b = 1, ld_c = 1;     ///< leading dimensions: multiples
+  int64_t ptr_a = 1, ptr_b = 1, ptr_c = 1;  ///< offsets from a 256-byte base and batch strides: multiples
+  std::string_view source;                  ///< the documented requirement these numbers implement
+};
+
 /// One vendor GEMM configuration and the bound model it is judged by.
 struct FaConfig {
   std::string_view name;
@@ -44,9 +56,8 @@ struct FaConfig {
   DType out = DType::kF32;                 ///< C and D
   bool fast_accum = false;                 ///< fp8: CUBLASLT_MATMUL_DESC_FAST_ACCUM
   bool scaled = false;                     ///< fp8: random per-tensor scales (powers of two and not)
-  bool tn_only = false;                    ///< cuBLASLt fp8 / int8 "TN": trans_a = false, trans_b = true
   bool batched = false;                    ///< strided batches
-  int64_t granule = 1;                     ///< m, n, k, leading dims, offsets, strides: multiples (elements)
+  FaLayoutRule layout;                     ///< the layouts its cases are drawn from
   // The bound model (see fa_ceiling_model):
   DType acc = DType::kF32;
   Accumulation accumulation = Accumulation::kRoundNearest;
@@ -58,6 +69,8 @@ struct FaConfig {
 
 /// Every configuration, in report order.
 std::span<const FaConfig> fa_configs();
+/// The layout rule in words ("TN; k % 16, n % 4, ...; pointers 16-byte aligned"), for the report.
+std::string fa_layout_text(const FaConfig& cfg);
 /// Index into fa_configs() by name; -1 if absent.
 int find_fa_config(std::string_view name);
 
@@ -87,7 +100,7 @@ struct FaCase {
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;  ///< batch strides (elements)
   double alpha = 1, beta = 0;                        ///< exactly representable in the scale type
   double scale_a = 1, scale_b = 1;                   ///< fp8 dequantisation scales (fp32 values), else 1
-  ValueRecipe ra, rb, rc;                            ///< A, B, and C (read only when beta != 0)
+  ValueRecipe ra, rb, rc;                            ///< A, B, C (read only when beta != 0): see fa_value
   const FaConfig& cfg() const { return fa_configs()[static_cast<size_t>(config)]; }
 };
 
@@ -136,14 +149,24 @@ BoundPair fa_bounds(const FaCase& c);
 /// Compared bit for bit: int8 always; small-int when gemm_exact_tier_holds (for the
 /// model of each input type) says every partial sum is exact.
 bool fa_exact(const FaCase& c);
-/// mag at or above which a correct kernel's intermediates may overflow: the accumulator's
-/// range, seen through |alpha| and the scales (+Inf for integer accumulation).
+/// mag at or above which a correct kernel's intermediates may overflow (+Inf for integer
+/// accumulation): the smaller of
+///  - the accumulator's range, seen through |alpha| and the scales, and
+///  - the largest finite value of the OUTPUT type (mag already holds |alpha|, the scales and
+///    |beta||C|), as the device check (harness/gpu/check_kernels.cu, check_compare) has it.
+/// The second is measured behaviour, not an assumption: cuBLASLt's fp16-output path
+/// (lt_fp16_out_fp16, cuBLASLt 13.1 on an H200) returned -Inf where the exact result was
+/// +250368 (past fp16's 65504) with mag 2.0e13: an intermediate (a split-K partial or the
+/// epilogue's alpha * acc) is held in the output type and overflowed with its own sign, even
+/// with CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE requested. So wherever mag can pass the
+/// output's range, a correct library may return Inf of either sign or NaN.
 double fa_overflow_limit(const FaCase& c);
 
 /// One element against the reference (the rules of harness/gpu/check_kernels.cu's compare):
 /// where ref is NaN the output must be NaN; where ref is +-Inf, the same Inf (or NaN in the
-/// overflow zone); a NaN or Inf output where ref is finite only in the overflow zone (mag
-/// past overflow_limit), an Inf also where |ref| + ceiling passes out_max with ref's sign.
+/// overflow zone); a NaN or Inf (either sign) output where ref is finite only in the overflow
+/// zone (mag past min(overflow_limit, out_max)), an Inf also where |ref| + ceiling passes
+/// out_max with ref's sign.
 struct FaJudgement {
   bool compared = false;        ///< finite output and reference, error measured
   bool above_ceiling = false;   ///< error > ceiling
@@ -210,9 +233,10 @@ nlohmann::json fa_json(const FaReport& r, const FaOptions& o);
 // ---- staging and the vendor ------------------------------------------------------------------
 
 /// Byte offsets of one case in a batch image [inputs | outputs] (each region 256-aligned;
-/// the views' element offsets are inside).
+/// the views' element offsets are inside). The two fp8 scales (one fp32 each) have a
+/// 256-byte slot each: cuBLASLt is given no scale pointer less aligned than its matrices.
 struct FaSlot {
-  size_t a = 0, b = 0, scales = 0, c = 0;
+  size_t a = 0, b = 0, scale_a = 0, scale_b = 0, c = 0;
 };
 
 struct FaBatch {
@@ -227,8 +251,27 @@ struct FaBatch {
 
 /// Lays out `cases` (fills slots, out_begin, bytes).
 void fa_layout(FaBatch& batch);
-/// Writes case `i`'s inputs and poisoned (or, with beta, valued) C into batch.image.
+/// Writes case `i`'s inputs and poisoned (or, with beta, valued) C into batch.image: the gap
+/// canary of harness/values.h around the views, each covered element fa_value() rounded to
+/// the dtype (as store_as rounds), and the output poison in C where beta == 0.
 void fa_materialize(const FaBatch& batch, size_t i);
+
+/// The value (before rounding to `t`) of logical element `index` (row-major over the view's
+/// [batch, rows, cols]) of stream `stream` (A 1, B 2, C 3) under `r`, for a tensor of `numel`
+/// elements. The campaign's own expansion of a recipe: the classes and parameters of
+/// harness/values.h (kNormal, kUniform, kSameSign, kSmallInt, kLogUniform, kNearOverflow,
+/// kSubnormal, kSignedZero, kNaN, and kAtFirst / kAtLast / rate injection), with the same
+/// distributions but cheaper arithmetic than recipe_value (splitmix64 counters instead of
+/// Philox; Box-Muller from one hash per pair of elements, log, sin, cos and 2^x as
+/// fixed polynomials): a pure function of its arguments, only IEEE basic operations and
+/// sqrt. Other classes fall back to recipe_value.
+double fa_value(const ValueRecipe& r, DType t, uint64_t stream, uint64_t numel, uint64_t index);
+
+/// ref and mag of one batch entry, exactly as ref::gemm_reference computes them (the same
+/// operations in the same order per element, so bit for bit), four columns at a time: A is
+/// m x k and Bt n x k (k contiguous), C m x n (read when beta != 0).
+void fa_reference(int64_t m, int64_t n, int64_t k, double alpha, const double* a, const double* bt, double beta,
+                  const double* c, double* ref, double* mag);
 
 /// Runs the vendor on a batch.
 class FaBackend {

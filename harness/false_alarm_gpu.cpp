@@ -79,7 +79,11 @@ class GpuBackend : public FaBackend {
       unsigned char* a = dev_ + s.a + static_cast<size_t>(c.off_a) * dtype_size(cfg.a);
       unsigned char* b = dev_ + s.b + static_cast<size_t>(c.off_b) * dtype_size(cfg.b);
       unsigned char* d = dev_ + s.c + static_cast<size_t>(c.off_c) * dtype_size(cfg.out);
-      const auto* scales = reinterpret_cast<const float*>(dev_ + s.scales);
+      // Each scale in its own 256-byte slot (fa_layout), so no scale pointer is less aligned
+      // than the matrices. (On the H200 run cuBLASLt's cublasLtMatmul declined every fp8 case,
+      // layouts within the documented rules included, while scale_b sat 4 bytes after scale_a.)
+      const auto* scale_a = reinterpret_cast<const float*>(dev_ + s.scale_a);
+      const auto* scale_b = reinterpret_cast<const float*>(dev_ + s.scale_b);
       vendor::RowMajorGemm g{c.m, c.n, c.k, c.trans_a, c.trans_b, c.lda, c.ldb, c.ldc};
       Status st;
       if (cfg.library == FaLibrary::kCublas) {
@@ -108,8 +112,8 @@ class GpuBackend : public FaBackend {
         lg.stride_c = c.stride_c;
         lg.fast_accum = cfg.fast_accum;
         if (cfg.scaled) {
-          lg.scale_a = scales;
-          lg.scale_b = scales + 1;
+          lg.scale_a = scale_a;
+          lg.scale_b = scale_b;
         }
         st = lt_->matmul(lg, c.alpha, a, b, c.beta, d, stream_);
       }

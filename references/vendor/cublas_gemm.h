@@ -33,6 +33,11 @@ Status cublas_gemm_f64_pedantic(cublasHandle_t handle, const RowMajorGemm& g, do
 /// for 64F). With an output narrower than the compute type, cuBLAS by default may reduce
 /// split-K partials in the output type: a caller that promises compute-type accumulation
 /// sets CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION on the handle's math mode.
+/// int8 -> int32 (CUBLAS_COMPUTE_32I) runs IMMA kernels: keep to their documented layout
+/// (cuBLAS docs, cublasLtMatmul, "To use IMMA kernels", regular data ordering), here in
+/// row-major terms (cuBLAS's m is our n): trans_a = false, trans_b = true; n and k multiples
+/// of 4; lda, ldb, ldc multiples of 4; A and B 4-byte aligned. Outside it cuBLAS 13.1 on an
+/// H200 returned CUBLAS_STATUS_NOT_SUPPORTED for 6536 of 6666 random layouts.
 /// Errors: kUnavailable for CUBLAS_STATUS_NOT_SUPPORTED, kInvalidArgument for
 /// CUBLAS_STATUS_INVALID_VALUE, kInternal otherwise. Does not synchronise.
 Status cublas_gemm_ex(cublasHandle_t handle, const RowMajorGemm& g, DType in, DType out, cublasComputeType_t compute,

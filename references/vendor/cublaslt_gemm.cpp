@@ -228,22 +228,27 @@ Status CublasLt::matmul(const LtGemm& x, double alpha, const void* a, const void
   ASSAY_RETURN_IF_ERROR(pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, al_c, "MIN_ALIGNMENT_C_BYTES"));
   ASSAY_RETURN_IF_ERROR(pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, al_c, "MIN_ALIGNMENT_D_BYTES"));
 
-  cublasLtMatmulHeuristicResult_t result[4];
+  constexpr int kAlgos = 8;
+  cublasLtMatmulHeuristicResult_t result[kAlgos];
   std::memset(result, 0, sizeof result);
   int found = 0;
-  LT_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, desc.d, la.l, lb.l, lc.l, lc.l, pref.p, 4, result, &found),
+  LT_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, desc.d, la.l, lb.l, lc.l, lc.l, pref.p, kAlgos, result, &found),
            "cublasLtMatmulAlgoGetHeuristic");
-  int pick = -1;
-  for (int i = 0; i < found; ++i) {
-    if (result[i].state == CUBLAS_STATUS_SUCCESS && result[i].workspaceSize <= workspace_bytes_) {
-      pick = i;
-      break;
-    }
-  }
-  if (pick < 0)
-    return unavailable(fmt::format("cuBLASLt: no algorithm for {} x {} -> {} (m {} n {} k {}, alignments {}/{}/{})",
-                                   dtype_name(x.a), dtype_name(x.b), dtype_name(x.out), g.m, g.n, g.k, al_b, al_a,
-                                   al_c));
+  // What the library was asked, for the message of a declined case (our A, B, C; row-major).
+  const auto what = [&] {
+    const auto scale_al = [](const float* p) {
+      return p == nullptr ? std::string("-") : std::to_string(lt_alignment(p, 1, 0, sizeof(float)));
+    };
+    return fmt::format(
+        "{} x {} -> {}, row-major m {} n {} k {} trans_a {} trans_b {} lda {} ldb {} ldc {} batch {}, byte "
+        "alignments A {} B {} C {}, scale pointers {}/{}, fast_accum {}",
+        dtype_name(x.a), dtype_name(x.b), dtype_name(x.out), g.m, g.n, g.k, g.trans_a ? 1 : 0, g.trans_b ? 1 : 0, g.lda,
+        g.ldb, g.ldc, x.batch, al_b, al_a, al_c, scale_al(x.scale_a), scale_al(x.scale_b), x.fast_accum ? 1 : 0);
+  };
+  int usable = 0;
+  for (int i = 0; i < found; ++i)
+    usable += result[i].state == CUBLAS_STATUS_SUCCESS && result[i].workspaceSize <= workspace_bytes_ ? 1 : 0;
+  if (usable == 0) return unavailable(fmt::format("cuBLASLt: no algorithm for {}", what()));
 
   float alpha_f = static_cast<float>(alpha), beta_f = static_cast<float>(beta);
   int32_t alpha_i = 0, beta_i = 0;
@@ -261,9 +266,24 @@ Status CublasLt::matmul(const LtGemm& x, double alpha, const void* a, const void
     pa = &alpha_d;
     pb = &beta_d;
   }
-  LT_CHECK(cublasLtMatmul(handle_, desc.d, pa, b, la.l, a, lb.l, pb, c, lc.l, c, lc.l, &result[pick].algo, workspace_,
-                          result[pick].workspaceSize, stream),
-           "cublasLtMatmul");
+  // The heuristic's algorithms in its order: the first the library runs. cublasLtMatmul can
+  // still decline one (CUBLAS_STATUS_NOT_SUPPORTED) for what the heuristic does not see (the
+  // pointers themselves): then the next is tried, as NVIDIA's samples advise.
+  cublasStatus_t last = CUBLAS_STATUS_NOT_SUPPORTED;
+  int tried = 0;
+  for (int i = 0; i < found; ++i) {
+    if (result[i].state != CUBLAS_STATUS_SUCCESS || result[i].workspaceSize > workspace_bytes_) continue;
+    ++tried;
+    last = cublasLtMatmul(handle_, desc.d, pa, b, la.l, a, lb.l, pb, c, lc.l, c, lc.l, &result[i].algo, workspace_,
+                          result[i].workspaceSize, stream);
+    if (last != CUBLAS_STATUS_NOT_SUPPORTED) break;
+  }
+  if (last == CUBLAS_STATUS_NOT_SUPPORTED)
+    return unavailable(
+        fmt::format("cuBLASLt cublasLtMatmul: CUBLAS_STATUS_NOT_SUPPORTED for each of the {} "
+                    "algorithm(s) the heuristic gave ({})",
+                    tried, what()));
+  LT_CHECK(last, "cublasLtMatmul");
   return ok_status();
 }
 

@@ -46,7 +46,10 @@ struct LtGemm {
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;  ///< elements between batch entries
   bool fast_accum = false;                           ///< fp8 only: CUBLASLT_MATMUL_DESC_FAST_ACCUM
   /// fp8 only: device pointers to one fp32 each (CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER, per
-  /// tensor), or null for 1. They scale our A and B (the descriptor's B and A).
+  /// tensor), or null for 1. They scale our A and B (the descriptor's B and A). Give each the
+  /// alignment of the matrices (16 bytes; the campaign gives 256). Not documented: our reading
+  /// of an H200 run (cuBLASLt 13.1) where cublasLtMatmul declined every fp8 GEMM, all within
+  /// the documented FP8 rules, while the B scale sat 4 bytes after the A scale.
   const float* scale_a = nullptr;
   const float* scale_b = nullptr;
 };
@@ -69,8 +72,18 @@ class CublasLt {
 
   cublasLtHandle_t handle() const { return handle_; }
 
-  /// Runs `g` on `stream` (does not synchronise): the first algorithm of
-  /// cublasLtMatmulAlgoGetHeuristic under the pointers' actual alignment and the workspace.
+  /// Runs `g` on `stream` (does not synchronise): the first of up to 8 algorithms of
+  /// cublasLtMatmulAlgoGetHeuristic (under the pointers' actual alignment and the workspace)
+  /// that cublasLtMatmul accepts; one it declines with CUBLAS_STATUS_NOT_SUPPORTED (for what
+  /// the heuristic does not see) passes to the next.
+  ///
+  /// The documented layout requirements (cuBLAS docs, cublasLtMatmul), in this row-major
+  /// interface's terms (the library's m is our n, its n our m):
+  ///   fp8:  trans_a = false, trans_b = true (the library's "TN"); k, lda, ldb multiples of 16;
+  ///         n * sizeof(out) and ldc * sizeof(out) multiples of 16 bytes; A, B, C (and batch
+  ///         strides) 16-byte aligned; out fp32 or bf16 (C = D); m free.
+  ///   int8: trans_a = false, trans_b = true; n and k multiples of 4; lda, ldb, ldc multiples
+  ///         of 4; A, B, C 4-byte aligned; m free (IMMA, regular data ordering).
   /// alpha and beta are converted to the scale type (fp32, or int32 for int8: they must be
   /// integers then). Errors: kInvalidArgument for a bad description, kUnavailable when
   /// cuBLASLt has no algorithm for it (CUBLAS_STATUS_NOT_SUPPORTED, or an empty heuristic),

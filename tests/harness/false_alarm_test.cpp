@@ -19,7 +19,10 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
+
+#include "references/host/gemm.h"
 
 namespace assay {
 namespace {
@@ -220,19 +223,60 @@ TEST(FalseAlarm, ConfigsCoverTheIssue) {
   EXPECT_EQ(find_fa_config("no_such"), -1);
   for (const FaConfig& c : fa_configs()) {
     const bool fp8 = c.a == DType::kE4M3 || c.a == DType::kE5M2;
+    const FaLayoutRule& L = c.layout;
+    const int64_t out = static_cast<int64_t>(dtype_size(c.out));
     if (fp8) {
-      // cuBLASLt's fp8 rules: TN, 16-byte granules, scales; never e5m2 x e5m2.
+      // cuBLASLt's documented fp8 rules (cublasLtMatmul, "To use FP8 kernels", and 2.1.11
+      // Tensor Core Usage), in row-major terms: TN; k, lda, ldb (1-byte elements) multiples of
+      // 16; the library's m (our n) and ldc times sizeof(C) multiples of 16 bytes; every
+      // pointer 16-byte aligned; scales; never e5m2 x e5m2; C = D fp32 or bf16. Our m (the
+      // library's n) is free.
       EXPECT_EQ(c.library, FaLibrary::kCublasLt) << c.name;
-      EXPECT_TRUE(c.tn_only && c.scaled) << c.name;
-      EXPECT_EQ(c.granule, 16) << c.name;
+      EXPECT_TRUE(L.tn && c.scaled) << c.name;
+      EXPECT_EQ(L.k, 16) << c.name;
+      EXPECT_EQ(L.ld_a, 16) << c.name;
+      EXPECT_EQ(L.ld_b, 16) << c.name;
+      EXPECT_EQ(L.n * out, 16) << c.name;
+      EXPECT_EQ(L.ld_c * out, 16) << c.name;
+      EXPECT_EQ(L.ptr_a, 16) << c.name;
+      EXPECT_EQ(L.ptr_b, 16) << c.name;
+      EXPECT_EQ(L.ptr_c * out, 16) << c.name;
+      EXPECT_EQ(L.m, 1) << c.name;
+      EXPECT_TRUE(c.out == DType::kF32 || c.out == DType::kBF16) << c.name;
       EXPECT_FALSE(c.a == DType::kE5M2 && c.b == DType::kE5M2) << c.name;
+      EXPECT_NE(L.source.find("FP8"), std::string_view::npos) << c.name;
+    } else if (c.a == DType::kI8) {
+      // IMMA, regular data ordering: pointers 4-byte aligned, lda, ldb, ldc and the library's
+      // m (our n) and k multiples of 4, TN; both libraries.
+      EXPECT_TRUE(L.tn) << c.name;
+      EXPECT_EQ(L.n, 4) << c.name;
+      EXPECT_EQ(L.k, 4) << c.name;
+      EXPECT_EQ(L.m, 1) << c.name;
+      EXPECT_TRUE(L.ld_a == 4 && L.ld_b == 4 && L.ld_c == 4) << c.name;
+      EXPECT_TRUE(L.ptr_a * 1 == 4 && L.ptr_b * 1 == 4 && L.ptr_c * out == 4) << c.name;
+      EXPECT_NE(L.source.find("IMMA"), std::string_view::npos) << c.name;
+    } else {
+      // No documented restriction: everything odd, every transpose.
+      EXPECT_FALSE(L.tn) << c.name;
+      for (int64_t g : {L.m, L.n, L.k, L.ld_a, L.ld_b, L.ld_c, L.ptr_a, L.ptr_b, L.ptr_c}) EXPECT_EQ(g, 1) << c.name;
     }
+    // Batch strides (rows * ld + multiples of ptr) keep every entry as aligned as the first.
+    EXPECT_EQ(L.ld_a % L.ptr_a, 0) << c.name;
+    EXPECT_EQ(L.ld_b % L.ptr_b, 0) << c.name;
+    EXPECT_EQ(L.ld_c % L.ptr_c, 0) << c.name;
     if (c.library == FaLibrary::kCublas) {
       EXPECT_FALSE(c.batched) << c.name;  // cublasGemmEx: one GEMM
     }
     EXPECT_FALSE(c.model_note.empty()) << c.name;
+    EXPECT_FALSE(L.source.empty()) << c.name;
   }
-  EXPECT_TRUE(fa_configs()[static_cast<size_t>(cfg("lt_int8"))].tn_only);
+  EXPECT_TRUE(fa_configs()[static_cast<size_t>(cfg("lt_int8"))].layout.tn);
+  EXPECT_TRUE(fa_configs()[static_cast<size_t>(cfg("int8"))].layout.tn);
+  EXPECT_EQ(fa_layout_text(fa_configs()[static_cast<size_t>(cfg("e4m3"))]),
+            "TN (A m x k, B n x k, row-major); n % 4; k % 16; lda % 16; ldb % 16; ldc % 4; A 16-byte aligned; "
+            "B 16-byte aligned; C 16-byte aligned; strided batches");
+  EXPECT_EQ(fa_layout_text(fa_configs()[static_cast<size_t>(cfg("bf16"))]),
+            "any transposes; odd extents, leading dimensions and offsets");
 }
 
 TEST(FalseAlarm, CeilingModelPerConfig) {
@@ -360,7 +404,7 @@ TEST(FalseAlarm, CasesAreDeterministicAndFollowTheLayoutRules) {
   std::map<std::pair<int, int>, int> seen;
   std::set<std::pair<int, int>> transposes;
   int same_sign_long_bf16 = 0, batched = 0, padded = 0, offset = 0, exact_float = 0, odd_k = 0, not_pow2_scale = 0;
-  std::set<int> exact_configs;
+  std::set<int> exact_configs, odd_m_configs;
   for (int64_t i = 0; i < 20000; ++i) {
     const FaCase c = fa_make_case(o, all, i);
     const FaCase again = fa_make_case(o, all, i);
@@ -373,19 +417,26 @@ TEST(FalseAlarm, CasesAreDeterministicAndFollowTheLayoutRules) {
     ASSERT_GE(c.k, 1);
     ASSERT_LE(c.k, o.max_k);
     ASSERT_LE(std::max(c.m, c.n), o.max_mn);
-    const int64_t g = f.granule;
-    for (int64_t v : {c.m, c.n, c.k, c.lda, c.ldb, c.ldc, c.off_a, c.off_b, c.off_c}) {
-      ASSERT_EQ(v % g, 0) << f.name << " case " << i;
-    }
+    const FaLayoutRule& L = f.layout;
+    ASSERT_EQ(c.m % L.m, 0) << f.name << " case " << i;
+    ASSERT_EQ(c.n % L.n, 0) << f.name << " case " << i;
+    ASSERT_EQ(c.k % L.k, 0) << f.name << " case " << i;
+    ASSERT_EQ(c.lda % L.ld_a, 0) << f.name << " case " << i;
+    ASSERT_EQ(c.ldb % L.ld_b, 0) << f.name << " case " << i;
+    ASSERT_EQ(c.ldc % L.ld_c, 0) << f.name << " case " << i;
+    ASSERT_EQ(c.off_a % L.ptr_a, 0) << f.name << " case " << i;
+    ASSERT_EQ(c.off_b % L.ptr_b, 0) << f.name << " case " << i;
+    ASSERT_EQ(c.off_c % L.ptr_c, 0) << f.name << " case " << i;
     if (c.batch > 1) {
-      for (int64_t v : {c.stride_a, c.stride_b, c.stride_c}) {
-        ASSERT_EQ(v % g, 0) << f.name;
-      }
+      ASSERT_EQ(c.stride_a % L.ptr_a, 0) << f.name;
+      ASSERT_EQ(c.stride_b % L.ptr_b, 0) << f.name;
+      ASSERT_EQ(c.stride_c % L.ptr_c, 0) << f.name;
     }
-    if (f.tn_only) {
+    if (L.tn) {
       ASSERT_FALSE(c.trans_a);
       ASSERT_TRUE(c.trans_b);
     }
+    if (L.m == 1 && c.m % 2 == 1) odd_m_configs.insert(c.config);
     if (!f.batched) {
       ASSERT_EQ(c.batch, 1);
     }
@@ -403,7 +454,7 @@ TEST(FalseAlarm, CasesAreDeterministicAndFollowTheLayoutRules) {
       ASSERT_EQ(c.alpha, std::nearbyint(c.alpha));
     }
     ++seen[{c.config, static_cast<int>(c.cls)}];
-    if (!f.tn_only) transposes.insert({c.trans_a, c.trans_b});
+    if (!L.tn) transposes.insert({c.trans_a, c.trans_b});
     same_sign_long_bf16 += f.a == DType::kBF16 && c.cls == FaClass::kSameSign && c.k == 8192;
     batched += c.batch > 1;
     padded += c.lda > (c.trans_a ? c.m : c.k) || c.ldc > c.n;
@@ -429,6 +480,9 @@ TEST(FalseAlarm, CasesAreDeterministicAndFollowTheLayoutRules) {
   EXPECT_GT(exact_float, 500);
   for (const char* name : {"fp32_pedantic", "tf32", "bf16", "fp16_out_fp16", "e4m3", "e5m2xe4m3_fast"})
     EXPECT_TRUE(exact_configs.count(cfg(name))) << name << " has no exact-tier case";
+  // Odd m wherever the rules allow it: every configuration, fp8 and int8 included (our m is
+  // the library's n, which they do not constrain).
+  EXPECT_EQ(odd_m_configs.size(), fa_configs().size());
   // Another seed gives other cases; a config selection keeps the index's values for its config.
   FaOptions o2 = o;
   o2.seed = 6;
@@ -446,13 +500,16 @@ TEST(FalseAlarm, CasesAreDeterministicAndFollowTheLayoutRules) {
 }
 
 TEST(FalseAlarm, InputsAreTheRoundedValuesInTheirLayout) {
-  // The staged image holds each input rounded to its dtype at the view's positions, gap
-  // canaries around them, the scales, and the poisoned output (beta == 0).
+  // The staged image holds each input rounded to its dtype (as store_as rounds) at the view's
+  // positions, gap canaries around them, the scales in their own slots, and the poisoned
+  // output (beta == 0); every pointer the library gets is as aligned as its rule says.
   FaOptions o;
   o.seed = 3;
   FaBatch batch;
-  for (int64_t i = 0; batch.cases.size() < 40; ++i) {
-    const FaCase c = fa_make_case(o, {cfg("e4m3"), cfg("fp16"), cfg("lt_int8"), cfg("tf32")}, i);
+  const std::vector<int> sel = {cfg("e4m3"), cfg("fp16"), cfg("lt_int8"), cfg("tf32"), cfg("e5m2xe4m3_out_bf16"),
+                                cfg("int8")};
+  for (int64_t i = 0; batch.cases.size() < 60; ++i) {
+    const FaCase c = fa_make_case(o, sel, i);
     if (c.k <= 256) batch.cases.push_back(c);
   }
   fa_layout(batch);
@@ -462,35 +519,207 @@ TEST(FalseAlarm, InputsAreTheRoundedValuesInTheirLayout) {
   for (size_t i = 0; i < batch.cases.size(); ++i) {
     const FaCase& c = batch.cases[i];
     const FaSlot& s = batch.slots[i];
+    const FaLayoutRule& L = c.cfg().layout;
     EXPECT_EQ(s.a % 256, 0u);
+    EXPECT_EQ(s.b % 256, 0u);
     EXPECT_EQ(s.c % 256, 0u);
+    EXPECT_EQ(s.scale_a % 256, 0u);
+    EXPECT_EQ(s.scale_b % 256, 0u);
+    EXPECT_GE(s.scale_b, s.scale_a + 16);
     EXPECT_GE(s.c, batch.out_begin);
-    const TensorDesc a = fa_desc_a(c);
-    const size_t es = dtype_size(a.dtype);
-    for (int64_t q = 0; q < a.shape[2]; ++q) {
-      const double v = load_as_double(a.dtype, batch.image + s.a + static_cast<size_t>(a.offset + q) * es);
-      // Logical element q of row 0: the recipe's value rounded to the dtype.
-      unsigned char rounded[8];
-      store_as(a.dtype, recipe_value(c.ra, a, 1, static_cast<uint64_t>(q)), rounded);
-      const double want = load_as_double(a.dtype, rounded);
-      if (std::isnan(want)) {
-        EXPECT_TRUE(std::isnan(v));
-      } else {
-        EXPECT_EQ(v, want) << c.cfg().name;
+    // Byte addresses (from a 256-aligned base) of every batch entry.
+    for (int64_t e = 0; e < c.batch; ++e) {
+      EXPECT_EQ((s.a + static_cast<size_t>(c.off_a + e * c.stride_a) * dtype_size(c.cfg().a)) %
+                    static_cast<size_t>(L.ptr_a * static_cast<int64_t>(dtype_size(c.cfg().a))),
+                0u);
+      EXPECT_EQ((s.b + static_cast<size_t>(c.off_b + e * c.stride_b) * dtype_size(c.cfg().b)) %
+                    static_cast<size_t>(L.ptr_b * static_cast<int64_t>(dtype_size(c.cfg().b))),
+                0u);
+      EXPECT_EQ((s.c + static_cast<size_t>(c.off_c + e * c.stride_c) * dtype_size(c.cfg().out)) %
+                    static_cast<size_t>(L.ptr_c * static_cast<int64_t>(dtype_size(c.cfg().out))),
+                0u);
+    }
+    // Every element of A and B: fa_value of its logical index, rounded.
+    for (const auto& [d, r, stream, slot] :
+         {std::tuple{fa_desc_a(c), c.ra, 1, s.a}, std::tuple{fa_desc_b(c), c.rb, 2, s.b}}) {
+      const size_t es = dtype_size(d.dtype);
+      int64_t logical = 0;
+      for (int64_t e = 0; e < d.shape[0]; ++e)
+        for (int64_t row = 0; row < d.shape[1]; ++row)
+          for (int64_t col = 0; col < d.shape[2]; ++col, ++logical) {
+            const int64_t lin = d.offset + e * d.strides[0] + row * d.strides[1] + col;
+            unsigned char want[8];
+            store_as(d.dtype,
+                     fa_value(r, d.dtype, static_cast<uint64_t>(stream), static_cast<uint64_t>(d.numel()),
+                              static_cast<uint64_t>(logical)),
+                     want);
+            ASSERT_EQ(std::memcmp(batch.image + slot + static_cast<size_t>(lin) * es, want, es), 0)
+                << c.cfg().name << " case " << c.index << " stream " << stream << " element " << logical;
+          }
+      if (d.offset > 0) {
+        unsigned char canary[8];
+        write_gap_canary(d.dtype, canary);
+        EXPECT_EQ(std::memcmp(batch.image + slot, canary, es), 0);
       }
     }
-    if (a.offset > 0) {
-      unsigned char canary[8];
-      write_gap_canary(a.dtype, canary);
-      EXPECT_EQ(std::memcmp(batch.image + s.a, canary, es), 0);
-    }
-    float sc[2];
-    std::memcpy(sc, batch.image + s.scales, sizeof sc);
-    EXPECT_EQ(sc[0], static_cast<float>(c.scale_a));
-    EXPECT_EQ(sc[1], static_cast<float>(c.scale_b));
+    float sa = 0, sb = 0;
+    std::memcpy(&sa, batch.image + s.scale_a, sizeof sa);
+    std::memcpy(&sb, batch.image + s.scale_b, sizeof sb);
+    EXPECT_EQ(sa, static_cast<float>(c.scale_a));
+    EXPECT_EQ(sb, static_cast<float>(c.scale_b));
     const TensorDesc d = fa_desc_c(c);
     if (c.beta == 0) {
       EXPECT_TRUE(is_output_poison(d.dtype, batch.image + s.c + static_cast<size_t>(d.offset) * dtype_size(d.dtype)));
+    }
+    if (d.offset > 0) {
+      unsigned char canary[8];
+      write_gap_canary(d.dtype, canary);
+      EXPECT_EQ(std::memcmp(batch.image + s.c, canary, dtype_size(d.dtype)), 0);
+    }
+  }
+}
+
+TEST(FalseAlarm, ValuesFollowTheirClasses) {
+  // fa_value: the classes of harness/values.h with their distributions, a pure function of
+  // (recipe, dtype, stream, numel, index) whatever the order of evaluation.
+  const auto stats = [](const ValueRecipe& r, DType t, uint64_t n, double& mean, double& var, double& lo, double& hi) {
+    double s = 0, s2 = 0;
+    lo = kInf;
+    hi = -kInf;
+    for (uint64_t i = 0; i < n; ++i) {
+      const double v = fa_value(r, t, 1, n, i);
+      s += v;
+      s2 += v * v;
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    mean = s / static_cast<double>(n);
+    var = s2 / static_cast<double>(n) - mean * mean;
+  };
+  double mean, var, lo, hi;
+  ValueRecipe r;
+  r.seed = 77;
+  r.cls = ValueClass::kNormal;
+  stats(r, DType::kF32, 200000, mean, var, lo, hi);
+  EXPECT_NEAR(mean, 0, 0.01);
+  EXPECT_NEAR(var, 1, 0.02);
+  EXPECT_LT(lo, -3.5);
+  EXPECT_GT(hi, 3.5);
+  EXPECT_LT(std::max(-lo, hi), 7);  // 32-bit radius draws: |z| <= 6.7
+  r.scale = 40;
+  stats(r, DType::kI8, 100000, mean, var, lo, hi);
+  EXPECT_NEAR(std::sqrt(var), 40, 1);
+  r.scale = 1;
+  r.cls = ValueClass::kUniform;
+  stats(r, DType::kF32, 100000, mean, var, lo, hi);
+  EXPECT_NEAR(mean, 0, 0.01);
+  EXPECT_NEAR(var, 1.0 / 3, 0.01);
+  EXPECT_GT(lo, -1);
+  EXPECT_LT(hi, 1);
+  r.cls = ValueClass::kSameSign;
+  stats(r, DType::kF32, 100000, mean, var, lo, hi);
+  EXPECT_NEAR(mean, 0.5, 0.01);
+  EXPECT_GT(lo, 0);
+  EXPECT_LT(hi, 1);
+  r.cls = ValueClass::kSmallInt;
+  r.int_range = 3;
+  stats(r, DType::kF32, 20000, mean, var, lo, hi);
+  EXPECT_EQ(lo, -3);
+  EXPECT_EQ(hi, 3);
+  for (uint64_t i = 0; i < 1000; ++i) {
+    const double v = fa_value(r, DType::kF32, 2, 1000, i);
+    EXPECT_EQ(v, std::nearbyint(v));
+  }
+  r.cls = ValueClass::kLogUniform;
+  r.exp_min = -6;
+  r.exp_max = 8;
+  int neg = 0;
+  for (uint64_t i = 0; i < 20000; ++i) {
+    const double v = fa_value(r, DType::kE4M3, 1, 20000, i);
+    ASSERT_GE(std::fabs(v), 0x1p-6);
+    ASSERT_LT(std::fabs(v), 0x1p8 * (1 + 1e-12));
+    neg += v < 0;
+  }
+  EXPECT_NEAR(neg, 10000, 400);
+  r.cls = ValueClass::kNearOverflow;
+  r.overflow_factor = 4;
+  for (DType t : {DType::kF16, DType::kE4M3, DType::kBF16}) {
+    for (uint64_t i = 0; i < 5000; ++i) {
+      const double v = std::fabs(fa_value(r, t, 1, 5000, i));
+      ASSERT_GE(v, max_finite(t) / 4);
+      ASSERT_LE(v, max_finite(t));
+    }
+  }
+  r.cls = ValueClass::kSubnormal;
+  std::set<double> tiny;
+  for (uint64_t i = 0; i < 20000; ++i) {
+    const double v = std::fabs(fa_value(r, DType::kF16, 1, 20000, i));
+    ASSERT_GT(v, 0);
+    ASSERT_LT(v, min_normal(DType::kF16));
+    ASSERT_EQ(std::fmod(v, min_subnormal(DType::kF16)), 0.0);
+    if (v <= 3 * min_subnormal(DType::kF16)) tiny.insert(v);
+  }
+  EXPECT_EQ(tiny.size(), 3u);  // the smallest subnormals are drawn too
+  EXPECT_EQ(fa_value(r, DType::kI8, 1, 10, 3), 0.0);
+  // Injection: the structured positions always, the rate on average, every kind.
+  r.cls = ValueClass::kNormal;
+  r.inject.kinds = kSpecialAll;
+  r.inject.rate = 0.1;
+  r.inject.at = kAtFirst | kAtLast;
+  const uint64_t n = 50000;
+  int specials = 0, nan = 0, pinf = 0, ninf = 0, nzero = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const double v = fa_value(r, DType::kF32, 1, n, i);
+    const bool sp = std::isnan(v) || std::isinf(v) || (v == 0 && std::signbit(v));
+    if (i == 0 || i == n - 1) {
+      EXPECT_TRUE(sp) << i;
+    }
+    specials += sp;
+    nan += std::isnan(v);
+    pinf += v == kInf;
+    ninf += v == -kInf;
+    nzero += v == 0 && std::signbit(v);
+  }
+  EXPECT_NEAR(specials, 5000, 300);
+  EXPECT_GT(std::min({nan, pinf, ninf, nzero}), 1000);
+  // Pure: another order (random access, reversed) gives the same values; streams, seeds and
+  // indices differ.
+  r.inject = {};
+  std::vector<double> fwd(999);
+  for (uint64_t i = 0; i < fwd.size(); ++i) fwd[i] = fa_value(r, DType::kF32, 5, 999, i);
+  for (uint64_t i = fwd.size(); i-- > 0;) ASSERT_EQ(fa_value(r, DType::kF32, 5, 999, i), fwd[i]);
+  EXPECT_NE(fa_value(r, DType::kF32, 6, 999, 10), fwd[10]);
+  ValueRecipe r2 = r;
+  r2.seed = 78;
+  EXPECT_NE(fa_value(r2, DType::kF32, 5, 999, 10), fwd[10]);
+  EXPECT_NE(fwd[10], fwd[11]);
+}
+
+TEST(FalseAlarm, ReferenceIsBitForBitTheHostReference) {
+  // fa_reference interleaves four elements' sums; each keeps ref::gemm_reference's order.
+  std::mt19937_64 rng(9);
+  std::normal_distribution<double> nd;
+  for (int trial = 0; trial < 60; ++trial) {
+    const int64_t m = 1 + static_cast<int64_t>(rng() % 9), n = 1 + static_cast<int64_t>(rng() % 11),
+                  k = 1 + static_cast<int64_t>(rng() % 300);
+    const double alpha = trial % 3 == 0 ? -1.5 : 0.3, beta = trial % 2 == 0 ? 0.0 : 0.75;
+    std::vector<double> a(static_cast<size_t>(m * k)), bt(static_cast<size_t>(n * k)), c(static_cast<size_t>(m * n));
+    for (auto* v : {&a, &bt, &c})
+      for (double& x : *v) x = nd(rng) * std::ldexp(1.0, static_cast<int>(rng() % 40) - 20);
+    if (trial % 5 == 1) a[0] = kInf;
+    if (trial % 7 == 2) bt[bt.size() - 1] = kNaN;
+    std::vector<double> r1(static_cast<size_t>(m * n)), m1(r1.size()), r2(r1.size()), m2(r1.size());
+    ref::gemm_reference(ref::GemmProblem<double>{m, n, k, false, true, alpha, beta, a.data(), k, bt.data(), k,
+                                                 beta != 0 ? c.data() : nullptr, n},
+                        r1.data(), m1.data(), 1);
+    fa_reference(m, n, k, alpha, a.data(), bt.data(), beta, beta != 0 ? c.data() : nullptr, r2.data(), m2.data());
+    for (size_t e = 0; e < r1.size(); ++e) {
+      if (std::isnan(r1[e])) {
+        ASSERT_TRUE(std::isnan(r2[e]));
+      } else {
+        ASSERT_EQ(std::memcmp(&r1[e], &r2[e], 8), 0) << trial << " " << e << " " << r1[e] << " " << r2[e];
+      }
+      ASSERT_EQ(std::memcmp(&m1[e], &m2[e], 8), 0) << trial << " " << e;
     }
   }
 }
@@ -528,16 +757,60 @@ TEST(FalseAlarm, JudgeFollowsTheNanInfAndOverflowRules) {
   EXPECT_FALSE(fa_judge(kNaN, 1.0, big, b, false, omax, lim).naninf);
   EXPECT_FALSE(fa_judge(-kInf, 1.0, big, b, false, omax, lim).naninf);
   EXPECT_FALSE(fa_judge(kNaN, 1.0, big, b, false, omax, lim).compared);
-  // ...or, for an Inf, where the exact result may round past the output's largest value.
-  EXPECT_FALSE(fa_judge(kInf, 65500.0, 65500.0, b, false, 65504.0, lim).naninf);
-  EXPECT_TRUE(fa_judge(-kInf, 65500.0, 65500.0, b, false, 65504.0, lim).naninf);
+  // ...or, for an Inf, where the exact result may round past the output's largest value
+  // (outside the overflow zone: with the reference's sign only).
+  BoundPair wide;
+  wide.ceiling = {0.01, 0.0001, 0};  // rel_out 1%: |ref| + tol passes 65504 while mag does not
+  EXPECT_FALSE(fa_judge(kInf, 65000.0, 65000.0, wide, false, 65504.0, lim).naninf);
+  EXPECT_TRUE(fa_judge(-kInf, 65000.0, 65000.0, wide, false, 65504.0, lim).naninf);
+  EXPECT_TRUE(fa_judge(kNaN, 65000.0, 65000.0, wide, false, 65504.0, lim).naninf);
   EXPECT_TRUE(fa_judge(kInf, 100.0, 100.0, b, false, 65504.0, lim).naninf);
+  // The overflow zone includes the output's range (the device check's out_max): mag past
+  // 65504 accepts an Inf of either sign and NaN, whatever overflow_limit says.
+  EXPECT_FALSE(fa_judge(kInf, 65500.0, 65500.0, b, false, 65504.0, lim).naninf);
+  EXPECT_FALSE(fa_judge(-kInf, 65500.0, 65500.0, b, false, 65504.0, lim).naninf);
   // The exact tier replaces the bound: any difference, however small, fails; +0 == -0.
   j = fa_judge(3.0000001, 3.0, 3.0, b, true, omax, lim);
   EXPECT_TRUE(j.not_exact);
   EXPECT_FALSE(j.above_ceiling);
   EXPECT_FALSE(fa_judge(-0.0, 0.0, 0.0, b, true, omax, lim).not_exact);
   EXPECT_FALSE(fa_judge(7.0, 7.0, 9.0, b, true, omax, lim).not_exact);
+}
+
+TEST(FalseAlarm, OverflowZoneIncludesTheOutputType) {
+  // Measured (H200, cuBLASLt 13.1): lt_fp16_out_fp16, near_overflow, m=59 n=64 k=8144
+  // batch=3, alpha=2, beta=0: -Inf where ref = +250368 (past fp16's 65504), mag = 2.04e13. An
+  // intermediate held in fp16 (a split-K partial or alpha * acc) overflowed with its own sign:
+  // a correct library's result, as the device check (check_compare, limit out_max) has it.
+  FaCase c = case_of("lt_fp16_out_fp16", 8144, 2);
+  c.cls = FaClass::kNearOverflow;
+  c.m = 59;
+  c.n = 64;
+  c.batch = 3;
+  EXPECT_EQ(fa_overflow_limit(c), 65504.0);
+  const BoundPair bp = fa_bounds(c);
+  const double omax = max_finite(DType::kF16), lim = fa_overflow_limit(c);
+  for (double out : {-kInf, kInf, kNaN}) {
+    const FaJudgement j = fa_judge(out, 250368.0, 2.04e13, bp, false, omax, lim);
+    EXPECT_FALSE(j.naninf) << out;
+    EXPECT_FALSE(j.compared) << out;
+  }
+  // Inside the zone even a small exact result may come back as Inf or NaN (partials of
+  // either sign overflowed); finite outputs are still held to the ceiling.
+  EXPECT_FALSE(fa_judge(-kInf, 3.0, 1e6, bp, false, omax, lim).naninf);
+  EXPECT_TRUE(fa_judge(60000.0, 3.0, 1e6, bp, false, omax, lim).above_ceiling);
+  // Below the output's range nothing changed: NaN and Inf are failures there.
+  EXPECT_TRUE(fa_judge(-kInf, 3.0, 1000.0, bp, false, omax, lim).naninf);
+  EXPECT_TRUE(fa_judge(kNaN, 3.0, 1000.0, bp, false, omax, lim).naninf);
+  // An exact Inf keeps its sign (an overflowed partial cannot turn +Inf into -Inf, only NaN).
+  EXPECT_FALSE(fa_judge(kNaN, kInf, kInf, bp, false, omax, lim).naninf);
+  EXPECT_TRUE(fa_judge(-kInf, kInf, kInf, bp, false, omax, lim).naninf);
+  // Every fp16-output config, cuBLAS's too; bf16 outputs reach fp32's range; fp32 outputs
+  // keep the accumulator's limit through |alpha| and the scales.
+  EXPECT_EQ(fa_overflow_limit(case_of("fp16_out_fp16", 64, 0.5)), 65504.0);
+  EXPECT_EQ(fa_overflow_limit(case_of("bf16_out_bf16", 64)), max_finite(DType::kBF16));
+  EXPECT_EQ(fa_overflow_limit(case_of("fp16", 64, 0.5)), max_finite(DType::kF32) * 0.5);
+  EXPECT_EQ(fa_overflow_limit(case_of("int8", 64, 3)), kInf);
 }
 
 TEST(FalseAlarm, TableMergesAndReports) {
@@ -599,12 +872,25 @@ TEST(FalseAlarm, TableMergesAndReports) {
   EXPECT_NE(md.find("truncating blocks b=4, 24 bits, any split"), std::string::npos);
   EXPECT_NE(md.find("int8: 4 case(s), first: cuBLAS: CUBLAS_STATUS_NOT_SUPPORTED"), std::string::npos);
   EXPECT_EQ(md.find("| fp16 |"), std::string::npos);  // only the selected configs
+  // What was fuzzed: each config's layouts, and each rule's documentation once.
+  EXPECT_NE(md.find("| bf16 | cuBLAS (cublasGemmEx) | bf16 x bf16 -> fp32 | any transposes; odd extents"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| int8 | cuBLAS (cublasGemmEx) | int8 x int8 -> int32 | TN (A m x k, B n x k, row-major); "
+                    "n % 4; k % 4; lda % 4; ldb % 4; ldc % 4; A 4-byte aligned; B 4-byte aligned |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("- int8: cuBLAS docs, cublasLtMatmul, 'To use IMMA kernels'"), std::string::npos) << md;
+  EXPECT_NE(md.find("- bf16: any: no documented restriction"), std::string::npos) << md;
+  EXPECT_NE(md.find("Overflow zone:"), std::string::npos);
   const nlohmann::json j = fa_json(rep, o);
   EXPECT_EQ(j["total"]["ceiling_failures"], 1);
   EXPECT_EQ(j["configs"][0]["config"], "bf16");
   EXPECT_EQ(j["configs"][0]["classes"]["same_sign"]["cases"], 5);
   EXPECT_EQ(j["failures"][0]["case"], 12345);
   EXPECT_EQ(j["configs"][1]["not_run_reason"], "cuBLAS: CUBLAS_STATUS_NOT_SUPPORTED");
+  EXPECT_EQ(j["configs"][1]["layout"], fa_layout_text(fa_configs()[static_cast<size_t>(cfg("int8"))]));
+  EXPECT_NE(j["configs"][1]["layout_source"].get<std::string>().find("IMMA"), std::string::npos);
 }
 
 // ---- whole campaigns against the emulated vendor ---------------------------------------------------
@@ -700,6 +986,13 @@ TEST(FalseAlarm, UnwrittenRowsAndPaddingWritesAreCaught) {
   // Poison (beta == 0) or the old C (beta != 0) is left in the last row.
   EXPECT_GT(r->table.total().naninf_failures, 0);
   EXPECT_GT(r->table.total().ceiling_failures + r->table.total().exact_failures, 0);
+  // An fp16 output's overflow zone accepts NaN, but never the poison left unwritten.
+  FaOptions o16 = o;
+  o16.configs = {"fp16_out_fp16"};
+  EmulatedBackend skip16(Flaw::kSkipLastRow);
+  const auto r16 = run_false_alarm(o16, skip16);
+  ASSERT_TRUE(r16.ok());
+  EXPECT_GT(r16->table.at(cfg("fp16_out_fp16"), FaClass::kNearOverflow).naninf_failures, 0);
   EmulatedBackend pad(Flaw::kWritePadding);
   const auto p = run_false_alarm(o, pad);
   ASSERT_TRUE(p.ok());
