@@ -1,0 +1,240 @@
+// The convolution specs on the CPU (properties/conv.cpp): generated cases validate and reach the
+// shapes issue 9 names (both layouts, every dtype, groups 1 / 2 / depthwise, filter larger than
+// the input, odd channel counts, strides, dilations, padded rows, the exact tier), shrink to valid
+// smaller cases down to the smallest shape, malformed cases get one-line errors, and the bound
+// accepts a float host convolution while rejecting planted formula bugs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "harness/bounds.h"
+#include "harness/dtype.h"
+#include "harness/executor.h"
+#include "harness/spec.h"
+#include "properties/conv_registry.h"
+#include "references/host/conv.h"
+
+namespace assay {
+namespace {
+
+using conv::ConvPass;
+using ref::Conv2dGeometry;
+using ref::ConvLayout;
+
+class ConvGen : public ::testing::TestWithParam<ConvPass> {};
+
+TEST_P(ConvGen, CasesValidateCoverTheShapesAndRoundTrip) {
+  const OpSpec* spec = find_spec(conv::conv_op_name(GetParam()));
+  ASSERT_NE(spec, nullptr);
+  const GenPlan plan{7, GenConfig{4096}};
+  std::set<std::string> dtypes, layouts;
+  bool grouped = false, depthwise = false, bigger_filter = false, odd_c = false, strided = false, dilated = false,
+       padded_rows = false, offset = false, exact = false, one_by_one = false;
+  for (int64_t i = 0; i < 300; ++i) {
+    const Case c = generate_case(*spec, plan, i);
+    ASSERT_TRUE(spec->validate(c).ok()) << c.summary() << ": " << spec->validate(c).message();
+    const Conv2dGeometry g = conv::conv_geometry(c.params);
+    dtypes.insert(c.params["dtype"].get<std::string>());
+    layouts.insert(c.params["layout"].get<std::string>());
+    grouped |= g.groups == 2;
+    depthwise |= g.groups == g.c && g.c > 1;
+    bigger_filter |= g.r > g.h || g.s > g.w;
+    odd_c |= g.c % 2 == 1 && g.c > 4;
+    strided |= g.stride_h > 1 && g.stride_h != g.stride_w;
+    dilated |= g.dil_h > 1 || g.dil_w > 1;
+    one_by_one |= g.r == 1 && g.s == 1;
+    padded_rows |= c.tensors[0].desc.strides[0] > c.tensors[0].desc.shape[1];
+    offset |= c.tensors[0].desc.offset != 0;
+    exact |= c.tensors[0].values.cls == ValueClass::kSmallInt && c.tensors[1].values.cls == ValueClass::kSmallInt;
+    EXPECT_LE(g.n, 4);
+    EXPECT_LE(std::max(g.c, g.k), 128);
+    auto back = Case::from_json(c.to_json());
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(back->id(), c.id());
+    if (i < 30) {
+      for (const Case& s : spec->shrink(c)) {
+        EXPECT_TRUE(spec->validate(s).ok()) << s.summary();
+      }
+    }
+  }
+  EXPECT_EQ(dtypes.size(), 3u);
+  EXPECT_EQ(layouts.size(), 2u);
+  EXPECT_TRUE(grouped && depthwise && bigger_filter && odd_c && strided && dilated && one_by_one);
+  EXPECT_TRUE(padded_rows && offset && exact);
+}
+
+TEST_P(ConvGen, MalformedCasesGetOneLineErrors) {
+  const OpSpec* spec = find_spec(conv::conv_op_name(GetParam()));
+  const Case good = generate_case(*spec, GenPlan{3, GenConfig{64}}, 0);
+  ASSERT_TRUE(spec->validate(good).ok());
+  auto expect_error = [&](Case c, const std::string& needle) {
+    const Status s = spec->validate(c);
+    ASSERT_FALSE(s.ok()) << needle;
+    EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
+    EXPECT_EQ(s.message().find('\n'), std::string::npos);
+  };
+  Case c = good;
+  c.params["dtype"] = "int8";
+  expect_error(c, "params.dtype");
+  c = good;
+  c.params["layout"] = "chwn";
+  expect_error(c, "params.layout");
+  c = good;
+  c.params["stride_h"] = 0;
+  expect_error(c, "params.stride_h");
+  c = good;
+  c.params["groups"] = c.params["c"].get<int64_t>() + 1;
+  expect_error(c, "params.groups");
+  c = good;
+  c.params["h"] = 1, c.params["r"] = 7, c.params["pad_h"] = 0, c.params["dil_h"] = 1;
+  expect_error(c, "output is empty");
+  c = good;
+  c.tensors.pop_back();
+  expect_error(c, "expected tensors");
+  c = good;
+  c.tensors[2].desc.shape[0] += 1;
+  c.tensors[2].desc.strides[0] = c.tensors[2].desc.shape[1];
+  expect_error(c, "tensor " + good.tensors[2].name);
+}
+
+TEST_P(ConvGen, ShrinkReachesTheSmallestShape) {
+  const OpSpec* spec = find_spec(conv::conv_op_name(GetParam()));
+  for (int64_t start : {5, 17, 42}) {
+    Case c = generate_case(*spec, GenPlan{11, GenConfig{512}}, start);
+    for (int step = 0; step < 400; ++step) {
+      auto s = spec->shrink(c);
+      if (s.empty()) break;
+      c = s.front();
+    }
+    const Conv2dGeometry g = conv::conv_geometry(c.params);
+    EXPECT_EQ(g.n * g.c * g.k * g.h * g.w * g.r * g.s * g.groups, 1) << c.summary();
+    EXPECT_EQ(g.pad_h + g.pad_w + g.stride_h + g.stride_w + g.dil_h + g.dil_w, 4) << c.summary();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, ConvGen, ::testing::Values(ConvPass::kFwd, ConvPass::kBwdData, ConvPass::kBwdFilter),
+                         [](const ::testing::TestParamInfo<ConvPass>& i) {
+                           return std::string(conv::conv_op_name(i.param));
+                         });
+
+// ---- the bound against host computations in float --------------------------------------------------
+
+/// Values of `dt` (normal-ish, rounded into it); small integers in [-r, r] when r > 0.
+std::vector<double> data(int64_t n, DType dt, uint64_t seed, int r = 0) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> nd(0, 1);
+  std::uniform_int_distribution<int> id(-r, r);
+  std::vector<double> v(static_cast<size_t>(n));
+  for (double& x : v) x = r > 0 ? id(rng) : static_cast<double>(round_to(dt, static_cast<float>(nd(rng))));
+  return v;
+}
+std::vector<float> to_float(const std::vector<double>& v) {
+  return {v.begin(), v.end()};
+}
+
+/// Forward in float with the input column shifted by `col_shift` (0: the right formula; 1: the
+/// pad_w - 1 bug) and the column stride `sw` (g.stride_w: right; g.stride_h: swapped).
+std::vector<double> float_forward(const Conv2dGeometry& g, const std::vector<float>& x, const std::vector<float>& w,
+                                  int64_t col_shift, int64_t sw, DType out) {
+  std::vector<double> y(static_cast<size_t>(g.y_elems()));
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t k = 0; k < g.k; ++k)
+      for (int64_t p = 0; p < g.out_h(); ++p)
+        for (int64_t q = 0; q < g.out_w(); ++q) {
+          float acc = 0;
+          for (int64_t c = 0; c < g.cg(); ++c)
+            for (int64_t r = 0; r < g.r; ++r)
+              for (int64_t s = 0; s < g.s; ++s) {
+                const int64_t i = p * g.stride_h - g.pad_h + r * g.dil_h;
+                const int64_t j = q * sw - g.pad_w + col_shift + s * g.dil_w;
+                if (i < 0 || i >= g.h || j < 0 || j >= g.w) continue;
+                acc = std::fma(x[static_cast<size_t>(g.x_at(n, k / g.kg() * g.cg() + c, i, j))],
+                               w[static_cast<size_t>(g.w_at(k, c, r, s))], acc);
+              }
+          y[static_cast<size_t>(g.y_at(n, k, p, q))] = round_to(out, acc);
+        }
+  return y;
+}
+
+int64_t violations(const OutputRef& r, const std::vector<double>& got) {
+  int64_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) bad += !(std::fabs(got[i] - r.ref[i]) <= r.tol[i]);
+  return bad;
+}
+
+Conv2dGeometry geom(ConvLayout l, int64_t groups) {
+  Conv2dGeometry g;
+  g.n = 2, g.c = 6, g.h = 9, g.w = 8, g.k = 6, g.r = 3, g.s = 3, g.pad_h = 1, g.pad_w = 2, g.stride_h = 2,
+  g.stride_w = 1, g.dil_h = 1, g.dil_w = 2, g.groups = groups, g.layout = l;
+  return g;
+}
+
+TEST(ConvBound, AcceptsFloatHostConvolutionsInEveryPassLayoutAndDtype) {
+  for (ConvLayout l : {ConvLayout::kNCHW, ConvLayout::kNHWC})
+    for (DType dt : {DType::kF32, DType::kF16, DType::kBF16})
+      for (int64_t groups : {1, 2, 6}) {
+        const Conv2dGeometry g = geom(l, groups);
+        ASSERT_TRUE(g.valid());
+        const auto x = data(g.x_elems(), dt, 1), w = data(g.w_elems(), dt, 2), dy = data(g.y_elems(), dt, 3);
+        const auto xf = to_float(x), wf = to_float(w), dyf = to_float(dy);
+        const OutputRef fwd = conv::conv_reference(ConvPass::kFwd, g, dt, x.data(), w.data(), -1);
+        EXPECT_EQ(violations(fwd, float_forward(g, xf, wf, 0, g.stride_w, dt)), 0);
+        std::vector<float> out(static_cast<size_t>(std::max(g.x_elems(), g.w_elems())));
+        const OutputRef bd = conv::conv_reference(ConvPass::kBwdData, g, dt, dy.data(), w.data(), -1);
+        ref::conv2d_backward_data<float>(g, dyf.data(), wf.data(), out.data(), nullptr);
+        std::vector<double> got(static_cast<size_t>(g.x_elems()));
+        for (size_t i = 0; i < got.size(); ++i) got[i] = round_to(dt, out[i]);
+        EXPECT_EQ(violations(bd, got), 0);
+        const OutputRef bf = conv::conv_reference(ConvPass::kBwdFilter, g, dt, x.data(), dy.data(), -1);
+        ref::conv2d_backward_filter<float>(g, xf.data(), dyf.data(), out.data(), nullptr);
+        got.assign(static_cast<size_t>(g.w_elems()), 0);
+        for (size_t i = 0; i < got.size(); ++i) got[i] = round_to(dt, out[i]);
+        EXPECT_EQ(violations(bf, got), 0);
+        EXPECT_FALSE(fwd.exact || bd.exact || bf.exact);
+      }
+}
+
+TEST(ConvBound, RejectsPlantedFormulaBugs) {
+  for (ConvLayout l : {ConvLayout::kNCHW, ConvLayout::kNHWC})
+    for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
+      const Conv2dGeometry g = geom(l, 2);
+      const auto x = data(g.x_elems(), dt, 4), w = data(g.w_elems(), dt, 5), dy = data(g.y_elems(), dt, 6);
+      const auto xf = to_float(x), wf = to_float(w), dyf = to_float(dy);
+      const OutputRef fwd = conv::conv_reference(ConvPass::kFwd, g, dt, x.data(), w.data(), -1);
+      EXPECT_GT(violations(fwd, float_forward(g, xf, wf, 1, g.stride_w, dt)), 0) << "pad_w - 1";
+      EXPECT_GT(violations(fwd, float_forward(g, xf, wf, 0, g.stride_h, dt)), 0) << "stride_h along w";
+      // Backward-filter without the last image: the batch is outermost in both layouts, so the
+      // first N - 1 images are a prefix of x and dy.
+      Conv2dGeometry g1 = g;
+      g1.n = g.n - 1;
+      std::vector<float> out(static_cast<size_t>(g.w_elems()));
+      ref::conv2d_backward_filter<float>(g1, xf.data(), dyf.data(), out.data(), nullptr);
+      std::vector<double> got(out.begin(), out.end());
+      const OutputRef bf = conv::conv_reference(ConvPass::kBwdFilter, g, dt, x.data(), dy.data(), -1);
+      EXPECT_GT(violations(bf, got), 0) << "missing last batch";
+    }
+}
+
+TEST(ConvBound, ExactTierOnSmallIntegersIsBitExact) {
+  for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
+    const Conv2dGeometry g = geom(ConvLayout::kNHWC, 1);
+    const auto x = data(g.x_elems(), dt, 7, 2), w = data(g.w_elems(), dt, 8, 2);
+    const OutputRef fwd = conv::conv_reference(ConvPass::kFwd, g, dt, x.data(), w.data(), 2);
+    EXPECT_TRUE(fwd.exact) << dtype_name(dt);  // k = 54 taps of |2*2|: 216 < 2^8
+    const auto got = float_forward(g, to_float(x), to_float(w), 0, g.stride_w, dt);
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], fwd.ref[i]);
+    // 2^11 / 4 = 512 taps would break fp16's exactness: the tier is refused.
+    Conv2dGeometry big = g;
+    big.c = 64, big.k = 2, big.groups = 1, big.r = 3, big.s = 3;
+    const auto bx = data(big.x_elems(), dt, 9, 2), bw = data(big.w_elems(), dt, 10, 2);
+    const OutputRef r = conv::conv_reference(ConvPass::kFwd, big, dt, bx.data(), bw.data(), 2);
+    EXPECT_EQ(r.exact, dt == DType::kF32) << dtype_name(dt);
+  }
+}
+
+}  // namespace
+}  // namespace assay
