@@ -93,7 +93,8 @@ TEST_P(RowwiseGpuMutants, CaughtShrunkAndStored) {
 }
 
 const FailureKind kB = FailureKind::kBound, kN = FailureKind::kNanInf, kU = FailureKind::kUnwritten,
-                  kD = FailureKind::kNondeterministic, kP = FailureKind::kProperty;
+                  kD = FailureKind::kNondeterministic, kP = FailureKind::kProperty,
+                  kE = FailureKind::kExact;
 
 INSTANTIATE_TEST_SUITE_P(
     Planted, RowwiseGpuMutants,
@@ -103,7 +104,9 @@ INSTANTIATE_TEST_SUITE_P(
                       RowMutant{"layernorm", "mutant_layernorm_one_pass", {kB, kN}},
                       RowMutant{"layernorm_bwd", "mutant_layernorm_dbeta_skip_last_row", {kB}},
                       RowMutant{"layernorm_bwd", "mutant_layernorm_bwd_race", {kB, kD}},
-                      RowMutant{"rmsnorm", "mutant_rmsnorm_no_eps", {kN, kB}}),
+                      RowMutant{"rmsnorm", "mutant_rmsnorm_no_eps", {kN, kB}},
+                      RowMutant{"rmsnorm_bwd", "mutant_rmsnorm_bwd_no_projection", {kB}},
+                      RowMutant{"embedding", "mutant_embedding_fwd_off_by_one", {kB, kN, kE}}),
     [](const ::testing::TestParamInfo<RowMutant>& i) { return std::string(i.param.variant); });
 
 }  // namespace

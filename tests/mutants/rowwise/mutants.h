@@ -78,4 +78,12 @@ cudaError_t ce_smoothing_wrong(Dt dt, const void* logits, int64_t ldx, const int
                                int64_t ignore_index, float smoothing, float* loss, void* dlogits, int64_t lddx,
                                cudaStream_t s);
 
+/// Embedding forward whose range check accepts index == vocab (reads the row past the table).
+cudaError_t embedding_fwd_off_by_one(Dt dt, const int32_t* idx, int64_t count, const void* table, int64_t ldt,
+                                     int64_t vocab, int64_t dim, void* out, int64_t ldo, cudaStream_t s);
+/// RMSNorm backward without the projection term of d rstd / dx.
+cudaError_t rmsnorm_bwd_no_projection(Dt dt, const void* x, int64_t ldx, const void* dy, int64_t lddy,
+                                      const void* gamma, const float* rstd, void* dx, int64_t lddx, float* dgamma,
+                                      int64_t rows, int64_t n, cudaStream_t s);
+
 }  // namespace assay::mutants::rowwise

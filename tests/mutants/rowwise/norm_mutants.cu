@@ -250,4 +250,37 @@ cudaError_t rmsnorm_no_eps(Dt dt, const void* x, int64_t ldx, const void* gamma,
   });
 }
 
+// rmsnorm_bwd_no_projection: dx = rstd * dy * gamma, the backward of y = x * c * gamma with c
+// treated as a constant -- the "- xhat * mean(dy gamma xhat)" term of d rstd / dx is missing
+// (dgamma from the real kernel). Caught by the bound whenever mean(dy gamma xhat) is not
+// negligible against |dy gamma|: any row whose dy is correlated with x, and most random rows
+// of a few elements; invisible only when that mean is ~0.
+namespace {
+template <typename T>
+__global__ void rms_no_projection_kernel(const T* __restrict__ dy, int64_t lddy, const T* __restrict__ gamma,
+                                         const float* __restrict__ rstd, T* __restrict__ dx, int64_t lddx,
+                                         int64_t rows, int64_t n) {
+  const int64_t total = rows * n;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = e / n, i = e % n;
+    const float g = gamma != nullptr ? to_float(gamma[i]) : 1.0f;
+    dx[r * lddx + i] = from_float<T>(rstd[r] * to_float(dy[r * lddy + i]) * g);  // BUG: no projection term
+  }
+}
+}  // namespace
+
+cudaError_t rmsnorm_bwd_no_projection(Dt dt, const void* x, int64_t ldx, const void* dy, int64_t lddy,
+                                      const void* gamma, const float* rstd, void* dx, int64_t lddx, float* dgamma,
+                                      int64_t rows, int64_t n, cudaStream_t s) {
+  const cudaError_t e = kernels::rowwise::rmsnorm_bwd(dt, x, ldx, dy, lddy, gamma, rstd, dx, lddx, dgamma, rows, n, s);
+  if (e != cudaSuccess || rows == 0 || n == 0) return e;
+  return dispatch_dt(dt, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    rms_no_projection_kernel<T><<<grid_for(ceil_div(rows * n, 256)), 256, 0, s>>>(
+        static_cast<const T*>(dy), lddy, static_cast<const T*>(gamma), rstd, static_cast<T*>(dx), lddx, rows, n);
+    return cudaGetLastError();
+  });
+}
+
 }  // namespace assay::mutants::rowwise

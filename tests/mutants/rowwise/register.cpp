@@ -44,6 +44,14 @@ const char* const kAct = "tests/mutants/rowwise/activation_mutants.cu";
     register_activation_bwd(mutant("mutant_silu_bwd_missing_term", "silu' = sigmoid only", kAct),
                             m::silu_bwd_missing_term);
 
+[[maybe_unused]] const bool kMoreMutants =
+    register_embedding_fwd(mutant("mutant_embedding_fwd_off_by_one", "range check accepts index == vocab",
+                                  "tests/mutants/rowwise/embedding_mutants.cu"),
+                           m::embedding_fwd_off_by_one) &&
+    register_rmsnorm_bwd(mutant("mutant_rmsnorm_bwd_no_projection", "dx = rstd dy gamma: the d rstd/dx term missing",
+                                kNorms),
+                         m::rmsnorm_bwd_no_projection);
+
 [[maybe_unused]] const bool kOtherMutants =
     register_rope(mutant("mutant_rope_wrong_pairing", "interleaved layout rotated as half-split pairs",
                          "tests/mutants/rowwise/rope_mutants.cu"),
