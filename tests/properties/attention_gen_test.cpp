@@ -1,0 +1,506 @@
+// The attention specs on the CPU: generated cases validate, round-trip and reach
+// the edges the spec names (every dtype, causal, masks with -inf entries and
+// fully masked rows, Sq = 1, lengths that are not multiples of the tiles, GQA,
+// head dims other than 64 and 128, very large logits, same-sign V, per-row dO
+// scaling, padding, offsets); malformed cases get a one-line error naming the
+// field; shrinking gives valid smaller cases down to the smallest problem; and
+// the bound accepts a float-precision host flash-attention emulation (tiles of
+// 64 keys, online softmax in float; backward by the kernel's expression tree in
+// float) while rejecting the planted bugs' formulas (tail guard, causal off by
+// one, rescale forgotten, dV from the wrong row of dO).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "harness/executor.h"
+#include "harness/spec.h"
+#include "harness/testbeds/tensor_op.h"
+#include "harness/values.h"
+#include "properties/attention_registry.h"
+
+namespace assay {
+namespace {
+
+int64_t numel(const Case& c) {
+  int64_t n = 0;
+  for (const auto& t : c.tensors) n += t.desc.numel();
+  return n;
+}
+int64_t work(const Case& c) {
+  const auto& p = c.params;
+  return p["B"].get<int64_t>() * p["H"].get<int64_t>() * p["Sq"].get<int64_t>() * p["Sk"].get<int64_t>() *
+         p["D"].get<int64_t>();
+}
+
+class AttentionGen : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AttentionGen, CasesValidateRoundTripAndReachTheEdges) {
+  const OpSpec* spec = find_spec(GetParam());
+  ASSERT_NE(spec, nullptr) << GetParam();
+  const bool fwd = GetParam() == "attention";
+  const GenPlan plan{13, GenConfig{4096}};
+  std::set<std::string> dtypes;
+  std::set<int64_t> dims;
+  bool causal = false, mask = false, masked_rows = false, neg_inf = false, sq1 = false, odd_sk = false, gqa = false,
+       big = false, same_sign_v = false, row_scale = false, padded = false, offset = false, long_sk = false;
+  for (int64_t i = 0; i < 300; ++i) {
+    const Case c = generate_case(*spec, plan, i);
+    const Status v = spec->validate(c);
+    ASSERT_TRUE(v.ok()) << c.summary() << ": " << v.message();
+    auto back = Case::from_json(c.to_json());
+    ASSERT_TRUE(back.ok()) << back.status().message();
+    EXPECT_EQ(back->id(), c.id());
+    const auto& p = c.params;
+    dtypes.insert(p["dtype"].get<std::string>());
+    dims.insert(p["D"].get<int64_t>());
+    causal |= p["causal"].get<bool>();
+    mask |= p["mask"].get<bool>();
+    masked_rows |= p.value("masked_every", 0) > 0;
+    if (const TensorSpec* m = c.find("M")) neg_inf |= m->values.inject.active();
+    sq1 |= p["Sq"].get<int64_t>() == 1;
+    odd_sk |= p["Sk"].get<int64_t>() % 64 != 0 && p["Sk"].get<int64_t>() > 64;
+    long_sk |= p["Sk"].get<int64_t>() > 128;
+    gqa |= p["Hkv"].get<int64_t>() < p["H"].get<int64_t>();
+    big |= c.tensors[0].values.cls == ValueClass::kNormal && c.tensors[0].values.scale >= 16;
+    same_sign_v |= c.tensors[2].values.cls == ValueClass::kSameSign;
+    row_scale |= p.value("do_row_scale", false);
+    const auto& d0 = c.tensors[0].desc;
+    padded |= d0.strides[0] > d0.shape[1];
+    offset |= d0.offset != 0;
+    if (i < 40)
+      for (const Case& s : spec->shrink(c)) {
+        const Status sv = spec->validate(s);
+        EXPECT_TRUE(sv.ok()) << s.summary() << ": " << sv.message();
+        EXPECT_LE(numel(s), numel(c)) << s.summary();
+        EXPECT_NE(s.id(), c.id()) << "shrink proposed the case itself: " << s.summary();
+      }
+  }
+  EXPECT_EQ(dtypes.size(), 3u);
+  EXPECT_TRUE(dims.count(64) && dims.count(128));
+  EXPECT_GE(dims.size(), 4u);
+  EXPECT_TRUE(causal && mask && masked_rows && neg_inf && sq1 && odd_sk && long_sk && gqa && big && same_sign_v &&
+              padded && offset)
+      << causal << mask << masked_rows << neg_inf << sq1 << odd_sk << long_sk << gqa << big << same_sign_v << padded
+      << offset;
+  if (!fwd) {
+    EXPECT_TRUE(row_scale);
+  }
+}
+
+TEST_P(AttentionGen, ShrinkEndsAtTheSmallestProblem) {
+  const OpSpec* spec = find_spec(GetParam());
+  ASSERT_NE(spec, nullptr);
+  for (int64_t idx : {3, 17, 29}) {
+    Case c = generate_case(*spec, GenPlan{5, GenConfig{4096}}, idx);
+    for (int step = 0; step < 300; ++step) {
+      const auto s = spec->shrink(c);
+      if (s.empty()) break;
+      ASSERT_TRUE(spec->validate(s.front()).ok());
+      c = s.front();
+    }
+    for (const char* k : {"B", "H", "Hkv", "Sq", "Sk", "D"}) EXPECT_EQ(c.params[k].get<int64_t>(), 1) << c.summary();
+    EXPECT_FALSE(c.params["causal"].get<bool>());
+    EXPECT_FALSE(c.params["mask"].get<bool>());
+  }
+}
+
+TEST_P(AttentionGen, MalformedCasesGetOneLineErrorsNamingTheField) {
+  const OpSpec* spec = find_spec(GetParam());
+  ASSERT_NE(spec, nullptr);
+  Case good = generate_case(*spec, GenPlan{3, GenConfig{64}}, 0);
+  ASSERT_TRUE(spec->validate(good).ok());
+  auto expect_error = [&](const std::function<void(Case&)>& edit, const std::string& needle) {
+    Case c = good;
+    edit(c);
+    const Status s = spec->validate(c);
+    EXPECT_FALSE(s.ok()) << "accepted a case with a bad " << needle;
+    EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
+    EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.message();
+  };
+  expect_error([](Case& c) { c.params.erase("dtype"); }, "dtype");
+  expect_error([](Case& c) { c.params["dtype"] = "int8"; }, "dtype");
+  expect_error([](Case& c) { c.params["D"] = 129; }, "params.D");
+  expect_error([](Case& c) { c.params["D"] = 0; }, "params.D");
+  expect_error([](Case& c) { c.params["Sq"] = 0; }, "params.Sq");
+  expect_error([](Case& c) { c.params["Sk"] = 5000; }, "params.Sk");
+  expect_error([](Case& c) { c.params["H"] = 3, c.params["Hkv"] = 2; }, "Hkv must divide");
+  expect_error([](Case& c) { c.params["causal"] = 1; }, "params.causal");
+  expect_error([](Case& c) { c.params["scale"] = -1.0; }, "params.scale");
+  expect_error([](Case& c) { c.params["mask"] = false, c.params["masked_every"] = 2; }, "masked_every");
+  expect_error([](Case& c) { c.params["relation"] = "shift"; }, "relation");
+  expect_error([](Case& c) { c.tensors.pop_back(); }, "expected tensors");
+  expect_error([](Case& c) { c.tensors[0].name = "X"; }, "tensor 0");
+  expect_error([](Case& c) { c.tensors[1].desc.shape[0] += 1; }, "tensor K");
+  expect_error(
+      [](Case& c) { c.tensors[0].desc.dtype = c.tensors[0].desc.dtype == DType::kF32 ? DType::kF16 : DType::kF32; },
+      "tensor Q");
+  expect_error([](Case& c) { c.params["Sk"] = c.params["Sk"].get<int64_t>() + 1; }, "tensor K");
+  if (GetParam() == "attention") {
+    expect_error([](Case& c) { c.params["do_row_scale"] = true; }, "do_row_scale");
+  } else {
+    expect_error([](Case& c) { c.params["do_row_scale"] = "yes"; }, "do_row_scale");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, AttentionGen, ::testing::Values("attention", "attention_bwd"));
+
+// ---- host emulation: the testbed's reference side and its device check -----------------------
+
+struct HostRun {
+  std::vector<std::vector<unsigned char>> bytes;
+  std::vector<unsigned char*> img;
+  std::vector<std::vector<double>> dec;
+  std::vector<HostTensor> hv;
+  std::vector<OutputRef> refs;
+};
+
+void run_reference(const TensorOpDef& def, const Case& c, HostRun& h) {
+  h.bytes.assign(c.tensors.size(), {});
+  h.img.clear();
+  for (size_t t = 0; t < c.tensors.size(); ++t) {
+    const auto& s = c.tensors[t];
+    h.bytes[t].resize(static_cast<size_t>(s.desc.extent()) * dtype_size(s.desc.dtype) + 16);
+    h.img.push_back(h.bytes[t].data());
+    if (s.role == Role::kOut)
+      materialize_output(s.desc, h.img.back());
+    else
+      materialize(s.desc, s.values, fnv1a64(s.name.data(), s.name.size()), h.img.back());
+  }
+  if (def.prepare) def.prepare(c, h.img);
+  h.dec.assign(c.tensors.size(), {});
+  h.hv.clear();
+  for (size_t t = 0; t < c.tensors.size(); ++t) {
+    const auto& d = c.tensors[t].desc;
+    h.dec[t].resize(static_cast<size_t>(d.extent()));
+    for (int64_t i = 0; i < d.extent(); ++i)
+      h.dec[t][static_cast<size_t>(i)] =
+          load_as_double(d.dtype, h.img[t] + static_cast<size_t>(i) * dtype_size(d.dtype));
+    h.hv.push_back({h.dec[t].data() + d.offset, view_of(d)});
+  }
+  const Status st = def.reference(c, h.hv, h.refs);
+  ASSERT_TRUE(st.ok()) << st.message();
+}
+
+/// Elements the device check would flag (value beyond tolerance, NaN/Inf pattern); got dense.
+int64_t violations(const OutputRef& r, const std::vector<double>& got, std::string* first = nullptr) {
+  int64_t bad = 0;
+  for (size_t l = 0; l < got.size(); ++l) {
+    const double o = got[l], ref = r.ref[l], tol = r.tol[l];
+    bool b;
+    if (std::isnan(ref))
+      b = !std::isnan(o);
+    else if (std::isinf(ref))
+      b = !(std::isinf(o) && std::signbit(o) == std::signbit(ref));
+    else if (!(tol < INFINITY))
+      b = false;
+    else
+      b = !(std::fabs(o - ref) <= tol);
+    if (b && bad++ == 0 && first != nullptr)
+      *first = fmt::format("element {}: got {:.9g}, reference {:.9g}, tolerance {:.3g}", l, o, ref, tol);
+  }
+  return bad;
+}
+
+double stored_as(DType t, float y) {
+  unsigned char buf[8];
+  store_as(t, static_cast<double>(y), buf);
+  return load_as_double(t, buf);
+}
+
+struct Dims {
+  int64_t B, H, Hkv, Sq, Sk, D;
+  bool causal, mask;
+  float scale;
+  DType dt;
+};
+Dims dims(const Case& c) {
+  const auto& p = c.params;
+  Dims d{p["B"].get<int64_t>(),
+         p["H"].get<int64_t>(),
+         p["Hkv"].get<int64_t>(),
+         p["Sq"].get<int64_t>(),
+         p["Sk"].get<int64_t>(),
+         p["D"].get<int64_t>(),
+         p["causal"].get<bool>(),
+         p["mask"].get<bool>(),
+         0.f,
+         *parse_dtype(p["dtype"].get<std::string>())};
+  d.scale = static_cast<float>(p.value("scale", 1.0 / std::sqrt(static_cast<double>(d.D))));
+  return d;
+}
+
+enum class FwdBug { kNone, kTailGuard, kCausalOffByOne, kNoRescale };
+
+/// The forward kernel's arithmetic in float on the host: serial FMA dot products, tiles of 64
+/// keys, online max/sum with one rescale per tile, o * (1/l), m + logf(l). Dense O and LSE.
+/// max_rise (may be null): the largest rise of a row's running max after its first tile with a
+/// visible key (what the rescale bug needs).
+void emulate_fwd(const Case& c, const std::vector<HostTensor>& t, FwdBug bug, std::vector<double>& O,
+                 std::vector<double>& LSE, double* max_rise = nullptr) {
+  const Dims d = dims(c);
+  const HostTensor &q = t[0], &k = t[1], &v = t[2];
+  const HostTensor* m = d.mask ? &t[3] : nullptr;
+  const int64_t G = d.H / d.Hkv, T = 64;
+  O.assign(static_cast<size_t>(d.B * d.H * d.Sq * d.D), 0.0);
+  LSE.assign(static_cast<size_t>(d.B * d.H * d.Sq), 0.0);
+  std::vector<float> o(static_cast<size_t>(d.D)), p(static_cast<size_t>(T));
+  for (int64_t b = 0; b < d.B; ++b)
+    for (int64_t h = 0; h < d.H; ++h)
+      for (int64_t i = 0; i < d.Sq; ++i) {
+        const int64_t row = (b * d.H + h) * d.Sq + i, kb = (b * d.Hkv + h / G) * d.Sk;
+        float mx = -INFINITY, l = 0;
+        std::fill(o.begin(), o.end(), 0.f);
+        const int64_t tiles = (d.Sk + T - 1) / T;
+        for (int64_t t0 = 0; t0 < tiles * T; t0 += T) {
+          float tmax = -INFINITY;
+          std::vector<float> s(static_cast<size_t>(T), -INFINITY);
+          for (int64_t jl = 0; jl < T; ++jl) {
+            const int64_t j = t0 + jl;
+            const bool causal_ok = !d.causal || j <= i + (bug == FwdBug::kCausalOffByOne ? 1 : 0);
+            if (j >= d.Sk) {
+              if (bug == FwdBug::kTailGuard && causal_ok) s[static_cast<size_t>(jl)] = 0.f;  // a zero key beyond Sk
+              continue;
+            }
+            if (!causal_ok) continue;
+            float acc = 0.f;
+            for (int64_t cc = 0; cc < d.D; ++cc)
+              acc = std::fma(static_cast<float>(q.at(row, cc)), static_cast<float>(k.at(kb + j, cc)), acc);
+            float x = acc * d.scale;
+            if (m != nullptr) x = x + static_cast<float>(m->at(i, j));
+            s[static_cast<size_t>(jl)] = x;
+          }
+          for (float x : s) tmax = std::max(tmax, x);
+          const float mn = std::max(mx, tmax);
+          float alpha = 1.f;
+          float tsum = 0.f;
+          for (int64_t jl = 0; jl < T; ++jl) p[static_cast<size_t>(jl)] = 0.f;
+          if (mn != -INFINITY) {
+            alpha = bug == FwdBug::kNoRescale ? 1.f : std::exp(mx - mn);
+            for (int64_t jl = 0; jl < T; ++jl) {
+              p[static_cast<size_t>(jl)] = std::exp(s[static_cast<size_t>(jl)] - mn);
+              tsum += p[static_cast<size_t>(jl)];
+            }
+          }
+          l = l * alpha + tsum;
+          if (max_rise != nullptr && mx != -INFINITY) *max_rise = std::max(*max_rise, static_cast<double>(mn - mx));
+          mx = mn;
+          for (int64_t cc = 0; cc < d.D; ++cc) {
+            float acc = o[static_cast<size_t>(cc)] * alpha;
+            for (int64_t jl = 0; jl < T; ++jl) {
+              const int64_t j = t0 + jl;
+              const float vv = j < d.Sk ? static_cast<float>(v.at(kb + j, cc)) : 0.f;
+              acc = std::fma(p[static_cast<size_t>(jl)], vv, acc);
+            }
+            o[static_cast<size_t>(cc)] = acc;
+          }
+        }
+        const bool any = l > 0.f;
+        const float inv = any ? 1.f / l : 0.f;
+        for (int64_t cc = 0; cc < d.D; ++cc)
+          O[static_cast<size_t>(row * d.D + cc)] = stored_as(d.dt, any ? o[static_cast<size_t>(cc)] * inv : 0.f);
+        LSE[static_cast<size_t>(row)] = any ? static_cast<double>(mx + std::log(l)) : -INFINITY;
+      }
+}
+
+/// The backward kernels' arithmetic in float: D_i, s, dP serial FMA; p = exp(s*scale + mask - LSE);
+/// dS = p (dP - D); dV, dK over the group's query rows in order, dQ over keys in order.
+void emulate_bwd(const Case& c, const std::vector<HostTensor>& t, bool dv_wrong_row, std::vector<double>& dQ,
+                 std::vector<double>& dK, std::vector<double>& dV) {
+  const Dims d = dims(c);
+  const HostTensor &q = t[0], &k = t[1], &v = t[2], &o = t[3], &g = t[4], &lse = t[5];
+  const HostTensor* m = d.mask ? &t[6] : nullptr;
+  const int64_t G = d.H / d.Hkv, qr = d.B * d.H * d.Sq, kr = d.B * d.Hkv * d.Sk, D = d.D;
+  std::vector<float> fq(static_cast<size_t>(qr * D), 0.f), fk(static_cast<size_t>(kr * D), 0.f),
+      fv(static_cast<size_t>(kr * D), 0.f), Di(static_cast<size_t>(qr));
+  for (int64_t row = 0; row < qr; ++row) {
+    float acc = 0.f;
+    for (int64_t cc = 0; cc < D; ++cc)
+      acc = std::fma(static_cast<float>(g.at(row, cc)), static_cast<float>(o.at(row, cc)), acc);
+    Di[static_cast<size_t>(row)] = acc;
+  }
+  auto p_ds = [&](int64_t row, int64_t i, int64_t kj, int64_t j, float& p, float& ds) {
+    const float L = static_cast<float>(lse.data[row]);
+    p = ds = 0.f;
+    if (L == -INFINITY || (d.causal && j > i)) return;
+    float s = 0.f, dp = 0.f;
+    for (int64_t cc = 0; cc < D; ++cc) {
+      s = std::fma(static_cast<float>(q.at(row, cc)), static_cast<float>(k.at(kj, cc)), s);
+      dp = std::fma(static_cast<float>(g.at(row, cc)), static_cast<float>(v.at(kj, cc)), dp);
+    }
+    float x = s * d.scale;
+    if (m != nullptr) x = x + static_cast<float>(m->at(i, j));
+    p = std::exp(x - L);
+    ds = p * (dp - Di[static_cast<size_t>(row)]);
+  };
+  for (int64_t b = 0; b < d.B; ++b)
+    for (int64_t hk = 0; hk < d.Hkv; ++hk)
+      for (int64_t j = 0; j < d.Sk; ++j) {
+        const int64_t kj = (b * d.Hkv + hk) * d.Sk + j;
+        for (int64_t hh = 0; hh < G; ++hh) {
+          const int64_t h = hk * G + hh;
+          for (int64_t i = 0; i < d.Sq; ++i) {
+            const int64_t row = (b * d.H + h) * d.Sq + i;
+            float p, ds;
+            p_ds(row, i, kj, j, p, ds);
+            // The mutant reads the next staged row of the 32-row tile (zeros past Sq).
+            const int64_t i2 = (i / 32) * 32 + (i % 32 + 1) % 32;
+            for (int64_t cc = 0; cc < D; ++cc) {
+              const float gdo = dv_wrong_row ? (i2 < d.Sq ? static_cast<float>(g.at(row - i + i2, cc)) : 0.f)
+                                             : static_cast<float>(g.at(row, cc));
+              fv[static_cast<size_t>(kj * D + cc)] = std::fma(p, gdo, fv[static_cast<size_t>(kj * D + cc)]);
+              fk[static_cast<size_t>(kj * D + cc)] =
+                  std::fma(ds, static_cast<float>(q.at(row, cc)), fk[static_cast<size_t>(kj * D + cc)]);
+            }
+          }
+        }
+      }
+  for (int64_t b = 0; b < d.B; ++b)
+    for (int64_t h = 0; h < d.H; ++h)
+      for (int64_t i = 0; i < d.Sq; ++i) {
+        const int64_t row = (b * d.H + h) * d.Sq + i;
+        for (int64_t j = 0; j < d.Sk; ++j) {
+          const int64_t kj = (b * d.Hkv + h / G) * d.Sk + j;
+          float p, ds;
+          p_ds(row, i, kj, j, p, ds);
+          for (int64_t cc = 0; cc < D; ++cc)
+            fq[static_cast<size_t>(row * D + cc)] =
+                std::fma(ds, static_cast<float>(k.at(kj, cc)), fq[static_cast<size_t>(row * D + cc)]);
+        }
+      }
+  dQ.resize(fq.size());
+  dK.resize(fk.size());
+  dV.resize(fv.size());
+  for (size_t l = 0; l < fq.size(); ++l) dQ[l] = stored_as(d.dt, fq[l] * d.scale);
+  for (size_t l = 0; l < fk.size(); ++l) dK[l] = stored_as(d.dt, fk[l] * d.scale);
+  for (size_t l = 0; l < fv.size(); ++l) dV[l] = stored_as(d.dt, fv[l]);
+}
+
+constexpr int64_t kEmuWork = int64_t{1} << 21;
+
+TEST(AttentionBound, AcceptsFloatFlashEmulationAndRejectsTheMutantFormulas) {
+  const OpSpec* spec = find_spec("attention");
+  ASSERT_NE(spec, nullptr);
+  const TensorOpDef& def = attention::attention_def();
+  int64_t checked = 0, tail_exposed = 0, tail_caught = 0, causal_exposed = 0, causal_caught = 0, resc_exposed = 0,
+          resc_caught = 0;
+  double worst = 0;
+  for (int64_t idx = 0; checked < 120 && idx < 2000; ++idx) {
+    const Case c = generate_case(*spec, GenPlan{21, GenConfig{512}}, idx);
+    if (work(c) > kEmuWork) continue;
+    ++checked;
+    HostRun h;
+    ASSERT_NO_FATAL_FAILURE(run_reference(def, c, h));
+    std::vector<double> O, L;
+    double rise = 0;
+    emulate_fwd(c, h.hv, FwdBug::kNone, O, L, &rise);
+    std::string first;
+    ASSERT_EQ(violations(h.refs[0], O, &first), 0) << c.summary() << " O: " << first;
+    ASSERT_EQ(violations(h.refs[1], L, &first), 0) << c.summary() << " LSE: " << first;
+    for (size_t l = 0; l < O.size(); ++l)
+      if (h.refs[0].tol[l] > 0 && std::isfinite(h.refs[0].tol[l]))
+        worst = std::max(worst, std::fabs(O[l] - h.refs[0].ref[l]) / h.refs[0].tol[l]);
+    const Dims d = dims(c);
+    auto caught = [&](FwdBug bug) {
+      emulate_fwd(c, h.hv, bug, O, L);
+      return violations(h.refs[0], O) + violations(h.refs[1], L) > 0;
+    };
+    if (d.Sk % 64 != 0 && !d.causal && !d.mask) {
+      ++tail_exposed;
+      const bool k = caught(FwdBug::kTailGuard);
+      tail_caught += k;
+    }
+    if (d.causal && d.Sk >= 2 && d.Sq >= 2 && !d.mask) {
+      ++causal_exposed;
+      causal_caught += caught(FwdBug::kCausalOffByOne);
+    }
+    if (rise > 0.05) {  // a later tile raised some row's max by a visible amount
+      ++resc_exposed;
+      resc_caught += caught(FwdBug::kNoRescale);
+    }
+  }
+  std::printf(
+      "[ measured ] attention emulation: %lld cases, worst |O - ref| / tol = %.3g; caught: tail %lld/%lld, "
+      "causal %lld/%lld, rescale %lld/%lld\n",
+      static_cast<long long>(checked), worst, static_cast<long long>(tail_caught), static_cast<long long>(tail_exposed),
+      static_cast<long long>(causal_caught), static_cast<long long>(causal_exposed),
+      static_cast<long long>(resc_caught), static_cast<long long>(resc_exposed));
+  EXPECT_GE(checked, 100);
+  EXPECT_GT(tail_exposed, 5);
+  EXPECT_GT(causal_exposed, 5);
+  EXPECT_GT(resc_exposed, 5);
+  // A leaked future key shifts softmax weight by O(1): all caught. The emulated tail keys score 0
+  // (zero keys), so with very large logits (max score >> 1) their weight vanishes: most, not all.
+  EXPECT_EQ(causal_caught, causal_exposed);
+  EXPECT_GE(tail_caught * 4, tail_exposed * 3);
+  EXPECT_GE(resc_caught * 10, resc_exposed * 8);
+}
+
+TEST(AttentionBound, BackwardAcceptsFloatEmulationAndRejectsTheWrongDoRow) {
+  const OpSpec* spec = find_spec("attention_bwd");
+  ASSERT_NE(spec, nullptr);
+  const TensorOpDef& def = attention::attention_bwd_def();
+  int64_t checked = 0, exposed = 0, caught = 0;
+  double worst = 0;
+  for (int64_t idx = 0; checked < 80 && idx < 2000; ++idx) {
+    const Case c = generate_case(*spec, GenPlan{23, GenConfig{512}}, idx);
+    if (work(c) > kEmuWork / 2) continue;
+    ++checked;
+    HostRun h;
+    ASSERT_NO_FATAL_FAILURE(run_reference(def, c, h));
+    std::vector<double> dQ, dK, dV;
+    emulate_bwd(c, h.hv, false, dQ, dK, dV);
+    std::string first;
+    ASSERT_EQ(violations(h.refs[0], dQ, &first), 0) << c.summary() << " dQ: " << first;
+    ASSERT_EQ(violations(h.refs[1], dK, &first), 0) << c.summary() << " dK: " << first;
+    ASSERT_EQ(violations(h.refs[2], dV, &first), 0) << c.summary() << " dV: " << first;
+    for (size_t l = 0; l < dV.size(); ++l)
+      if (h.refs[2].tol[l] > 0 && std::isfinite(h.refs[2].tol[l]))
+        worst = std::max(worst, std::fabs(dV[l] - h.refs[2].ref[l]) / h.refs[2].tol[l]);
+    const Dims d = dims(c);
+    if (!d.mask) {
+      ++exposed;
+      emulate_bwd(c, h.hv, true, dQ, dK, dV);
+      caught += violations(h.refs[2], dV) > 0;
+    }
+  }
+  std::printf(
+      "[ measured ] attention_bwd emulation: %lld cases, worst |dV - ref| / tol = %.3g; dV wrong row caught "
+      "%lld/%lld\n",
+      static_cast<long long>(checked), worst, static_cast<long long>(caught), static_cast<long long>(exposed));
+  EXPECT_GE(checked, 60);
+  EXPECT_GT(exposed, 10);
+  EXPECT_GE(caught * 10, exposed * 9);
+}
+
+TEST(AttentionBound, FullyMaskedRowsGiveZeroOutputAndMinusInfLse) {
+  const OpSpec* spec = find_spec("attention");
+  const TensorOpDef& def = attention::attention_def();
+  for (int64_t idx = 0; idx < 3000; ++idx) {
+    const Case c = generate_case(*spec, GenPlan{31, GenConfig{256}}, idx);
+    if (c.params.value("masked_every", 0) == 0 || work(c) > kEmuWork) continue;
+    HostRun h;
+    ASSERT_NO_FATAL_FAILURE(run_reference(def, c, h));
+    const Dims d = dims(c);
+    const int64_t every = c.params["masked_every"].get<int64_t>();
+    for (int64_t row = 0; row < d.B * d.H * d.Sq; ++row) {
+      if ((row % d.Sq) % every != 0) continue;
+      EXPECT_EQ(h.refs[1].ref[static_cast<size_t>(row)], -INFINITY);
+      for (int64_t cc = 0; cc < d.D; ++cc) {
+        EXPECT_EQ(h.refs[0].ref[static_cast<size_t>(row * d.D + cc)], 0.0);
+        EXPECT_EQ(h.refs[0].tol[static_cast<size_t>(row * d.D + cc)], 0.0);
+      }
+    }
+    return;
+  }
+  FAIL() << "no case with fully masked rows";
+}
+
+}  // namespace
+}  // namespace assay
