@@ -8,6 +8,7 @@ B=gpu-bundle
 O="${OUT:-/tmp/assay-out}"
 L="$O/logs"
 mkdir -p "$L" /work/main/build
+for z in $B/*.gz; do [ -e "$z" ] && gunzip -f "$z"; done  # ci/gpu-bundle.sh compresses the binaries
 cp $B/ext/module_kernel.ptx /work/main/build/ 2>/dev/null
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}" PATH="$PATH:/usr/local/cuda/bin" ASSAY_BINARY="$PWD/$B/assay"
 A=$B/assay
