@@ -1,6 +1,7 @@
 #include "harness/exhaustive.h"
 
 #include <algorithm>
+#include <map>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -219,6 +220,27 @@ StatusOr<ExhaustiveReport> run_exhaustive(const ExhaustiveSweep& sw, int device)
   ExhaustiveReport r = compare_exhaustive(sw, out);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
+}
+
+namespace {
+std::map<std::string, ExhaustiveOp>& exhaustive_registry() {
+  static std::map<std::string, ExhaustiveOp> r;
+  return r;
+}
+}  // namespace
+
+bool register_exhaustive_op(const std::string& op, ExhaustiveOp e) {
+  exhaustive_registry()[op] = std::move(e);
+  return true;
+}
+const ExhaustiveOp* find_exhaustive_op(const std::string& op) {
+  auto it = exhaustive_registry().find(op);
+  return it == exhaustive_registry().end() ? nullptr : &it->second;
+}
+std::vector<std::string> exhaustive_ops() {
+  std::vector<std::string> v;
+  for (const auto& [k, e] : exhaustive_registry()) v.push_back(k);
+  return v;
 }
 
 }  // namespace assay

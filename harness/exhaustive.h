@@ -90,4 +90,19 @@ StatusOr<ExhaustiveReport> run_exhaustive(const ExhaustiveSweep& sweep, int devi
 /// dtype's bit patterns, index = input bits), as run_exhaustive builds it.
 ExhaustiveReport compare_exhaustive(const ExhaustiveSweep& sweep, const std::vector<uint16_t>& out);
 
+/// An op that offers exhaustive sweeps (registered by its spec, so the CLI needs no op's
+/// header): its functions (e.g. "gelu_erf"), a variant check, and the sweep itself.
+struct ExhaustiveOp {
+  std::vector<std::string> functions;
+  std::function<bool(const std::string& variant)> has_variant;
+  std::function<StatusOr<ExhaustiveReport>(const std::string& variant, const std::string& function, DType dt,
+                                           int device)>
+      run;
+};
+bool register_exhaustive_op(const std::string& op, ExhaustiveOp e);
+/// nullptr when `op` has no sweeps.
+const ExhaustiveOp* find_exhaustive_op(const std::string& op);
+/// Names of the ops with sweeps, sorted.
+std::vector<std::string> exhaustive_ops();
+
 }  // namespace assay

@@ -595,3 +595,23 @@ StatusOr<ExhaustiveReport> activation_exhaustive(const std::string& variant, Act
 }
 
 }  // namespace assay::rowwise
+
+namespace assay::rowwise {
+namespace {
+ExhaustiveOp exhaustive_op(bool backward) {
+  ExhaustiveOp e;
+  e.functions = {"gelu_erf", "gelu_tanh", "silu"};
+  e.has_variant = [backward](const std::string& v) {
+    return backward ? find_activation_bwd(v) != nullptr : find_activation_fwd(v) != nullptr;
+  };
+  e.run = [backward](const std::string& v, const std::string& f, DType dt, int device) -> StatusOr<ExhaustiveReport> {
+    const auto act = parse_act(f);
+    if (!act) return invalid_argument(fmt::format("'{}': gelu_erf, gelu_tanh or silu", f));
+    return activation_exhaustive(v, *act, dt, backward, device);
+  };
+  return e;
+}
+[[maybe_unused]] const bool kExhaustive = register_exhaustive_op("activation", exhaustive_op(false)) &&
+                                          register_exhaustive_op("activation_bwd", exhaustive_op(true));
+}  // namespace
+}  // namespace assay::rowwise

@@ -25,9 +25,9 @@
 #include "harness/spec.h"
 #include "harness/triage.h"
 #include "harness/detection.h"
+#include "harness/exhaustive.h"
 #include "harness/vendor_survey.h"
 #include "harness/worker.h"
-#include "properties/rowwise_registry.h"
 
 namespace {
 
@@ -579,22 +579,23 @@ struct ExhaustiveArgs {
 };
 
 int cmd_exhaustive(const ExhaustiveArgs& a) {
-  const bool backward = a.backward || a.op == "activation_bwd";
-  if (a.op != "activation" && a.op != "activation_bwd")
-    return error(invalid_argument(
-        fmt::format("no exhaustive sweep for op '{}' (sweeps exist for: activation, activation_bwd)", a.op)));
+  const std::string op = a.backward && a.op == "activation" ? "activation_bwd" : a.op;
+  const ExhaustiveOp* ex = find_exhaustive_op(op);
+  if (ex == nullptr) {
+    std::string names;
+    for (const auto& n : exhaustive_ops()) names += (names.empty() ? "" : ", ") + n;
+    return error(invalid_argument(fmt::format("no exhaustive sweep for op '{}' (sweeps exist for: {})", a.op, names)));
+  }
   const std::optional<DType> dt = parse_dtype(a.dtype);
   if (!dt || (*dt != DType::kF16 && *dt != DType::kBF16))
     return error(invalid_argument(fmt::format("--dtype '{}': exhaustive sweeps take fp16 or bf16", a.dtype)));
-  std::vector<rowwise::Act> acts = {rowwise::Act::kGeluErf, rowwise::Act::kGeluTanh, rowwise::Act::kSilu};
+  std::vector<std::string> fns = ex->functions;
   if (!a.act.empty()) {
-    const auto act = rowwise::parse_act(a.act);
-    if (!act) return error(invalid_argument(fmt::format("--act '{}': gelu_erf, gelu_tanh or silu", a.act)));
-    acts = {*act};
+    if (std::find(fns.begin(), fns.end(), a.act) == fns.end())
+      return error(invalid_argument(fmt::format("--act '{}': not a function of {}", a.act, op)));
+    fns = {a.act};
   }
-  const std::string op = backward ? "activation_bwd" : "activation";
-  if (backward ? rowwise::find_activation_bwd(a.variant) == nullptr
-               : rowwise::find_activation_fwd(a.variant) == nullptr)
+  if (!ex->has_variant(a.variant))
     return error(not_found(fmt::format("op '{}' has no variant '{}' (see 'assay list')", op, a.variant)));
   auto ndev = gpu::device_count();
   if (!ndev.ok()) return error(ndev.status());
@@ -602,8 +603,8 @@ int cmd_exhaustive(const ExhaustiveArgs& a) {
     return error(invalid_argument(fmt::format("--device {}: only {} CUDA device(s) visible", a.device, *ndev)));
   nlohmann::json j = {{"device", gpu::describe_device(a.device)}, {"sweeps", nlohmann::json::array()}};
   int64_t failures = 0;
-  for (const rowwise::Act act : acts) {
-    auto r = rowwise::activation_exhaustive(a.variant, act, *dt, backward, a.device);
+  for (const std::string& fn : fns) {
+    auto r = ex->run(a.variant, fn, *dt, a.device);
     if (!r.ok()) return error(r.status());
     fmt::print("{}", r->text());
     failures += r->failures;
@@ -613,7 +614,7 @@ int cmd_exhaustive(const ExhaustiveArgs& a) {
   if (!a.json.empty())
     if (auto s = write_file_atomic(a.json, j.dump(2) + "\n"); !s.ok()) return error(s);
   fmt::print("exhaustive {} [{}] {}: {} sweep(s), {} element(s) beyond their budget\n", op, a.variant, a.dtype,
-             acts.size(), failures);
+             fns.size(), failures);
   return failures == 0 ? kExitPass : kExitFail;
 }
 
