@@ -580,4 +580,368 @@ StatusOr<ConvAlgoUsed> cudnn_conv_backward_filter(CudnnHandle& h, const CudnnCon
   });
 }
 
+// ---- fused attention (SDPA) ------------------------------------------------------------------------
+
+namespace {
+
+/// A backend descriptor (cudnn_graph.h), destroyed with its owner.
+class BackendDesc {
+ public:
+  BackendDesc() = default;
+  ~BackendDesc() {
+    if (d_ != nullptr) (void)cudnnBackendDestroyDescriptor(d_);
+  }
+  BackendDesc(const BackendDesc&) = delete;
+  BackendDesc& operator=(const BackendDesc&) = delete;
+  Status create(cudnnBackendDescriptorType_t t, const std::string& what) {
+    return cudnn_status(cudnnBackendCreateDescriptor(t, &d_), ("cudnnBackendCreateDescriptor(" + what + ")").c_str(),
+                        __FILE__, __LINE__);
+  }
+  cudnnBackendDescriptor_t get() const { return d_; }
+
+ private:
+  cudnnBackendDescriptor_t d_ = nullptr;
+};
+
+/// cudnn_status of a backend call at step `what` (so an unsupported step is named).
+#define SDPA_CHECK(call, what)                                                                                       \
+  do {                                                                                                               \
+    const std::string sdpa_what_ = std::string(#call).substr(0, std::string(#call).find('(')) + " (" + (what) + ")"; \
+    ::assay::Status sdpa_s_ = ::assay::vendor::cudnn_status((call), sdpa_what_.c_str(), __FILE__, __LINE__);         \
+    if (!sdpa_s_.ok()) return sdpa_s_;                                                                               \
+  } while (false)
+
+Status set_attr(BackendDesc& d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t count,
+                const void* value, const std::string& what) {
+  SDPA_CHECK(cudnnBackendSetAttribute(d.get(), name, type, count, value), what);
+  return ok_status();
+}
+
+Status set_desc(BackendDesc& d, cudnnBackendAttributeName_t name, const BackendDesc& v, const std::string& what) {
+  cudnnBackendDescriptor_t x = v.get();
+  return set_attr(d, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x, what);
+}
+
+Status finalize(BackendDesc& d, const std::string& what) {
+  SDPA_CHECK(cudnnBackendFinalize(d.get()), what);
+  return ok_status();
+}
+
+/// The descriptors of one SDPA graph; each lives as long as the graph that refers to it.
+struct SdpaGraph {
+  std::vector<std::unique_ptr<BackendDesc>> keep;  // tensors, op descriptors, ops
+  std::vector<cudnnBackendDescriptor_t> ops;       // the operation nodes, in graph order
+  int64_t next_virtual_uid = 100;
+
+  StatusOr<BackendDesc*> make(cudnnBackendDescriptorType_t t, const std::string& what) {
+    keep.push_back(std::make_unique<BackendDesc>());
+    ASSAY_RETURN_IF_ERROR(keep.back()->create(t, what));
+    return keep.back().get();
+  }
+
+  /// A 4-D tensor: dims, strides (elements), uid, data type; virtual tensors are intermediates
+  /// (no memory), by-value ones are host scalars passed in the variant pack.
+  StatusOr<BackendDesc*> tensor(const std::string& name, cudnnDataType_t t, const int64_t dims[4],
+                                const int64_t strides[4], int64_t uid, bool is_virtual, bool by_value = false) {
+    ASSAY_ASSIGN_OR_RETURN(BackendDesc * d, make(CUDNN_BACKEND_TENSOR_DESCRIPTOR, "tensor " + name));
+    const std::string w = "tensor " + name;
+    const int64_t align = 16;
+    ASSAY_RETURN_IF_ERROR(set_attr(*d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &t, w + " data type"));
+    ASSAY_RETURN_IF_ERROR(set_attr(*d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims, w + " dimensions"));
+    ASSAY_RETURN_IF_ERROR(set_attr(*d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides, w + " strides"));
+    ASSAY_RETURN_IF_ERROR(set_attr(*d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, w + " uid"));
+    ASSAY_RETURN_IF_ERROR(
+        set_attr(*d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align, w + " byte alignment"));
+    if (is_virtual) {
+      const bool yes = true;
+      ASSAY_RETURN_IF_ERROR(set_attr(*d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &yes, w + " virtual"));
+    }
+    if (by_value) {
+      const bool yes = true;
+      ASSAY_RETURN_IF_ERROR(set_attr(*d, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &yes, w + " by value"));
+    }
+    ASSAY_RETURN_IF_ERROR(finalize(*d, w));
+    return d;
+  }
+
+  StatusOr<BackendDesc*> virt(const std::string& name, cudnnDataType_t t, const int64_t dims[4],
+                              const int64_t strides[4]) {
+    return tensor(name, t, dims, strides, next_virtual_uid++, true);
+  }
+
+  Status add_op(BackendDesc* op, const std::string& what) {
+    ASSAY_RETURN_IF_ERROR(finalize(*op, what));
+    ops.push_back(op->get());
+    return ok_status();
+  }
+
+  /// y = mode(x[, b[, t]]) computed in `prec`; axis for GEN_INDEX.
+  Status pointwise(const std::string& name, cudnnPointwiseMode_t mode, cudnnDataType_t prec, const BackendDesc* x,
+                   const BackendDesc* b, const BackendDesc* t, const BackendDesc* y, int64_t axis = -1) {
+    ASSAY_ASSIGN_OR_RETURN(BackendDesc * pw, make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, "pointwise " + name));
+    const std::string w = "pointwise " + name;
+    ASSAY_RETURN_IF_ERROR(set_attr(*pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, w + " mode"));
+    ASSAY_RETURN_IF_ERROR(
+        set_attr(*pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec, w + " math precision"));
+    if (axis >= 0)
+      ASSAY_RETURN_IF_ERROR(set_attr(*pw, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis, w + " axis"));
+    ASSAY_RETURN_IF_ERROR(finalize(*pw, w));
+    ASSAY_ASSIGN_OR_RETURN(BackendDesc * op,
+                           make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, "operation pointwise " + name));
+    const std::string wo = "operation pointwise " + name;
+    ASSAY_RETURN_IF_ERROR(set_desc(*op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, *pw, wo + " descriptor"));
+    ASSAY_RETURN_IF_ERROR(set_desc(*op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, *x, wo + " x"));
+    if (b != nullptr) ASSAY_RETURN_IF_ERROR(set_desc(*op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b, wo + " b"));
+    if (t != nullptr) ASSAY_RETURN_IF_ERROR(set_desc(*op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, *t, wo + " t"));
+    ASSAY_RETURN_IF_ERROR(set_desc(*op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, *y, wo + " y"));
+    return add_op(op, wo);
+  }
+
+  /// c = a b (batched over the two leading dimensions), fp32 compute.
+  Status matmul(const std::string& name, const BackendDesc* a, const BackendDesc* b, const BackendDesc* c) {
+    ASSAY_ASSIGN_OR_RETURN(BackendDesc * mm, make(CUDNN_BACKEND_MATMUL_DESCRIPTOR, "matmul " + name));
+    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    ASSAY_RETURN_IF_ERROR(
+        set_attr(*mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32, "matmul " + name + " compute type"));
+    ASSAY_RETURN_IF_ERROR(finalize(*mm, "matmul " + name));
+    ASSAY_ASSIGN_OR_RETURN(BackendDesc * op,
+                           make(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, "operation matmul " + name));
+    const std::string wo = "operation matmul " + name;
+    ASSAY_RETURN_IF_ERROR(set_desc(*op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, *a, wo + " a"));
+    ASSAY_RETURN_IF_ERROR(set_desc(*op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, *b, wo + " b"));
+    ASSAY_RETURN_IF_ERROR(set_desc(*op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, *c, wo + " c"));
+    ASSAY_RETURN_IF_ERROR(set_desc(*op, CUDNN_ATTR_OPERATION_MATMUL_DESC, *mm, wo + " descriptor"));
+    return add_op(op, wo);
+  }
+
+  /// y = reduce(x) over the dimensions where y has extent 1, fp32 compute.
+  Status reduction(const std::string& name, cudnnReduceTensorOp_t red, const BackendDesc* x, const BackendDesc* y) {
+    ASSAY_ASSIGN_OR_RETURN(BackendDesc * rd, make(CUDNN_BACKEND_REDUCTION_DESCRIPTOR, "reduction " + name));
+    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    ASSAY_RETURN_IF_ERROR(set_attr(*rd, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &red,
+                                   "reduction " + name + " operator"));
+    ASSAY_RETURN_IF_ERROR(
+        set_attr(*rd, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32, "reduction " + name + " compute"));
+    ASSAY_RETURN_IF_ERROR(finalize(*rd, "reduction " + name));
+    ASSAY_ASSIGN_OR_RETURN(BackendDesc * op,
+                           make(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, "operation reduction " + name));
+    const std::string wo = "operation reduction " + name;
+    ASSAY_RETURN_IF_ERROR(set_desc(*op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, *x, wo + " x"));
+    ASSAY_RETURN_IF_ERROR(set_desc(*op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, *y, wo + " y"));
+    ASSAY_RETURN_IF_ERROR(set_desc(*op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, *rd, wo + " descriptor"));
+    return add_op(op, wo);
+  }
+};
+
+enum SdpaUid : int64_t { kUidQ = 1, kUidK = 2, kUidV = 3, kUidO = 4, kUidStats = 5, kUidScale = 6, kUidNegInf = 7 };
+
+void packed_bhsd(int64_t H, int64_t S, int64_t D, int64_t out[4]) {
+  out[0] = H * S * D, out[1] = S * D, out[2] = D, out[3] = 1;
+}
+
+void strides_or_packed(const int64_t in[4], int64_t H, int64_t S, int64_t D, int64_t out[4]) {
+  if (in[0] == 0 && in[1] == 0 && in[2] == 0 && in[3] == 0) {
+    packed_bhsd(H, S, D, out);
+  } else {
+    for (int i = 0; i < 4; ++i) out[i] = in[i];
+  }
+}
+
+/// The heuristics' engine configs for the finalized graph (mode A, then fallback where A gives none).
+Status heuristic_configs(cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode, const char* mode_name,
+                         std::vector<std::unique_ptr<BackendDesc>>& cfgs) {
+  BackendDesc heur;
+  const std::string w = std::string("engine heuristics ") + mode_name;
+  ASSAY_RETURN_IF_ERROR(heur.create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, w));
+  ASSAY_RETURN_IF_ERROR(set_attr(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph,
+                                 w + " operation graph"));
+  ASSAY_RETURN_IF_ERROR(set_attr(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, w + " mode"));
+  ASSAY_RETURN_IF_ERROR(finalize(heur, w));
+  int64_t count = 0;
+  SDPA_CHECK(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
+                                      &count, nullptr),
+             w + " result count");
+  if (count <= 0) return ok_status();
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (int64_t i = 0; i < count; ++i) {
+    cfgs.push_back(std::make_unique<BackendDesc>());
+    ASSAY_RETURN_IF_ERROR(cfgs.back()->create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, w + " engine config"));
+    raw.push_back(cfgs.back()->get());
+  }
+  int64_t got = 0;
+  SDPA_CHECK(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
+                                      &got, raw.data()),
+             w + " results");
+  cfgs.resize(static_cast<size_t>(std::max<int64_t>(0, std::min(got, count))));
+  return ok_status();
+}
+
+/// CUDNN_ATTR_ENGINE_GLOBAL_INDEX of a config's engine, -1 where cuDNN does not say.
+int64_t engine_index(cudnnBackendDescriptor_t cfg) {
+  BackendDesc eng;
+  if (!eng.create(CUDNN_BACKEND_ENGINE_DESCRIPTOR, "engine").ok()) return -1;
+  cudnnBackendDescriptor_t e = eng.get();
+  int64_t n = 0, idx = -1;
+  if (cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &e) !=
+      CUDNN_STATUS_SUCCESS)
+    return -1;
+  if (cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &idx) !=
+      CUDNN_STATUS_SUCCESS)
+    return -1;
+  return idx;
+}
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+}  // namespace
+
+StatusOr<SdpaEngineUsed> cudnn_sdpa_forward(CudnnHandle& h, const CudnnSdpa& p, const void* q, const void* k,
+                                            const void* v, void* o, float* stats) {
+  if (p.dtype != DType::kF16 && p.dtype != DType::kBF16)
+    return unavailable(fmt::format("cuDNN SDPA: dtype {} is not supported (fp16, bf16)", dtype_name(p.dtype)));
+  if (p.batch < 1 || p.heads < 1 || p.sq < 1 || p.sk < 1 || p.d < 1)
+    return invalid_argument(
+        fmt::format("cuDNN SDPA: sizes B={} H={} Sq={} Sk={} D={} must be >= 1", p.batch, p.heads, p.sq, p.sk, p.d));
+  if (q == nullptr || k == nullptr || v == nullptr || o == nullptr || stats == nullptr)
+    return invalid_argument("cuDNN SDPA: null q, k, v, o or stats");
+  if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(o) || !aligned16(stats))
+    return invalid_argument("cuDNN SDPA: q, k, v, o and stats must be 16-byte aligned");
+  ASSAY_ASSIGN_OR_RETURN(const cudnnDataType_t io, data_type(p.dtype));
+  const cudnnDataType_t f32 = CUDNN_DATA_FLOAT, i32 = CUDNN_DATA_INT32, boolean = CUDNN_DATA_BOOLEAN;
+  const int64_t B = p.batch, H = p.heads, Sq = p.sq, Sk = p.sk, D = p.d;
+
+  SdpaGraph g;
+  // Inputs and outputs. K enters the first matmul transposed: dims [B, H, D, Sk], its strides
+  // swapped in the last two dimensions (no copy).
+  int64_t qs[4], ks[4], vs[4], os[4];
+  strides_or_packed(p.q_stride, H, Sq, D, qs);
+  strides_or_packed(p.k_stride, H, Sk, D, ks);
+  strides_or_packed(p.v_stride, H, Sk, D, vs);
+  strides_or_packed(p.o_stride, H, Sq, D, os);
+  for (const int64_t* s : {qs, ks, vs, os})
+    if (s[3] != 1) return unavailable("cuDNN SDPA: the head dimension D must have stride 1");
+  const int64_t qd[4] = {B, H, Sq, D}, kd[4] = {B, H, Sk, D};
+  const int64_t ktd[4] = {B, H, D, Sk}, kts[4] = {ks[0], ks[1], ks[3], ks[2]};
+  const int64_t sd[4] = {B, H, Sq, Sk}, ss[4] = {H * Sq * Sk, Sq * Sk, Sk, 1};
+  const int64_t rd[4] = {B, H, Sq, 1}, rs[4] = {H * Sq, Sq, 1, 1};
+  const int64_t one[4] = {1, 1, 1, 1};
+  ASSAY_ASSIGN_OR_RETURN(BackendDesc * tq, g.tensor("Q", io, qd, qs, kUidQ, false));
+  ASSAY_ASSIGN_OR_RETURN(BackendDesc * tkt, g.tensor("K^T", io, ktd, kts, kUidK, false));
+  ASSAY_ASSIGN_OR_RETURN(BackendDesc * tv, g.tensor("V", io, kd, vs, kUidV, false));
+  ASSAY_ASSIGN_OR_RETURN(BackendDesc * to, g.tensor("O", io, qd, os, kUidO, false));
+  ASSAY_ASSIGN_OR_RETURN(BackendDesc * tstats, g.tensor("Stats", f32, rd, rs, kUidStats, false));
+  ASSAY_ASSIGN_OR_RETURN(BackendDesc * tscale, g.tensor("attn_scale", f32, one, one, kUidScale, false, true));
+
+  // S = Q K^T; S *= scale.
+  ASSAY_ASSIGN_OR_RETURN(BackendDesc * s0, g.virt("S", f32, sd, ss));
+  ASSAY_RETURN_IF_ERROR(g.matmul("bmm1 Q*K^T", tq, tkt, s0));
+  ASSAY_ASSIGN_OR_RETURN(BackendDesc * s1, g.virt("S*scale", f32, sd, ss));
+  ASSAY_RETURN_IF_ERROR(g.pointwise("attn_scale MUL", CUDNN_POINTWISE_MUL, f32, s0, tscale, nullptr, s1));
+  BackendDesc* s = s1;
+  float neg = std::numeric_limits<float>::lowest();  // cudnn-frontend's causal fill value
+  if (p.causal) {
+    ASSAY_ASSIGN_OR_RETURN(BackendDesc * tneg, g.tensor("causal fill", f32, one, one, kUidNegInf, false, true));
+    ASSAY_ASSIGN_OR_RETURN(BackendDesc * row, g.virt("row index", i32, sd, ss));
+    ASSAY_ASSIGN_OR_RETURN(BackendDesc * col, g.virt("col index", i32, sd, ss));
+    ASSAY_ASSIGN_OR_RETURN(BackendDesc * keep, g.virt("row >= col", boolean, sd, ss));
+    ASSAY_ASSIGN_OR_RETURN(BackendDesc * s2, g.virt("S masked", f32, sd, ss));
+    ASSAY_RETURN_IF_ERROR(
+        g.pointwise("gen_row_index GEN_INDEX axis 2", CUDNN_POINTWISE_GEN_INDEX, i32, s, nullptr, nullptr, row, 2));
+    ASSAY_RETURN_IF_ERROR(
+        g.pointwise("gen_col_index GEN_INDEX axis 3", CUDNN_POINTWISE_GEN_INDEX, i32, s, nullptr, nullptr, col, 3));
+    ASSAY_RETURN_IF_ERROR(
+        g.pointwise("row_greater_than_col CMP_GE", CUDNN_POINTWISE_CMP_GE, boolean, row, col, nullptr, keep));
+    ASSAY_RETURN_IF_ERROR(g.pointwise("causal BINARY_SELECT", CUDNN_POINTWISE_BINARY_SELECT, f32, s, tneg, keep, s2));
+    s = s2;
+  }
+  // Softmax with stats.
+  ASSAY_ASSIGN_OR_RETURN(BackendDesc * mx, g.virt("row max", f32, rd, rs));
+  ASSAY_ASSIGN_OR_RETURN(BackendDesc * sub, g.virt("S - max", f32, sd, ss));
+  ASSAY_ASSIGN_OR_RETURN(BackendDesc * ex, g.virt("exp", f32, sd, ss));
+  ASSAY_ASSIGN_OR_RETURN(BackendDesc * sum, g.virt("row sum", f32, rd, rs));
+  ASSAY_ASSIGN_OR_RETURN(BackendDesc * lg, g.virt("log sum", f32, rd, rs));
+  ASSAY_ASSIGN_OR_RETURN(BackendDesc * pr, g.virt("P", f32, sd, ss));
+  ASSAY_RETURN_IF_ERROR(g.reduction("softmax max", CUDNN_REDUCE_TENSOR_MAX, s, mx));
+  ASSAY_RETURN_IF_ERROR(g.pointwise("softmax SUB", CUDNN_POINTWISE_SUB, f32, s, mx, nullptr, sub));
+  ASSAY_RETURN_IF_ERROR(g.pointwise("softmax EXP", CUDNN_POINTWISE_EXP, f32, sub, nullptr, nullptr, ex));
+  ASSAY_RETURN_IF_ERROR(g.reduction("softmax sum", CUDNN_REDUCE_TENSOR_ADD, ex, sum));
+  ASSAY_RETURN_IF_ERROR(g.pointwise("softmax stats LOG", CUDNN_POINTWISE_LOG, f32, sum, nullptr, nullptr, lg));
+  ASSAY_RETURN_IF_ERROR(g.pointwise("softmax stats ADD", CUDNN_POINTWISE_ADD, f32, mx, lg, nullptr, tstats));
+  ASSAY_RETURN_IF_ERROR(g.pointwise("softmax DIV", CUDNN_POINTWISE_DIV, f32, ex, sum, nullptr, pr));
+  // O = P V.
+  ASSAY_RETURN_IF_ERROR(g.matmul("bmm2 P*V", pr, tv, to));
+
+  // Operation graph.
+  BackendDesc graph;
+  ASSAY_RETURN_IF_ERROR(graph.create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph"));
+  cudnnHandle_t hh = h.get();
+  ASSAY_RETURN_IF_ERROR(
+      set_attr(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &hh, "operation graph handle"));
+  ASSAY_RETURN_IF_ERROR(set_attr(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                 static_cast<int64_t>(g.ops.size()), g.ops.data(), "operation graph ops"));
+  ASSAY_RETURN_IF_ERROR(finalize(graph, "operation graph (SDPA forward, " + std::to_string(g.ops.size()) + " ops)"));
+
+  // Engine configs from the heuristics.
+  std::vector<std::unique_ptr<BackendDesc>> cfgs;
+  ASSAY_RETURN_IF_ERROR(heuristic_configs(graph.get(), CUDNN_HEUR_MODE_A, "CUDNN_HEUR_MODE_A", cfgs));
+  const char* heur_used = "CUDNN_HEUR_MODE_A";
+  if (cfgs.empty()) {
+    ASSAY_RETURN_IF_ERROR(heuristic_configs(graph.get(), CUDNN_HEUR_MODE_FALLBACK, "CUDNN_HEUR_MODE_FALLBACK", cfgs));
+    heur_used = "CUDNN_HEUR_MODE_A and CUDNN_HEUR_MODE_FALLBACK";
+  }
+  if (cfgs.empty())
+    return unavailable(
+        fmt::format("cuDNN SDPA: engine heuristics ({}) returned no engine config for the graph", heur_used));
+
+  // The first config whose execution plan finalizes.
+  SdpaEngineUsed used;
+  std::string refused;
+  for (size_t i = 0; i < cfgs.size(); ++i) {
+    BackendDesc plan;
+    ASSAY_RETURN_IF_ERROR(plan.create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, "execution plan"));
+    ASSAY_RETURN_IF_ERROR(set_attr(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &hh, "plan handle"));
+    cudnnBackendDescriptor_t cfg = cfgs[i]->get();
+    ASSAY_RETURN_IF_ERROR(set_attr(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                   &cfg, "plan engine config"));
+    const Status fin = finalize(plan, fmt::format("execution plan, engine config {} of {}", i + 1, cfgs.size()));
+    if (!fin.ok()) {
+      if (fin.code() != StatusCode::kUnavailable) return fin;
+      refused += (refused.empty() ? "" : "; ") + fin.message();
+      ++used.passed_over;
+      continue;
+    }
+    int64_t ws = 0, n = 0;
+    SDPA_CHECK(
+        cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws),
+        "plan workspace size");
+    ASSAY_ASSIGN_OR_RETURN(void* wsp, h.workspace(static_cast<size_t>(std::max<int64_t>(ws, 0))));
+    float scale = p.scale;
+    std::vector<int64_t> uids = {kUidQ, kUidK, kUidV, kUidO, kUidStats, kUidScale};
+    std::vector<void*> ptrs = {const_cast<void*>(q), const_cast<void*>(k), const_cast<void*>(v), o, stats, &scale};
+    if (p.causal) {
+      uids.push_back(kUidNegInf);
+      ptrs.push_back(&neg);
+    }
+    BackendDesc pack;
+    ASSAY_RETURN_IF_ERROR(pack.create(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, "variant pack"));
+    ASSAY_RETURN_IF_ERROR(set_attr(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64,
+                                   static_cast<int64_t>(uids.size()), uids.data(), "variant pack uids"));
+    ASSAY_RETURN_IF_ERROR(set_attr(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
+                                   static_cast<int64_t>(ptrs.size()), ptrs.data(), "variant pack pointers"));
+    ASSAY_RETURN_IF_ERROR(
+        set_attr(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &wsp, "variant pack workspace"));
+    ASSAY_RETURN_IF_ERROR(finalize(pack, "variant pack"));
+    SDPA_CHECK(cudnnBackendExecute(hh, plan.get(), pack.get()), "execute SDPA plan");
+    used.engine_index = engine_index(cfg);
+    used.workspace = static_cast<size_t>(std::max<int64_t>(ws, 0));
+    return used;
+  }
+  return unavailable(fmt::format("cuDNN SDPA: no execution plan of the {} engine configs from {} finalized: {}",
+                                 cfgs.size(), heur_used, refused));
+}
+
+#undef SDPA_CHECK
+
 }  // namespace assay::vendor

@@ -194,6 +194,47 @@ StatusOr<ConvAlgoUsed> cudnn_conv_backward_data(CudnnHandle& h, const CudnnConv&
 StatusOr<ConvAlgoUsed> cudnn_conv_backward_filter(CudnnHandle& h, const CudnnConv& p, float alpha, const void* x,
                                                   const void* dy, float beta, void* dw);
 
+// ---- fused attention (SDPA) ------------------------------------------------------------------------
+
+/// One scaled dot-product attention forward for cuDNN's fused flash-attention engines, built as a
+/// graph with the backend C API (cudnn_graph.h: cudnnBackendCreateDescriptor / SetAttribute /
+/// Finalize), the pattern of cudnn-frontend's SDPA forward node:
+///   S = Q K^T (matmul, fp32 compute)  ->  S * scale (pointwise MUL, scale a by-value fp32 scalar)
+///   [causal: row = GEN_INDEX(S, axis 2), col = GEN_INDEX(S, axis 3), keep = CMP_GE(row, col),
+///    S = BINARY_SELECT(S, lowest float, keep)]
+///   m = REDUCE_MAX over keys, e = EXP(S - m), z = REDUCE_ADD(e),
+///   stats = m + LOG(z) (the LSE, fp32 [B, H, Sq, 1]), P = e / z, O = P V (matmul).
+/// Every virtual tensor is fp32; cuDNN fuses the graph into one flash-attention kernel (tensor
+/// cores, P rounded to the storage type before the second matmul: see the GPU test's bound).
+/// Q, O: [B, H, Sq, D]; K, V: [B, H, Sk, D], each with explicit element strides (innermost 1);
+/// causal is top-left aligned (key j visible to query i iff j <= i), as kernels/attention.
+/// Engines come from CUDNN_HEUR_MODE_A (then CUDNN_HEUR_MODE_FALLBACK); the first whose execution
+/// plan finalizes runs. Where this cuDNN or GPU has no engine for the graph (heuristics return
+/// none, or every plan / the graph finalize reports CUDNN_STATUS_NOT_SUPPORTED*) the Status is
+/// `unavailable` and names the step. Runs on the handle's stream with the handle's workspace
+/// (which may grow and so synchronise the stream); does not synchronise otherwise.
+struct CudnnSdpa {
+  int64_t batch = 1, heads = 1, sq = 1, sk = 1, d = 64;
+  DType dtype = DType::kF16;  ///< Q, K, V, O: kF16 or kBF16
+  float scale = 0.125f;       ///< multiplies q.k (1/sqrt(D) by convention)
+  bool causal = false;
+  /// Element strides of the [B, H, S, D] dimensions; all zero means packed ([H*S*D, S*D, D, 1]).
+  int64_t q_stride[4] = {0, 0, 0, 0}, k_stride[4] = {0, 0, 0, 0}, v_stride[4] = {0, 0, 0, 0},
+          o_stride[4] = {0, 0, 0, 0};
+};
+
+/// What ran, for reports.
+struct SdpaEngineUsed {
+  int64_t engine_index = -1;  ///< CUDNN_ATTR_ENGINE_GLOBAL_INDEX of the engine that ran
+  int passed_over = 0;        ///< heuristic configs before it whose plan did not finalize
+  size_t workspace = 0;       ///< bytes
+};
+
+/// O (p.dtype) and stats (fp32 [B*H*Sq], row (b*H + h)*Sq + i: max + log sum exp of the scaled,
+/// masked scores). All device pointers 16-byte aligned.
+StatusOr<SdpaEngineUsed> cudnn_sdpa_forward(CudnnHandle& h, const CudnnSdpa& p, const void* q, const void* k,
+                                            const void* v, void* o, float* stats);
+
 }  // namespace assay::vendor
 
 /// Returns the Status of a failed cuDNN call from the enclosing function (cudnn_status).
