@@ -23,5 +23,9 @@ if [ -n "${BENCH_OPS:-}" ]; then
   timeout 200 $A bench --ops $BENCH_OPS --seconds 4 --lanes 8 --mutant-cases 3000 --out "$L/bench" > "$L/bench.log" 2>&1
   echo "bench rc=$?"; grep -E "^\| (small|medium|large|mutant_)" "$L/bench.log" | head -30
 fi
+if [ "${THROUGHPUT:-0}" = 1 ]; then
+  timeout 500 $A throughput --out "$L/throughput" > "$L/throughput.log" 2>&1
+  echo "throughput rc=$?"; grep -E "^\| |^- |timed launches" "$L/throughput.log" | head -80; tail -3 "$L/throughput.log" | grep -i error
+fi
 tar czf "$O/session6.tgz" -C "$O" logs corpus 2>/dev/null || tar czf "$O/session6.tgz" -C "$O" logs
 rm -rf "$L" "$O/corpus"

@@ -25,6 +25,7 @@
 #include "harness/spec.h"
 #include "harness/triage.h"
 #include "harness/detection.h"
+#include "harness/throughput.h"
 #include "harness/exhaustive.h"
 #include "harness/vendor_survey.h"
 #include "harness/worker.h"
@@ -700,6 +701,18 @@ int main(int argc, char** argv) {
   detection->add_option("--out", det_out, "Folder for detection.md/.json");
   detection->add_option("--device", det_device, "CUDA device index")->check(CLI::NonNegativeNumber);
 
+  ThroughputOptions tpo;
+  std::string tp_out = "throughput-results";
+  auto* throughput_cmd = app.add_subcommand(
+      "throughput",
+      "Time the convolution and attention kernels against cuDNN and a cuBLAS composite (median of cudaEvent-timed "
+      "launches, TFLOP/s)");
+  throughput_cmd->add_option("--ops", tpo.ops, "Comma-separated: conv, attention")->delimiter(',');
+  throughput_cmd->add_option("--reps", tpo.reps, "Timed launches per measurement (median)")->check(CLI::Range(1, 10000));
+  throughput_cmd->add_option("--warmup", tpo.warmup, "Untimed launches first")->check(CLI::Range(0, 1000));
+  throughput_cmd->add_option("--out", tp_out, "Folder for throughput.md/.json (empty: none)");
+  throughput_cmd->add_option("--device", tpo.device, "CUDA device index")->check(CLI::NonNegativeNumber);
+
   ExhaustiveArgs xa;
   auto* exhaustive = app.add_subcommand(
       "exhaustive",
@@ -819,6 +832,16 @@ int main(int argc, char** argv) {
     auto ndev = gpu::device_count();
     if (!ndev.ok()) return error(ndev.status());
     auto md = detection_table(det_device, det_out);
+    if (!md.ok()) return error(md.status());
+    fmt::print("{}", *md);
+    return kExitPass;
+  }
+  if (throughput_cmd->parsed()) {
+    for (const auto& op : tpo.ops)
+      if (op != "conv" && op != "attention") return error(invalid_argument(fmt::format("throughput: unknown op '{}' (conv, attention)", op)));
+    auto ndev = gpu::device_count();
+    if (!ndev.ok()) return error(ndev.status());
+    auto md = throughput(tpo, tp_out);
     if (!md.ok()) return error(md.status());
     fmt::print("{}", *md);
     return kExitPass;
