@@ -288,7 +288,7 @@ rc::Gen<nlohmann::json> gen_params(const GenConfig& cfg, bool fwd) {
     if (*rc::gen::inRange(0, 8) == 0) p["scale"] = *rc::gen::elementOf(std::vector<double>{1.0, 0.05, 0.3});
     if (!fwd && *rc::gen::inRange(0, 5) < 2) p["do_row_scale"] = true;
     // A quarter of the backward cases: the finite-difference projection check, on small problems.
-    if (!fwd && *rc::gen::inRange(0, 4) == 0) {
+    if (!fwd && *gen_weighted_index({3, 1}) == 1) {
       p["relation"] = kGradcheckRelation;
       fit(kGenWorkGrad);
       p["B"] = B, p["H"] = H, p["Hkv"] = Hkv, p["Sq"] = Sq, p["Sk"] = Sk;

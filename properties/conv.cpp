@@ -430,7 +430,7 @@ Status reference(ConvPass pass, const Case& c, const std::vector<HostTensor>& t,
 void properties_bwd(ConvPass pass, const Case& c, const std::vector<HostTensor>& in,
                     const std::vector<HostTensor>& out, const std::vector<OutputRef>& refs,
                     std::vector<Failure>& failures) {
-  if (!wants_gradcheck(c) || pass == ConvPass::kFwd || in.size() != 2 || out.size() != 1 || refs.size() != 1) return;
+  if (!wants_gradcheck(c) || pass == ConvPass::kFwd || in.size() < 2 || out.size() != 1 || refs.size() != 1) return;
   const ref::Conv2dGeometry g = conv_geometry(c.params);
   const bool data = pass == ConvPass::kBwdData;
   const View2D gv = out[0].v;

@@ -295,7 +295,7 @@ std::vector<Failure> gradcheck_run(ConvPass pass, const Case& c, bool flip) {
 
 class ConvGradcheck : public ::testing::TestWithParam<ConvPass> {};
 
-TEST_P(ConvGradcheck, DISABLED_ProjectionPassesTheFloatBackwardAndCatchesAMirroredFilter) {
+TEST_P(ConvGradcheck, ProjectionPassesTheFloatBackwardAndCatchesAMirroredFilter) {
   const ConvPass pass = GetParam();
   const OpSpec* spec = find_spec(conv::conv_op_name(pass));
   ASSERT_NE(spec, nullptr);
