@@ -69,6 +69,7 @@
 #include "harness/testbeds/tensor_op.h"
 #include "harness/values.h"
 #include "properties/attention_registry.h"
+#include "properties/gradcheck_relation.h"
 #include "properties/rowwise_common.h"
 
 namespace assay::attention {
@@ -168,6 +169,9 @@ namespace {
 
 constexpr int64_t kMaxBH = 256, kMaxS = 4096, kMaxWork = int64_t{1} << 27;  // B*H*Sq*Sk*D on the host
 constexpr int64_t kGenWorkFwd = int64_t{1} << 24, kGenWorkBwd = int64_t{3} << 22;
+// relation "gradcheck" (attention_bwd): generated at most 2^16, accepted up to 2^20 (each of the
+// finite-difference forwards is a host fp64 attention).
+constexpr int64_t kGenWorkGrad = int64_t{1} << 16, kMaxWorkGrad = int64_t{1} << 20;
 
 // ---- generators -----------------------------------------------------------------
 /// Sizes of tensor t in case order; the same pad and offset for every tensor but LSE (rank 1).
@@ -262,18 +266,20 @@ rc::Gen<nlohmann::json> gen_params(const GenConfig& cfg, bool fwd) {
       if (H % x == 0) divs.push_back(x);
     int64_t Hkv = *rc::gen::elementOf(divs);
     int64_t B = *rc::gen::elementOf(std::vector<int64_t>{1, 1, 2, 3});
-    const int64_t budget = fwd ? kGenWorkFwd : kGenWorkBwd;
-    while (B * H * Sq * Sk * D > budget) {
-      if (B > 1) {
-        B = 1;
-      } else if (H > 1) {
-        H = Hkv = 1;
-      } else if (Sq >= Sk) {
-        Sq = std::max<int64_t>(1, Sq / 2);
-      } else {
-        Sk = std::max<int64_t>(1, Sk / 2);
+    auto fit = [&](int64_t budget) {
+      while (B * H * Sq * Sk * D > budget) {
+        if (B > 1) {
+          B = 1;
+        } else if (H > 1) {
+          H = Hkv = 1;
+        } else if (Sq >= Sk) {
+          Sq = std::max<int64_t>(1, Sq / 2);
+        } else {
+          Sk = std::max<int64_t>(1, Sk / 2);
+        }
       }
-    }
+    };
+    fit(fwd ? kGenWorkFwd : kGenWorkBwd);
     p["B"] = B, p["H"] = H, p["Hkv"] = Hkv, p["Sq"] = Sq, p["Sk"] = Sk, p["D"] = D;
     p["causal"] = *rc::gen::inRange(0, 5) < 2;
     const bool mask = *rc::gen::inRange(0, 10) < 3;
@@ -281,6 +287,12 @@ rc::Gen<nlohmann::json> gen_params(const GenConfig& cfg, bool fwd) {
     if (mask && *rc::gen::inRange(0, 3) == 0) p["masked_every"] = *rc::gen::inRange<int64_t>(1, 6);
     if (*rc::gen::inRange(0, 8) == 0) p["scale"] = *rc::gen::elementOf(std::vector<double>{1.0, 0.05, 0.3});
     if (!fwd && *rc::gen::inRange(0, 5) < 2) p["do_row_scale"] = true;
+    // A quarter of the backward cases: the finite-difference projection check, on small problems.
+    if (!fwd && *gen_weighted_index({3, 1}) == 1) {
+      p["relation"] = kGradcheckRelation;
+      fit(kGenWorkGrad);
+      p["B"] = B, p["H"] = H, p["Hkv"] = Hkv, p["Sq"] = Sq, p["Sk"] = Sk;
+    }
     return p;
   });
 }
@@ -351,7 +363,14 @@ Status validate_case(const Case& c, bool fwd) {
     if (m.get<int64_t>() > 0 && !mask)
       return invalid_argument(c.op + " case: params.masked_every needs params.mask = true");
   }
-  if (c.params.contains("relation")) return invalid_argument(c.op + " case: params.relation: attention has none");
+  if (c.params.contains("relation")) {
+    if (fwd || !wants_gradcheck(c))
+      return invalid_argument(c.op + " case: params.relation: " +
+                              (fwd ? std::string("attention has none") : std::string("only \"gradcheck\"")));
+    if (B * H * Sq * Sk * D > kMaxWorkGrad)
+      return invalid_argument(
+          fmt::format("{} case: params.relation \"gradcheck\" needs B*H*Sq*Sk*D <= {}", c.op, kMaxWorkGrad));
+  }
   std::vector<std::pair<std::string, Role>> layout;
   if (fwd) {
     layout = {{"Q", Role::kIn}, {"K", Role::kIn}, {"V", Role::kIn}};
@@ -654,6 +673,82 @@ Status reference_bwd(const Case& c, const std::vector<HostTensor>& t, std::vecto
   return ok_status();
 }
 
+/// fp64 forward O = softmax(S) V on Q, K, V packed dense one after another in x (the gradcheck's
+/// function); mag (may be null): per output a bound on its rounding error in units of 16 u
+/// (Differentiable::magnitude): sum_j P_j |v_j| (1 + ((D + 2)(smag_j + sum_l P_l smag_l) + 2 Sk + 8) / 16),
+/// smag the scores' magnitude scale sum |q||k| + |mask|.
+void attention_forward_packed(const AttnDims& d, const HostTensor* mask, const double* x, double* y, double* mag) {
+  const int64_t G = d.H / d.Hkv, qr = d.B * d.H * d.Sq, kr = d.B * d.Hkv * d.Sk, D = d.D;
+  const HostTensor q{x, {qr, D, D}}, k{x + qr * D, {kr, D, D}}, v{x + (qr + kr) * D, {kr, D, D}};
+  std::vector<double> s, smag, P(static_cast<size_t>(d.Sk));
+  for (int64_t b = 0; b < d.B; ++b)
+    for (int64_t h = 0; h < d.H; ++h) {
+      const int64_t kbase = (b * d.Hkv + h / G) * d.Sk;
+      for (int64_t i = 0; i < d.Sq; ++i) {
+        const int64_t row = (b * d.H + h) * d.Sq + i;
+        double* yo = (mag != nullptr ? mag : y) + row * D;
+        std::fill(yo, yo + D, 0.0);
+        scores(d, q, k, mask, row, i, kbase, s, smag);
+        double mx = -INFINITY;
+        for (double e : s) mx = std::max(mx, e);
+        if (mx == -INFINITY) continue;  // fully masked: O = 0
+        double Z = 0, PE = 0;
+        for (int64_t j = 0; j < d.Sk; ++j) Z += P[static_cast<size_t>(j)] = std::exp(s[static_cast<size_t>(j)] - mx);
+        for (int64_t j = 0; j < d.Sk; ++j) {
+          P[static_cast<size_t>(j)] /= Z;
+          PE += P[static_cast<size_t>(j)] * smag[static_cast<size_t>(j)];
+        }
+        for (int64_t j = 0; j < d.Sk; ++j) {
+          const double pj = P[static_cast<size_t>(j)];
+          if (pj == 0) continue;
+          const double* vj = v.data + (kbase + j) * D;
+          const double w =
+              mag != nullptr
+                  ? pj * (1 + (static_cast<double>(D + 2) * (smag[static_cast<size_t>(j)] + PE) + 2.0 * d.Sk + 8) / 16)
+                  : pj;
+          for (int64_t c = 0; c < D; ++c) yo[c] += w * (mag != nullptr ? std::fabs(vj[c]) : vj[c]);
+        }
+      }
+    }
+}
+
+/// relation "gradcheck": <dO, J u> by central differences of the fp64 forward (Q, K, V) -> O
+/// against sum u . (dQ, dK, dV) of the kernel (properties/gradcheck_relation.h). The spec's
+/// gradient is the one from the saved O (rounded to the dtype) and LSE (fp32), not from the
+/// exact O and LSE: the difference of the two fp64 references is declared per element (dev).
+void properties_bwd(const Case& c, const std::vector<HostTensor>& in, const std::vector<HostTensor>& out,
+                    const std::vector<OutputRef>& refs, std::vector<Failure>& failures) {
+  if (!wants_gradcheck(c) || out.size() != 3 || refs.size() != 3) return;
+  const AttnDims d = dims_of(c);
+  const HostTensor* mask = d.has_mask ? &in[6] : nullptr;
+  const int64_t qr = d.B * d.H * d.Sq;
+  OutputRef o, l;
+  attention_fwd_reference(d, in[0], in[1], in[2], mask, o, l);
+  std::vector<HostTensor> exact = in;
+  exact[3] = {o.ref.data(), {qr, d.D, d.D}};
+  exact[5] = {l.ref.data(), {1, qr, qr}};
+  std::vector<OutputRef> gx;
+  if (!reference_bwd(c, exact, gx).ok() || gx.size() != 3) return;
+  GradProblem p;
+  const char* names[3] = {"dQ", "dK", "dV"};
+  for (size_t t = 0; t < 3; ++t) {
+    GradOperand op;
+    op.name = names[t];
+    op.x = in[t];
+    op.grad = out[t];
+    op.ref = &refs[t];
+    op.dev.resize(refs[t].ref.size());
+    for (size_t e = 0; e < op.dev.size(); ++e) op.dev[e] = std::fabs(refs[t].ref[e] - gx[t].ref[e]);
+    p.operands.push_back(std::move(op));
+  }
+  p.upstream = pack_dense(in[4]);
+  p.forward = [d, mask](const double* x, double* y) { attention_forward_packed(d, mask, x, y, nullptr); };
+  p.magnitude = [d, mask](const double* x, double* y) { attention_forward_packed(d, mask, x, nullptr, y); };
+  p.seed = gradcheck_seed(c);
+  p.label = "<dO, J u>";
+  check_grad_projection(p, failures);
+}
+
 RowOpConfig make_config(bool fwd) {
   RowOpConfig cfg;
   cfg.name = fwd ? "attention" : "attention_bwd";
@@ -664,6 +759,7 @@ RowOpConfig make_config(bool fwd) {
   cfg.def.bound_name = fwd ? "attention ceiling" : "attention-backward ceiling";
   cfg.def.prepare = fwd ? prepare_fwd : prepare_bwd;
   cfg.def.reference = fwd ? reference_fwd : reference_bwd;
+  if (!fwd) cfg.def.properties = properties_bwd;
   cfg.registry = fwd ? &fwd_registry() : &bwd_registry();
   cfg.gen = [fwd](const GenConfig& g) { return gen_case(g, fwd); };
   cfg.build = [fwd](const nlohmann::json& p, const std::vector<ValueRecipe>& r, int64_t pad, int64_t off) {

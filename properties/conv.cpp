@@ -42,9 +42,11 @@
 // output (P or Q < 1), groups not dividing C and K, more than 2^26 multiply-adds.
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "properties/conv_registry.h"
+#include "properties/gradcheck_relation.h"
 #include "properties/rowwise_common.h"
 
 namespace assay::conv {
@@ -152,6 +154,9 @@ const char* const kSrc = "kernels/conv/conv.cu";
                   kernels::conv::conv2d_bwd_filter_igemm);
 
 constexpr int64_t kGenMaxMacs = int64_t{1} << 22, kMaxMacs = int64_t{1} << 26;
+// relation "gradcheck" (the backward passes): generated at most 2^18 multiply-adds, accepted up
+// to 2^22 (the finite differences run the fp64 host forward four times, plus its magnitudes).
+constexpr int64_t kGenMaxMacsGrad = int64_t{1} << 18, kMaxMacsGrad = int64_t{1} << 22;
 
 int64_t macs(const ref::Conv2dGeometry& g) {
   return g.n * g.k * g.out_h() * g.out_w() * g.fwd_reduction();
@@ -217,7 +222,7 @@ nlohmann::json params_of(const Shape& x) {
 
 // Makes the output at least 1 x 1 (less dilation, then more padding, then a smaller filter) and
 // the work at most kGenMaxMacs (halving H and W, then N, then the channels).
-void repair(Shape& x) {
+void repair(Shape& x, int64_t cap = kGenMaxMacs) {
   auto fit = [](int64_t in, int64_t& f, int64_t& pad, int64_t& dil) {
     while (in + 2 * pad - dil * (f - 1) - 1 < 0) {
       if (dil > 1)
@@ -233,7 +238,7 @@ void repair(Shape& x) {
     fit(x.w, x.s, x.pw, x.dw);
     nlohmann::json p = params_of(x);
     p["layout"] = "nchw";
-    if (macs(conv_geometry(p)) <= kGenMaxMacs) return;
+    if (macs(conv_geometry(p)) <= cap) return;
     if (x.h > 1 || x.w > 1)
       x.h = (x.h + 1) / 2, x.w = (x.w + 1) / 2;
     else if (x.n > 1)
@@ -294,6 +299,15 @@ rc::Gen<Case> gen_case(ConvPass pass) {
     const ValueRecipe r0 = *gen_recipe(dt, exact), r1 = *gen_recipe(dt, exact);
     const int64_t pad = *gen_element<int64_t>({0, 0, 0, 1, 3, 8});
     const int64_t off = *gen_element<int64_t>({0, 0, 0, 1, 2});
+    // A quarter of the backward cases: the finite-difference projection check, on small problems.
+    if (pass != ConvPass::kFwd && *gen_weighted_index({3, 1}) == 1) {
+      repair(x, kGenMaxMacsGrad);
+      nlohmann::json q = params_of(x);
+      q["dtype"] = p["dtype"];
+      q["layout"] = p["layout"];
+      q["relation"] = kGradcheckRelation;
+      p = q;
+    }
     return build_conv_case(pass, p, {r0, r1}, pad, off);
   });
 }
@@ -319,6 +333,16 @@ Status validate(ConvPass pass, const Case& c) {
                     c.op, g.out_h(), g.out_w()));
   if (macs(g) > kMaxMacs)
     return invalid_argument(fmt::format("{} case: {} multiply-adds, above the limit of {}", c.op, macs(g), kMaxMacs));
+  if (c.params.contains("relation")) {
+    if (pass == ConvPass::kFwd || !wants_gradcheck(c))
+      return invalid_argument(c.op + " case: params.relation: " +
+                              (pass == ConvPass::kFwd ? std::string("conv2d has none")
+                                                      : std::string("only \"gradcheck\"")));
+    if (macs(g) > kMaxMacsGrad)
+      return invalid_argument(fmt::format("{} case: params.relation \"gradcheck\" needs at most {} multiply-adds, "
+                                          "not {}",
+                                          c.op, kMaxMacsGrad, macs(g)));
+  }
   const std::vector<std::pair<std::string, Role>> layout_fwd = {{"X", Role::kIn}, {"W", Role::kIn}, {"Y", Role::kOut}},
                                                   layout_bd = {{"dY", Role::kIn}, {"W", Role::kIn}, {"dX", Role::kOut}},
                                                   layout_bf = {{"X", Role::kIn}, {"dY", Role::kIn}, {"dW", Role::kOut}};
@@ -397,6 +421,46 @@ Status reference(ConvPass pass, const Case& c, const std::vector<HostTensor>& t,
   return ok_status();
 }
 
+/// relation "gradcheck" of the backward passes: <dY, J u> by central differences of the fp64
+/// forward y = conv(x, w) in the differentiated operand (bwd-data: x, with w the case's W;
+/// bwd-filter: w, with x the case's X) against sum u . (dX or dW) of the kernel
+/// (properties/gradcheck_relation.h). The forward is linear in that operand, so J does not
+/// depend on the point: the differences are taken at zero (exact steps, the forward's rounding
+/// only), i.e. the adjoint identity <dY, conv(u)> = <conv^T(dY), u>.
+void properties_bwd(ConvPass pass, const Case& c, const std::vector<HostTensor>& in,
+                    const std::vector<HostTensor>& out, const std::vector<OutputRef>& refs,
+                    std::vector<Failure>& failures) {
+  if (!wants_gradcheck(c) || pass == ConvPass::kFwd || in.size() < 2 || out.size() != 1 || refs.size() != 1) return;
+  const ref::Conv2dGeometry g = conv_geometry(c.params);
+  const bool data = pass == ConvPass::kBwdData;
+  const View2D gv = out[0].v;
+  auto zero = std::make_shared<std::vector<double>>(static_cast<size_t>(gv.rows * gv.cols), 0.0);
+  auto fixed = std::make_shared<std::vector<double>>(pack_dense(data ? in[1] : in[0]));  // w or x
+  GradProblem p;
+  GradOperand op;
+  op.name = data ? "dX" : "dW";
+  op.x = {zero->data(), {gv.rows, gv.cols, gv.cols}};
+  op.grad = out[0];
+  op.ref = &refs[0];
+  p.operands.push_back(std::move(op));
+  p.upstream = pack_dense(data ? in[0] : in[1]);
+  auto run = [g, data, fixed](const double* v, double* y, double* mag) {
+    if (data)
+      ref::conv2d_forward<double>(g, v, fixed->data(), y, mag);
+    else
+      ref::conv2d_forward<double>(g, fixed->data(), v, y, mag);
+  };
+  const int64_t m = g.y_elems();
+  p.forward = [run](const double* v, double* y) { run(v, y, nullptr); };
+  p.magnitude = [run, m](const double* v, double* mag) {
+    std::vector<double> y(static_cast<size_t>(m));
+    run(v, y.data(), mag);
+  };
+  p.seed = gradcheck_seed(c);
+  p.label = "<dY, J u>";
+  check_grad_projection(p, failures);
+}
+
 rowwise::RowOpConfig config(ConvPass pass) {
   rowwise::RowOpConfig cfg;
   cfg.name = conv_op_name(pass);
@@ -408,6 +472,11 @@ rowwise::RowOpConfig config(ConvPass pass) {
   cfg.def.reference = [pass](const Case& c, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
     return reference(pass, c, t, out);
   };
+  if (pass != ConvPass::kFwd)
+    cfg.def.properties = [pass](const Case& c, const std::vector<HostTensor>& in, const std::vector<HostTensor>& out,
+                                const std::vector<OutputRef>& refs, std::vector<Failure>& failures) {
+      properties_bwd(pass, c, in, out, refs, failures);
+    };
   cfg.registry = &reg(pass);
   cfg.gen = [pass](const GenConfig&) { return gen_case(pass); };
   cfg.build = [pass](const nlohmann::json& p, const std::vector<ValueRecipe>& r, int64_t pad, int64_t off) {
@@ -428,4 +497,11 @@ rowwise::RowOpConfig config(ConvPass pass) {
                                      register_spec(std::make_unique<rowwise::RowOpSpec>(config(ConvPass::kBwdFilter)));
 
 }  // namespace
+
+const TensorOpDef& conv_def(ConvPass pass) {
+  static const rowwise::RowOpConfig cfgs[3] = {config(ConvPass::kFwd), config(ConvPass::kBwdData),
+                                               config(ConvPass::kBwdFilter)};
+  return cfgs[static_cast<int>(pass)].def;
+}
+
 }  // namespace assay::conv

@@ -45,4 +45,8 @@ Case build_conv_case(ConvPass pass, const nlohmann::json& params, const std::vec
 OutputRef conv_reference(ConvPass pass, const ref::Conv2dGeometry& g, DType dt, const double* in0, const double* in1,
                          int64_t int_range);
 
+/// The spec's testbed definition of `pass` (reference, ceiling and, for the backward passes, the
+/// "gradcheck" properties hook), for the CPU tests.
+const TensorOpDef& conv_def(ConvPass pass);
+
 }  // namespace assay::conv

@@ -24,6 +24,7 @@
 #include "harness/testbeds/tensor_op.h"
 #include "harness/values.h"
 #include "properties/attention_registry.h"
+#include "properties/gradcheck_relation.h"
 
 namespace assay {
 namespace {
@@ -477,6 +478,79 @@ TEST(AttentionBound, BackwardAcceptsFloatEmulationAndRejectsTheWrongDoRow) {
   EXPECT_GE(checked, 60);
   EXPECT_GT(exposed, 10);
   EXPECT_GE(caught * 10, exposed * 9);
+}
+
+// relation "gradcheck": the properties hook on host data. A float emulation of the correct
+// backward passes the finite-difference projection check; dV read from the wrong row of dO fails it.
+// The projection <dO, J u> is one scalar: the wrong-row signal sum_l u_l (g' - g)_l grows like
+// sqrt(n) times a typical per-element difference while its allowance sum_l |u_l| tol_l grows
+// like n times the per-element tolerance, so it has less power than the element-wise ceiling
+// (which catches this mutant in 25 of 26 cases, AttentionBound above). Its role is an
+// independent check of the gradients against the fp64 forward, not against the host backward:
+// it must never fire on a correct backward, and must fire on a wrong one in a fair share of cases.
+TEST(AttentionGradcheck, ProjectionPassesTheFloatBackwardAndCatchesTheWrongDoRow) {
+  const OpSpec* spec = find_spec("attention_bwd");
+  ASSERT_NE(spec, nullptr);
+  const TensorOpDef& def = attention::attention_bwd_def();
+  ASSERT_TRUE(static_cast<bool>(def.properties));
+  int64_t generated = 0, checked = 0, exposed = 0, caught = 0;
+  for (int64_t idx = 0; checked < 60 && idx < 1000; ++idx) {
+    const Case c = generate_case(*spec, GenPlan{29, GenConfig{512}}, idx);
+    ++generated;
+    if (!wants_gradcheck(c)) continue;
+    ASSERT_LE(work(c), int64_t{1} << 16) << c.summary();
+    ++checked;
+    HostRun h;
+    ASSERT_NO_FATAL_FAILURE(run_reference(def, c, h));
+    const Dims d = dims(c);
+    const int64_t qr = d.B * d.H * d.Sq, kr = d.B * d.Hkv * d.Sk;
+    auto run = [&](bool wrong) {
+      std::vector<double> dQ, dK, dV;
+      emulate_bwd(c, h.hv, wrong, dQ, dK, dV);
+      const std::vector<HostTensor> out = {{dQ.data(), {qr, d.D, d.D}}, {dK.data(), {kr, d.D, d.D}},
+                                           {dV.data(), {kr, d.D, d.D}}};
+      std::vector<Failure> f;
+      def.properties(c, h.hv, out, h.refs, f);
+      return f;
+    };
+    const auto good = run(false);
+    EXPECT_TRUE(good.empty()) << c.summary() << ": " << good.front().detail;
+    // The mutant differs when some group's query rows see different dO rows: Sq >= 2.
+    if (d.Sq >= 2) {
+      ++exposed;
+      const auto bad = run(true);
+      caught += !bad.empty() && bad.front().kind == FailureKind::kProjection;
+      if (exposed == 1 && !bad.empty()) std::printf("[ measured ] e.g. %s\n", bad.front().detail.c_str());
+    }
+  }
+  std::printf("[ measured ] attention_bwd gradcheck: %lld of the first %lld cases; wrong dO row caught %lld/%lld\n",
+              static_cast<long long>(checked), static_cast<long long>(generated), static_cast<long long>(caught),
+              static_cast<long long>(exposed));
+  EXPECT_GE(checked, 40);
+  EXPECT_GT(exposed, 10);
+  EXPECT_GE(caught * 4, exposed);
+}
+
+TEST(AttentionGradcheck, CampaignOf320CasesCarriesAQuarterAsGradcheck) {
+  const OpSpec* spec = find_spec("attention_bwd");
+  ASSERT_NE(spec, nullptr);
+  int64_t n = 0;
+  for (int64_t i = 0; i < 320; ++i) {
+    const Case c = generate_case(*spec, GenPlan{1, GenConfig{1024}}, i);  // the GPU campaign's plan
+    ASSERT_TRUE(spec->validate(c).ok()) << c.summary();
+    if (wants_gradcheck(c)) {
+      ++n;
+      EXPECT_LE(work(c), int64_t{1} << 16) << c.summary();
+    }
+  }
+  std::printf("[ measured ] attention_bwd: %lld gradcheck cases in the 320-case campaign (seed 1)\n",
+              static_cast<long long>(n));
+  EXPECT_GE(n, 50);
+  EXPECT_LE(n, 110);
+  const OpSpec* fwd = find_spec("attention");
+  Case c = generate_case(*fwd, GenPlan{1, GenConfig{64}}, 0);
+  c.params["relation"] = "gradcheck";
+  EXPECT_FALSE(fwd->validate(c).ok());
 }
 
 TEST(AttentionBound, FullyMaskedRowsGiveZeroOutputAndMinusInfLse) {

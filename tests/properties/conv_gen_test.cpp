@@ -16,6 +16,7 @@
 #include "harness/executor.h"
 #include "harness/spec.h"
 #include "properties/conv_registry.h"
+#include "properties/gradcheck_relation.h"
 #include "references/host/conv.h"
 
 namespace assay {
@@ -233,6 +234,120 @@ TEST(ConvBound, ExactTierOnSmallIntegersIsBitExact) {
     const auto bx = data(big.x_elems(), dt, 9, 2), bw = data(big.w_elems(), dt, 10, 2);
     const OutputRef r = conv::conv_reference(ConvPass::kFwd, big, dt, bx.data(), bw.data(), 2);
     EXPECT_EQ(r.exact, dt == DType::kF32) << dtype_name(dt);
+  }
+}
+
+// ---- relation "gradcheck": the properties hook on host data ------------------------------------------
+
+/// The case's inputs materialised and decoded (as the testbed does), its reference, and a float
+/// emulation of the backward kernel (fp32 accumulation, rounded into the dtype); `flip`: the
+/// planted bug (bwd-data: the filter taps not mirrored, i.e. w[r][s] read as w[R-1-r][S-1-s];
+/// bwd-filter: dW stored mirrored).
+std::vector<Failure> gradcheck_run(ConvPass pass, const Case& c, bool flip) {
+  const TensorOpDef& def = conv::conv_def(pass);
+  std::vector<std::vector<double>> dec(c.tensors.size());
+  std::vector<HostTensor> hv;
+  for (size_t t = 0; t < c.tensors.size(); ++t) {
+    const auto& s = c.tensors[t];
+    std::vector<unsigned char> img(static_cast<size_t>(s.desc.extent()) * dtype_size(s.desc.dtype) + 16);
+    if (s.role == Role::kOut)
+      materialize_output(s.desc, img.data());
+    else
+      materialize(s.desc, s.values, fnv1a64(s.name.data(), s.name.size()), img.data());
+    dec[t].resize(static_cast<size_t>(s.desc.extent()));
+    for (int64_t i = 0; i < s.desc.extent(); ++i)
+      dec[t][static_cast<size_t>(i)] =
+          load_as_double(s.desc.dtype, img.data() + static_cast<size_t>(i) * dtype_size(s.desc.dtype));
+    hv.push_back({dec[t].data() + s.desc.offset, view_of(s.desc)});
+  }
+  std::vector<OutputRef> refs;
+  EXPECT_TRUE(def.reference(c, hv, refs).ok());
+  const Conv2dGeometry g = conv::conv_geometry(c.params);
+  const DType dt = *parse_dtype(c.params["dtype"].get<std::string>());
+  const std::vector<double> a = pack_dense(hv[0]), b = pack_dense(hv[1]);
+  std::vector<float> af(a.begin(), a.end()), bf(b.begin(), b.end());
+  auto mirror = [&](const std::vector<float>& w) {
+    std::vector<float> m(w.size());
+    for (int64_t k = 0; k < g.k; ++k)
+      for (int64_t cc = 0; cc < g.cg(); ++cc)
+        for (int64_t r = 0; r < g.r; ++r)
+          for (int64_t s = 0; s < g.s; ++s)
+            m[static_cast<size_t>(g.w_at(k, cc, g.r - 1 - r, g.s - 1 - s))] = w[static_cast<size_t>(g.w_at(k, cc, r, s))];
+    return m;
+  };
+  const bool data_pass = pass == ConvPass::kBwdData;
+  std::vector<float> out(static_cast<size_t>(data_pass ? g.x_elems() : g.w_elems()));
+  if (data_pass) {
+    const std::vector<float> w = flip ? mirror(bf) : bf;
+    ref::conv2d_backward_data<float>(g, af.data(), w.data(), out.data(), nullptr);
+  } else {
+    ref::conv2d_backward_filter<float>(g, af.data(), bf.data(), out.data(), nullptr);
+    if (flip) out = mirror(out);
+  }
+  std::vector<double> got(out.size());
+  for (size_t i = 0; i < got.size(); ++i) got[i] = round_to(dt, out[i]);
+  const View2D v = hv[2].v;
+  const std::vector<HostTensor> ov = {{got.data(), {v.rows, v.cols, v.cols}}};
+  std::vector<Failure> f;
+  def.properties(c, hv, ov, refs, f);
+  return f;
+}
+
+class ConvGradcheck : public ::testing::TestWithParam<ConvPass> {};
+
+TEST_P(ConvGradcheck, ProjectionPassesTheFloatBackwardAndCatchesAMirroredFilter) {
+  const ConvPass pass = GetParam();
+  const OpSpec* spec = find_spec(conv::conv_op_name(pass));
+  ASSERT_NE(spec, nullptr);
+  ASSERT_TRUE(static_cast<bool>(conv::conv_def(pass).properties));
+  int64_t checked = 0, exposed = 0, caught = 0;
+  for (int64_t idx = 0; checked < 60 && idx < 1000; ++idx) {
+    const Case c = generate_case(*spec, GenPlan{31, GenConfig{4096}}, idx);
+    if (!wants_gradcheck(c)) continue;
+    const Conv2dGeometry g = conv::conv_geometry(c.params);
+    ASSERT_LE(g.n * g.k * g.out_h() * g.out_w() * g.fwd_reduction(), int64_t{1} << 18) << c.summary();
+    ++checked;
+    const auto good = gradcheck_run(pass, c, false);
+    EXPECT_TRUE(good.empty()) << c.summary() << ": " << good.front().detail;
+    if (g.r * g.s > 1) {
+      ++exposed;
+      const auto bad = gradcheck_run(pass, c, true);
+      caught += !bad.empty() && bad.front().kind == FailureKind::kProjection;
+      if (exposed == 1 && !bad.empty()) std::printf("[ measured ] e.g. %s\n", bad.front().detail.c_str());
+    }
+  }
+  int64_t campaign = 0;
+  for (int64_t i = 0; i < 320; ++i) campaign += wants_gradcheck(generate_case(*spec, GenPlan{1, GenConfig{1024}}, i));
+  std::printf("[ measured ] %s gradcheck: %lld cases checked, mirrored filter caught %lld/%lld; %lld gradcheck cases "
+              "in the 320-case campaign (seed 1)\n",
+              conv::conv_op_name(pass), static_cast<long long>(checked), static_cast<long long>(caught),
+              static_cast<long long>(exposed), static_cast<long long>(campaign));
+  EXPECT_GE(checked, 40);
+  EXPECT_GT(exposed, 10);
+  // A mirrored filter equals the right one on (anti)symmetric taps only: a random filter never is.
+  EXPECT_GE(caught * 10, exposed * 9);
+  EXPECT_GE(campaign, 50);
+  EXPECT_LE(campaign, 110);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backward, ConvGradcheck, ::testing::Values(ConvPass::kBwdData, ConvPass::kBwdFilter),
+                         [](const ::testing::TestParamInfo<ConvPass>& i) {
+                           return std::string(conv::conv_op_name(i.param));
+                         });
+
+TEST(ConvGradcheck, ValidateAcceptsGradcheckOnTheBackwardPassesOnly) {
+  for (ConvPass pass : {ConvPass::kFwd, ConvPass::kBwdData, ConvPass::kBwdFilter}) {
+    const OpSpec* spec = find_spec(conv::conv_op_name(pass));
+    ASSERT_NE(spec, nullptr);
+    Case c = generate_case(*spec, GenPlan{3, GenConfig{64}}, 0);
+    nlohmann::json p = c.params;
+    p["n"] = 1, p["c"] = 2, p["k"] = 2, p["groups"] = 1, p["h"] = 5, p["w"] = 5, p["r"] = 3, p["s"] = 3;
+    p["pad_h"] = p["pad_w"] = 1, p["stride_h"] = p["stride_w"] = 1, p["dil_h"] = p["dil_w"] = 1;
+    p["relation"] = "gradcheck";
+    c = conv::build_conv_case(pass, p, {c.tensors[0].values, c.tensors[1].values}, 0, 0);
+    EXPECT_EQ(spec->validate(c).ok(), pass != ConvPass::kFwd) << spec->validate(c).message();
+    c.params["relation"] = "shift";
+    EXPECT_FALSE(spec->validate(c).ok());
   }
 }
 

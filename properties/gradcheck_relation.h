@@ -1,0 +1,138 @@
+// The "gradcheck" relation of the backward specs (issue 9): a finite-difference projection
+// check of the kernel's gradients, on the host, from the testbed's properties hook
+// (harness/testbeds/tensor_op.h), in the manner of harness/testbeds/gemm_bwd_f32.cpp.
+//
+// A backward kernel returns g = J(x)^T v for a forward f (attention: (Q, K, V) -> O; conv
+// backward-data: x -> y, backward-filter: w -> y) and the upstream gradient v (dO, dY). Along one
+// direction u over the differentiated inputs (harness/values, normal class, seed from the case)
+//   fd     = sum_i v_i (J u)_i          central differences of the fp64 host forward
+//                                       (harness/gradcheck.h fd_directional, Richardson)
+//   kernel = sum_l u_l g_l              the kernel's own gradients (first launch)
+// and the two agree within
+//   tol = 4 sum_i |v_i| err_i                       the differences' error estimate (x the safety 4)
+//       + sum_l |u_l| (tol_l + dev_l)               the kernel's ceiling per element (OutputRef.tol),
+//                                                   plus any declared deviation of the spec's gradient
+//                                                   from the exact J^T v (attention: the saved,
+//                                                   rounded O and LSE it differentiates from)
+//       + gamma_{n+m}(2^-53) (sum_l |u_l g_l| + sum_i |v_i (J u)_i|)   the two contractions' rounding
+//       + min_normal
+// (u stands for u_eff, the direction actually differenced). A disagreement is one
+// FailureKind::kProjection failure with a one-line detail. Cases with a non-finite input,
+// upstream or kernel gradient, or an unchecked element (tol = +Inf), are skipped: the element
+// checks own those.
+#pragma once
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "harness/bounds.h"
+#include "harness/case.h"
+#include "harness/gradcheck.h"
+#include "harness/testbeds/tensor_op.h"
+#include "harness/values.h"
+#include "harness/verdict.h"
+
+namespace assay {
+
+/// The relation name the backward specs accept.
+inline constexpr const char* kGradcheckRelation = "gradcheck";
+
+inline bool wants_gradcheck(const Case& c) {
+  auto it = c.params.find("relation");
+  return it != c.params.end() && it->is_string() && it->get<std::string>() == kGradcheckRelation;
+}
+
+/// A HostTensor's rows x cols elements, dense row-major.
+inline std::vector<double> pack_dense(const HostTensor& h) {
+  std::vector<double> v(static_cast<size_t>(h.v.rows * h.v.cols));
+  for (int64_t i = 0; i < h.v.rows; ++i)
+    for (int64_t j = 0; j < h.v.cols; ++j) v[static_cast<size_t>(i * h.v.cols + j)] = h.at(i, j);
+  return v;
+}
+
+/// One differentiated input: its value and the kernel's gradient of it.
+struct GradOperand {
+  std::string name;            ///< the gradient's tensor name ("dQ")
+  HostTensor x;                ///< the input (decoded)
+  HostTensor grad;             ///< the kernel's gradient (first launch, decoded), same rows x cols
+  const OutputRef* ref = nullptr;  ///< the gradient's reference and ceiling, dense
+  std::vector<double> dev;     ///< optional, dense: declared |g_spec - J^T v| per element
+};
+
+/// Everything the check needs: forward over the operands packed in order (each dense), the
+/// upstream gradient (dense, the forward's m outputs), and a seed.
+struct GradProblem {
+  std::vector<GradOperand> operands;
+  std::vector<double> upstream;
+  ForwardFn forward;    ///< packed operands -> m outputs
+  ForwardFn magnitude;  ///< optional (see Differentiable::magnitude)
+  uint64_t seed = 1;
+  std::string label = "<v, J u>";  ///< how the detail names the contraction ("<dO, J u>")
+};
+
+/// The seed of a case's direction: its id hashed (deterministic per case).
+inline uint64_t gradcheck_seed(const Case& c) {
+  const std::string id = c.id();
+  return fnv1a64(id.data(), id.size()) ^ 0x9e3779b97f4a7c15ull;
+}
+
+/// Runs the check; appends at most one kProjection failure.
+inline void check_grad_projection(const GradProblem& p, std::vector<Failure>& out) {
+  std::vector<double> x, g, tl;
+  for (const auto& o : p.operands) {
+    const std::vector<double> xv = pack_dense(o.x), gv = pack_dense(o.grad);
+    if (o.ref == nullptr || o.ref->tol.size() != xv.size() || gv.size() != xv.size() ||
+        (!o.dev.empty() && o.dev.size() != xv.size()))
+      return;
+    for (size_t l = 0; l < xv.size(); ++l) {
+      const double t = o.ref->tol[l] + (o.dev.empty() ? 0.0 : o.dev[l]);
+      if (!std::isfinite(xv[l]) || !std::isfinite(gv[l]) || !std::isfinite(t)) return;
+      x.push_back(xv[l]);
+      g.push_back(gv[l]);
+      tl.push_back(t);
+    }
+  }
+  const int64_t n = static_cast<int64_t>(x.size()), m = static_cast<int64_t>(p.upstream.size());
+  if (n == 0 || m == 0) return;
+  for (double v : p.upstream)
+    if (!std::isfinite(v)) return;
+  Differentiable f;
+  f.n = n;
+  f.m = m;
+  f.forward = p.forward;
+  f.magnitude = p.magnitude;
+  const std::vector<double> u = draw_values(ValueClass::kNormal, p.seed, 11, n);
+  auto fd = fd_directional(f, x.data(), u.data());
+  if (!fd.ok()) return;  // a non-finite forward point: nothing to compare
+  double fd_val = 0, fd_err = 0, fd_abs = 0, kern = 0, kern_abs = 0, ceil = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    const double v = p.upstream[static_cast<size_t>(i)];
+    fd_val += v * fd->jvp[static_cast<size_t>(i)];
+    fd_abs += std::fabs(v * fd->jvp[static_cast<size_t>(i)]);
+    fd_err += std::fabs(v) * fd->err[static_cast<size_t>(i)];
+  }
+  for (int64_t l = 0; l < n; ++l) {
+    const double ue = fd->u_eff[static_cast<size_t>(l)];
+    kern += ue * g[static_cast<size_t>(l)];
+    kern_abs += std::fabs(ue * g[static_cast<size_t>(l)]);
+    ceil += std::fabs(ue) * tl[static_cast<size_t>(l)];
+  }
+  const double tol = 4 * fd_err + ceil + gamma_n(n + m, 0x1p-53) * (kern_abs + fd_abs) + DBL_MIN;
+  const double diff = std::fabs(kern - fd_val);
+  if (!(diff <= tol)) {
+    std::string names;
+    for (const auto& o : p.operands) names += (names.empty() ? "" : ", ") + o.name;
+    out.push_back({FailureKind::kProjection, "", 1, -1,
+                   fmt::format("gradcheck: {} = {:.10g} by central differences of the fp64 forward (h {:.3g}), "
+                               "{:.10g} from the kernel's {}; |diff| {:.3g} > tolerance {:.3g} (differences {:.3g}, "
+                               "ceiling {:.3g})",
+                               p.label, fd_val, fd->h, kern, names, diff, tol, 4 * fd_err, ceil)});
+  }
+}
+
+}  // namespace assay
