@@ -284,14 +284,7 @@ Status reference(const Case& c, const std::vector<HostTensor>& t, std::vector<Ou
 // ---- properties ---------------------------------------------------------------------
 bool shift_logits(const Case& c, std::vector<unsigned char*>& img) {
   if (str_or(c, "relation", "") != "shift") return false;
-  const auto& d = c.tensors[0].desc;
-  const View2D v = view_of(d);
-  const double s = num_or(c, "shift", 0);
-  for (int64_t r = 0; r < v.rows; ++r)
-    for (int64_t j = 0; j < v.cols; ++j) {
-      const int64_t e = d.offset + r * v.ld + j;
-      poke(d.dtype, img[0], e, peek(d.dtype, img[0], e) + s);
-    }
+  shift_tensor(c, img, 0);
   return true;
 }
 

@@ -462,17 +462,6 @@ Status reference_bwd(int which, const Case& c, const std::vector<HostTensor>& t,
   return ok_status();
 }
 
-void shift_x(const Case& c, std::vector<unsigned char*>& img) {
-  const auto& d = c.tensors[0].desc;
-  const View2D v = view_of(d);
-  const double s = num_or(c, "shift", 0);
-  for (int64_t r = 0; r < v.rows; ++r)
-    for (int64_t j = 0; j < v.cols; ++j) {
-      const int64_t e = d.offset + r * v.ld + j;
-      poke(d.dtype, img[0], e, peek(d.dtype, img[0], e) + s);
-    }
-}
-
 RowOpConfig config(int which) {
   static const char* const names[] = {"layernorm", "layernorm_bwd", "rmsnorm", "rmsnorm_bwd"};
   static const char* const desc[] = {
@@ -506,11 +495,8 @@ RowOpConfig config(int which) {
   if (which == kLn || which == kLnBwd)
     cfg.def.transform = [which](const Case& c, std::vector<unsigned char*>& img) {
       if (str_or(c, "relation", "") != "shift") return false;
-      shift_x(c, img);
-      if (which == kLnBwd) {  // the saved mean moves with x; rstd stays
-        const View2D v = view_of(c.tensors[0].desc);
-        for (int64_t r = 0; r < v.rows; ++r) poke(DType::kF32, img[3], r, peek(DType::kF32, img[3], r) + num_or(c, "shift", 0));
-      }
+      shift_tensor(c, img, 0);
+      if (which == kLnBwd) shift_tensor(c, img, 3);  // the saved mean moves with x; rstd stays
       return true;
     };
   cfg.registry = &reg(which);

@@ -225,6 +225,20 @@ inline double peek(DType t, const unsigned char* image, int64_t i) {
   return load_as_double(t, image + static_cast<size_t>(i) * dtype_size(t));
 }
 
+/// Adds params.shift to every element of tensor `t`'s view in the host images, rounding into
+/// its dtype (the metamorphic "shift" relation's transform).
+inline void shift_tensor(const Case& c, std::vector<unsigned char*>& img, int t) {
+  const auto& d = c.tensors[static_cast<size_t>(t)].desc;
+  const View2D v = view_of(d);
+  const double s = num_or(c, "shift", 0);
+  unsigned char* image = img[static_cast<size_t>(t)];
+  for (int64_t r = 0; r < v.rows; ++r)
+    for (int64_t j = 0; j < v.cols; ++j) {
+      const int64_t e = d.offset + r * v.ld + j;
+      poke(d.dtype, image, e, peek(d.dtype, image, e) + s);
+    }
+}
+
 /// Output rounding of a value computed in fp32 and stored in `out`: half an ulp of `out` at |y| (0 for fp32 outputs
 /// beyond the fp32 computation's own budget, which callers add).
 inline double store_rounding(double y_abs, DType out) {

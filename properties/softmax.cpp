@@ -183,17 +183,6 @@ void mask_rows(const Case& c, std::vector<unsigned char*>& img) {
     for (int64_t j = 0; j < v.cols; ++j) poke(d.dtype, img[0], d.offset + r * v.ld + j, -INFINITY);
 }
 
-void shift_rows(const Case& c, std::vector<unsigned char*>& img, int tensor) {
-  const auto& d = c.tensors[static_cast<size_t>(tensor)].desc;
-  const View2D v = view_of(d);
-  const double s = num_or(c, "shift", 0);
-  for (int64_t r = 0; r < v.rows; ++r)
-    for (int64_t j = 0; j < v.cols; ++j) {
-      const int64_t e = d.offset + r * v.ld + j;
-      poke(d.dtype, img[static_cast<size_t>(tensor)], e, peek(d.dtype, img[static_cast<size_t>(tensor)], e) + s);
-    }
-}
-
 Status reference_fwd(const Case& c, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
   const DType dt = *parse_dtype(c.params["dtype"].get<std::string>());
   const int64_t rows = t[0].v.rows, n = t[0].v.cols;
@@ -298,7 +287,7 @@ RowOpConfig fwd_config() {
   cfg.def.properties = rowsum;
   cfg.def.transform = [](const Case& c, std::vector<unsigned char*>& img) {
     if (str_or(c, "relation", "") != "shift") return false;
-    shift_rows(c, img, 0);
+    shift_tensor(c, img, 0);
     return true;
   };
   cfg.registry = &fwd_registry();
@@ -320,7 +309,7 @@ RowOpConfig bwd_config() {
   cfg.def.transform = [](const Case& c, std::vector<unsigned char*>& img) {
     // dx is invariant to adding a constant to dy for softmax (sum y = 1), not for log-softmax.
     if (str_or(c, "relation", "") != "shift" || bool_or(c, "log", false)) return false;
-    shift_rows(c, img, 1);
+    shift_tensor(c, img, 1);
     return true;
   };
   cfg.registry = &bwd_registry();

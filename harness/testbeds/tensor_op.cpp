@@ -29,6 +29,14 @@ std::string where(const View2D& v, int64_t idx) {
   return v.rows <= 1 ? fmt::format("[{}]", idx) : fmt::format("[{}][{}]", idx / cols, idx % cols);
 }
 
+/// A NaN tolerance comes from a bound with no finite value (an infinite coefficient times a
+/// zero magnitude): no bound, as +Inf says.
+void unbounded_where_nan(std::vector<OutputRef>& refs) {
+  for (auto& r : refs)
+    for (double& t : r.tol)
+      if (std::isnan(t)) t = INFINITY;
+}
+
 }  // namespace
 
 View2D view_of(const TensorDesc& d) {
@@ -135,26 +143,24 @@ StatusOr<std::vector<Verdict>> run_tensor_op(const TensorOpDef& def, const std::
   if (def.prepare) def.prepare(c, images);
   std::vector<std::vector<double>> host(static_cast<size_t>(nt));
   std::vector<HostTensor> hv;
-  auto decode_all = [&](std::vector<std::vector<double>>& h, std::vector<HostTensor>& v) {
+  auto decode_all = [&](const std::vector<unsigned char*>& img, std::vector<std::vector<double>>& h,
+                        std::vector<HostTensor>& v) {
     v.clear();
     for (int t = 0; t < nt; ++t) {
-      h[static_cast<size_t>(t)] = decode(T[t].desc.dtype, images[static_cast<size_t>(t)], T[t].desc.extent());
+      h[static_cast<size_t>(t)] = decode(T[t].desc.dtype, img[static_cast<size_t>(t)], T[t].desc.extent());
       v.push_back({h[static_cast<size_t>(t)].data() + T[t].desc.offset, views[t]});
     }
   };
-  decode_all(host, hv);
+  decode_all(images, host, hv);
   std::vector<OutputRef> refs;
   ASSAY_RETURN_IF_ERROR(def.reference(c, hv, refs));
   if (refs.size() != outs.size()) return internal_error(fmt::format("{}: reference gave {} outputs", def.op, refs.size()));
+  unbounded_where_nan(refs);
   auto* ex = reinterpret_cast<double*>(lane.host_extra());
   for (size_t o = 0; o < outs.size(); ++o) {
     const size_t n = static_cast<size_t>(views[outs[o]].rows * views[outs[o]].cols);
     if (refs[o].ref.size() != n || refs[o].tol.size() != n)
       return internal_error(fmt::format("{}: reference of {} has the wrong size", def.op, T[outs[o]].name));
-    // A NaN tolerance comes from a bound with no finite value (an infinite
-    // coefficient times a zero magnitude): no bound, as +Inf says.
-    for (double& t : refs[o].tol)
-      if (std::isnan(t)) t = INFINITY;
     std::copy(refs[o].ref.begin(), refs[o].ref.end(), ex + ref_off[o]);
     std::copy(refs[o].tol.begin(), refs[o].tol.end(), ex + ref_off[o] + n);
   }
@@ -189,6 +195,30 @@ StatusOr<std::vector<Verdict>> run_tensor_op(const TensorOpDef& def, const std::
   const std::string relation = c.params.contains("relation") && c.params["relation"].is_string()
                                    ? c.params["relation"].get<std::string>()
                                    : std::string();
+
+  // The metamorphic transform, its images and its reference do not depend on the variant.
+  std::vector<std::vector<unsigned char>> timages;
+  std::vector<OutputRef> refs2;
+  bool transformed = false;
+  if (!relation.empty() && def.transform) {
+    std::vector<unsigned char*> timg;
+    timages.resize(static_cast<size_t>(nt));
+    for (int t = 0; t < nt; ++t) {
+      timages[static_cast<size_t>(t)].assign(images[static_cast<size_t>(t)],
+                                             images[static_cast<size_t>(t)] + lane.tensor_bytes(t));
+      timg.push_back(timages[static_cast<size_t>(t)].data());
+    }
+    if (def.transform(c, timg)) {
+      std::vector<std::vector<double>> host2(static_cast<size_t>(nt));
+      std::vector<HostTensor> hv2;
+      decode_all(timg, host2, hv2);
+      ASSAY_RETURN_IF_ERROR(def.reference(c, hv2, refs2));
+      if (refs2.size() != outs.size())
+        return internal_error(fmt::format("{}: reference gave {} outputs", def.op, refs2.size()));
+      unbounded_where_nan(refs2);
+      transformed = true;
+    }
+  }
 
   std::vector<Verdict> verdicts;
   for (const TensorOpVariant* v : variants) {
@@ -286,7 +316,7 @@ StatusOr<std::vector<Verdict>> run_tensor_op(const TensorOpDef& def, const std::
     }
 
     // ---- properties and metamorphic relations (cases that name one) -------------------------
-    if (!relation.empty() && (def.properties || def.transform)) {
+    if (!relation.empty() && (def.properties || transformed)) {
       auto read_outputs = [&](const std::vector<const unsigned char*>& dev, std::vector<std::vector<double>>& store,
                               std::vector<HostTensor>& view) -> Status {
         store.assign(outs.size(), {});
@@ -308,19 +338,12 @@ StatusOr<std::vector<Verdict>> run_tensor_op(const TensorOpDef& def, const std::
       std::vector<Failure> props;
       if (def.properties) def.properties(c, hv, ov1, refs, props);
       // Metamorphic: transformed inputs through the same kernel.
-      std::vector<unsigned char*> timg;
-      std::vector<std::vector<unsigned char>> tcopy(static_cast<size_t>(nt));
-      for (int t = 0; t < nt; ++t) {
-        tcopy[static_cast<size_t>(t)].assign(images[static_cast<size_t>(t)],
-                                             images[static_cast<size_t>(t)] + lane.tensor_bytes(t));
-        timg.push_back(tcopy[static_cast<size_t>(t)].data());
-      }
-      if (def.transform && def.transform(c, timg)) {
+      if (transformed) {
         ASSAY_RETURN_IF_ERROR(lane.restore());
         for (int t = 0; t < nt; ++t)
           if (T[t].role != Role::kOut)
-            CUDA_CHECK(cudaMemcpyAsync(lane.dev_tensor(t), timg[static_cast<size_t>(t)], lane.tensor_bytes(t),
-                                       cudaMemcpyHostToDevice, lane.stream()));
+            CUDA_CHECK(cudaMemcpyAsync(lane.dev_tensor(t), timages[static_cast<size_t>(t)].data(),
+                                       lane.tensor_bytes(t), cudaMemcpyHostToDevice, lane.stream()));
         const cudaError_t e = v->launch(c, dev_views(), lane.stream());
         if (e != cudaSuccess) {
           props.push_back({FailureKind::kLaunchError, "", 1, -1,
@@ -331,16 +354,6 @@ StatusOr<std::vector<Verdict>> run_tensor_op(const TensorOpDef& def, const std::
           std::vector<std::vector<double>> out2;
           std::vector<HostTensor> ov2;
           ASSAY_RETURN_IF_ERROR(read_outputs(now, out2, ov2));
-          std::vector<std::vector<double>> host2(static_cast<size_t>(nt));
-          std::vector<HostTensor> hv2;
-          std::swap(images, timg);
-          decode_all(host2, hv2);
-          std::swap(images, timg);
-          std::vector<OutputRef> refs2;
-          ASSAY_RETURN_IF_ERROR(def.reference(c, hv2, refs2));
-          for (auto& r : refs2)
-            for (double& t : r.tol)
-              if (std::isnan(t)) t = INFINITY;  // as for the first reference: no bound
           for (size_t o = 0; o < outs.size(); ++o) {
             const View2D& w = views[outs[o]];
             int64_t bad = 0, first = -1;
