@@ -26,96 +26,37 @@
 #include "harness/dtype.h"
 #include "harness/gpu/lane.h"
 #include "harness/spec.h"
+#include "tests/properties/campaign_checks.h"
 #include "harness/values.h"
 #include "kernels/attention/attention.h"
 #include "properties/attention_registry.h"
 
 namespace assay {
 namespace {
-namespace fs = std::filesystem;
 
-class AttentionGpu : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    auto n = gpu::device_count();
-    if (!n.ok()) GTEST_SKIP() << "GPU test skipped: " << n.status().message();
-  }
-};
+using AttentionGpu = GpuCampaignTest<std::string>;
 
 TEST_P(AttentionGpu, CorrectVariantsPass) {
-  const OpSpec* spec = find_spec(GetParam());
-  ASSERT_NE(spec, nullptr) << GetParam();
-  CampaignOptions o;
-  o.max_cases = 320;
-  o.gen.max_dim = 1024;
-  o.corpus_dir = "";
-  auto r = run_campaign(*spec, o);
-  ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_EQ(r->cases, 320);
-  EXPECT_TRUE(r->failures.empty()) << r->failures.front().variant << ": " << r->failures.front().shrunk.summary()
-                                   << " -> " << r->failures.front().verdict.summary();
-  for (const auto& [v, s] : r->per_variant) {
-    RecordProperty("max_ratio_" + v, std::to_string(s.max_ratio));
-    std::printf("[ measured ] %s/%s: max error / ceiling %.3g\n", GetParam().c_str(), v.c_str(), s.max_ratio);
-  }
+  expect_campaign_passes(GetParam(), 320, 1024);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, AttentionGpu, ::testing::Values("attention", "attention_bwd"));
 
-struct AttnMutant {
-  const char* op;
-  const char* variant;
-  std::set<FailureKind> any_of;  ///< the checks that claim to catch it
-};
-void PrintTo(const AttnMutant& m, std::ostream* os) {
-  *os << m.variant;
-}
-
-class AttentionGpuMutants : public ::testing::TestWithParam<AttnMutant> {
- protected:
-  void SetUp() override {
-    auto n = gpu::device_count();
-    if (!n.ok()) GTEST_SKIP() << "GPU test skipped: " << n.status().message();
-    dir_ = fs::temp_directory_path() / ("assay_attnmut_" + std::to_string(::getpid()));
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
-};
+using AttentionGpuMutants = GpuCampaignTest<PlantedMutant>;
 
 TEST_P(AttentionGpuMutants, CaughtShrunkAndStored) {
-  const OpSpec* spec = find_spec(GetParam().op);
-  ASSERT_NE(spec, nullptr);
-  ASSERT_TRUE(spec->has_variant(GetParam().variant)) << GetParam().variant << " is not registered";
-  CampaignOptions o;
-  o.variants = {GetParam().variant};
-  o.max_cases = 1000;
-  o.gen.max_dim = 1024;
-  o.corpus_dir = dir_.string();
-  o.max_shrink_seconds = 60;
-  auto r = run_campaign(*spec, o);
-  ASSERT_TRUE(r.ok()) << r.status().to_string();
-  ASSERT_EQ(r->failures.size(), 1u) << GetParam().variant << " not caught in " << r->cases << " cases";
-  const FoundFailure& f = r->failures.front();
-  bool matched = false;
-  for (const auto& x : f.verdict.failures) matched |= GetParam().any_of.count(x.kind) > 0;
-  EXPECT_TRUE(matched) << f.verdict.summary();
-  EXPECT_TRUE(read_entry(f.path).ok());
-  std::printf("[ measured ] %s caught at case %lld, shrunk to %s\n", GetParam().variant,
-              static_cast<long long>(f.case_index), f.shrunk.summary().c_str());
-  RecordProperty("case_index", std::to_string(f.case_index));
-  RecordProperty("shrunk", f.shrunk.summary());
-  RecordProperty("verdict", f.verdict.summary());
+  expect_mutant_caught(GetParam(), 1000, 1024, 60, dir_.string());
 }
 
 const FailureKind kB = FailureKind::kBound, kN = FailureKind::kNanInf, kC = FailureKind::kCrash,
                   kG = FailureKind::kGuard;
 
 INSTANTIATE_TEST_SUITE_P(Planted, AttentionGpuMutants,
-                         ::testing::Values(AttnMutant{"attention", "mutant_attn_tail_guard", {kB, kN, kC, kG}},
-                                           AttnMutant{"attention", "mutant_attn_causal_off_by_one", {kB}},
-                                           AttnMutant{"attention", "mutant_attn_no_rescale", {kB, kN}},
-                                           AttnMutant{"attention_bwd", "mutant_attn_dv_wrong_row", {kB}}),
-                         [](const ::testing::TestParamInfo<AttnMutant>& i) { return std::string(i.param.variant); });
+                         ::testing::Values(PlantedMutant{"attention", "mutant_attn_tail_guard", {kB, kN, kC, kG}},
+                                           PlantedMutant{"attention", "mutant_attn_causal_off_by_one", {kB}},
+                                           PlantedMutant{"attention", "mutant_attn_no_rescale", {kB, kN}},
+                                           PlantedMutant{"attention_bwd", "mutant_attn_dv_wrong_row", {kB}}),
+                         [](const ::testing::TestParamInfo<PlantedMutant>& i) { return std::string(i.param.variant); });
 
 // ---- composite cuBLAS reference ---------------------------------------------------------------
 

@@ -18,34 +18,18 @@
 #include "harness/dtype.h"
 #include "harness/gpu/lane.h"
 #include "harness/spec.h"
+#include "tests/properties/campaign_checks.h"
 #include "properties/conv_registry.h"
 #include "references/vendor/cudnn.h"
 
 namespace assay {
 namespace {
-namespace fs = std::filesystem;
 using conv::ConvPass;
 
-class ConvGpu : public ::testing::TestWithParam<ConvPass> {
- protected:
-  void SetUp() override {
-    auto n = gpu::device_count();
-    if (!n.ok()) GTEST_SKIP() << "GPU test skipped: " << n.status().message();
-  }
-};
+using ConvGpu = GpuCampaignTest<ConvPass>;
 
 TEST_P(ConvGpu, CorrectVariantsPass) {
-  const OpSpec* spec = find_spec(conv::conv_op_name(GetParam()));
-  ASSERT_NE(spec, nullptr);
-  CampaignOptions o;
-  o.max_cases = 320;
-  o.corpus_dir = "";
-  auto r = run_campaign(*spec, o);
-  ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_EQ(r->cases, 320);
-  EXPECT_TRUE(r->failures.empty()) << r->failures.front().variant << ": " << r->failures.front().shrunk.summary()
-                                   << " -> " << r->failures.front().verdict.summary();
-  for (const auto& [v, s] : r->per_variant) RecordProperty("max_ratio_" + v, std::to_string(s.max_ratio));
+  expect_campaign_passes(conv::conv_op_name(GetParam()), 320, 2048);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, ConvGpu, ::testing::Values(ConvPass::kFwd, ConvPass::kBwdData, ConvPass::kBwdFilter),
@@ -53,59 +37,23 @@ INSTANTIATE_TEST_SUITE_P(Ops, ConvGpu, ::testing::Values(ConvPass::kFwd, ConvPas
                            return std::string(conv::conv_op_name(i.param));
                          });
 
-struct ConvMutant {
-  const char* op;
-  const char* variant;
-  std::set<FailureKind> any_of;  ///< the checks that claim to catch it
-};
-void PrintTo(const ConvMutant& m, std::ostream* os) {
-  *os << m.variant;
-}
-
-class ConvGpuMutants : public ::testing::TestWithParam<ConvMutant> {
- protected:
-  void SetUp() override {
-    auto n = gpu::device_count();
-    if (!n.ok()) GTEST_SKIP() << "GPU test skipped: " << n.status().message();
-    dir_ = fs::temp_directory_path() / ("assay_convmut_" + std::to_string(::getpid()));
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
-};
+using ConvGpuMutants = GpuCampaignTest<PlantedMutant>;
 
 TEST_P(ConvGpuMutants, CaughtShrunkAndStored) {
-  const OpSpec* spec = find_spec(GetParam().op);
-  ASSERT_NE(spec, nullptr);
-  ASSERT_TRUE(spec->has_variant(GetParam().variant)) << GetParam().variant << " is not registered";
-  CampaignOptions o;
-  o.variants = {GetParam().variant};
-  o.max_cases = 1000;
-  o.corpus_dir = dir_.string();
-  o.max_shrink_seconds = 30;
-  auto r = run_campaign(*spec, o);
-  ASSERT_TRUE(r.ok()) << r.status().to_string();
-  ASSERT_EQ(r->failures.size(), 1u) << GetParam().variant << " not caught in " << r->cases << " cases";
-  const FoundFailure& f = r->failures.front();
-  bool matched = false;
-  for (const auto& x : f.verdict.failures) matched |= GetParam().any_of.count(x.kind) > 0;
-  EXPECT_TRUE(matched) << f.verdict.summary();
-  EXPECT_TRUE(read_entry(f.path).ok());
-  RecordProperty("case_index", std::to_string(f.case_index));
-  RecordProperty("shrunk", f.shrunk.summary());
-  RecordProperty("verdict", f.verdict.summary());
+  expect_mutant_caught(GetParam(), 1000, 2048, 30, dir_.string());
 }
 
 const FailureKind kB = FailureKind::kBound, kE = FailureKind::kExact, kN = FailureKind::kNanInf,
                   kG = FailureKind::kGuard;
 
 INSTANTIATE_TEST_SUITE_P(Planted, ConvGpuMutants,
-                         ::testing::Values(ConvMutant{"conv2d", "mutant_conv_pad_offset", {kB, kE}},
-                                           ConvMutant{"conv2d", "mutant_conv_swapped_stride", {kB, kE}},
-                                           ConvMutant{"conv2d", "mutant_conv_right_edge", {kB, kE, kN}},
-                                           ConvMutant{
+                         ::testing::Values(PlantedMutant{"conv2d", "mutant_conv_pad_offset", {kB, kE}},
+                                           PlantedMutant{"conv2d", "mutant_conv_swapped_stride", {kB, kE}},
+                                           PlantedMutant{"conv2d", "mutant_conv_right_edge", {kB, kE, kN}},
+                                           PlantedMutant{
                                                "conv2d_bwd_filter", "mutant_conv_bwd_filter_last_batch", {kB, kE}},
-                                           ConvMutant{"conv2d", "mutant_conv_igemm_k_tail", {kB, kE, kN, kG}}),
-                         [](const ::testing::TestParamInfo<ConvMutant>& i) { return std::string(i.param.variant); });
+                                           PlantedMutant{"conv2d", "mutant_conv_igemm_k_tail", {kB, kE, kN, kG}}),
+                         [](const ::testing::TestParamInfo<PlantedMutant>& i) { return std::string(i.param.variant); });
 
 // ---- against cuDNN ------------------------------------------------------------------------------------
 
