@@ -19,6 +19,12 @@ for op in ${FUZZ_OPS:-conv2d conv2d_bwd_data conv2d_bwd_filter}; do
   timeout 90 $A fuzz $op --time "${FUZZ_SECONDS:-10}" --seed 3 --keep-going --corpus "$O/corpus" --json "$L/fuzz_$op.json" > "$L/fuzz_$op.log" 2>&1
   echo "fuzz $op rc=$?: $(grep -A4 '^variant' "$L/fuzz_$op.log" | tr '\n' ' ' | cut -c1-600)"
 done
+if [ "${EXHAUSTIVE:-0}" = 1 ]; then
+  for dir in "" "--backward"; do for dt in bf16 fp16; do
+    $A exhaustive activation --dtype $dt $dir > "$L/exh_${dt}${dir}.log" 2>&1
+    echo "exhaustive activation $dt $dir rc=$?: $(tail -1 "$L/exh_${dt}${dir}.log")"
+  done; done
+fi
 if [ -n "${BENCH_OPS:-}" ]; then
   timeout 200 $A bench --ops $BENCH_OPS --seconds 4 --lanes 8 --mutant-cases 3000 --out "$L/bench" > "$L/bench.log" 2>&1
   echo "bench rc=$?"; grep -E "^\| (small|medium|large|mutant_)" "$L/bench.log" | head -30
