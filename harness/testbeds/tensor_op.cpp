@@ -361,16 +361,24 @@ StatusOr<std::vector<Verdict>> run_tensor_op(const TensorOpDef& def, const std::
             for (int64_t i = 0; i < w.rows; ++i)
               for (int64_t j = 0; j < w.cols; ++j) {
                 const size_t l = static_cast<size_t>(i * w.cols + j);
-                const double r1 = refs[o].ref[l], r2 = refs2[o].ref[l];
+                RelatedElement from{i, j, 1};
+                if (def.relate && !def.relate(c, o, i, j, from)) continue;
+                if (from.from_i < 0 || from.from_i >= w.rows || from.from_j < 0 || from.from_j >= w.cols)
+                  return internal_error(fmt::format("{}: relation '{}' maps {}{} outside the output", def.op,
+                                                    relation, T[outs[o]].name, where(w, static_cast<int64_t>(l))));
+                const size_t l1 = static_cast<size_t>(from.from_i * w.cols + from.from_j);
+                const double s = from.scale;
+                const double r1 = s * refs[o].ref[l1], r2 = refs2[o].ref[l];
                 if (!std::isfinite(r1) || !std::isfinite(r2)) continue;
-                const double y1 = ov1[o].at(i, j), y2 = ov2[o].at(i, j);
-                const double tol = refs[o].tol[l] + refs2[o].tol[l] + std::fabs(r2 - r1);
+                const double y1 = s * ov1[o].at(from.from_i, from.from_j), y2 = ov2[o].at(i, j);
+                const double tol = std::fabs(s) * refs[o].tol[l1] + refs2[o].tol[l] + std::fabs(r2 - r1);
                 if (y1 == y2 || std::isinf(tol)) continue;  // equal (the same Inf included), or no bound
                 if (!std::isfinite(y1) || !std::isfinite(y2)) {
                   // A non-finite output is the bound check's business where the exact result
                   // may round past the largest finite value; elsewhere it breaks the relation.
                   const double top = max_finite(T[outs[o]].desc.dtype);
-                  if (std::fabs(r1) + refs[o].tol[l] > top || std::fabs(r2) + refs2[o].tol[l] > top) continue;
+                  if (std::fabs(r1) + std::fabs(s) * refs[o].tol[l1] > top || std::fabs(r2) + refs2[o].tol[l] > top)
+                    continue;
                 }
                 const double d = std::fabs(y2 - y1);
                 if (!(d <= tol)) {
@@ -379,10 +387,12 @@ StatusOr<std::vector<Verdict>> run_tensor_op(const TensorOpDef& def, const std::
               }
             if (bad > 0)
               props.push_back({FailureKind::kProperty, T[outs[o]].name, bad, -1,
-                               fmt::format("metamorphic '{}': {}{} is {:.9g} on the original inputs and {:.9g} on the "
-                                           "transformed ones; |diff| {:.3g} > {:.3g} (both tolerances + |change of "
-                                           "the exact result|)",
-                                           relation, T[outs[o]].name, where(w, first), a1, a2, worst_d, worst_t)});
+                               fmt::format("metamorphic '{}': {}{} on the transformed inputs is {:.9g}, the original launch "
+                                           "gives {:.9g} for it{}; |diff| {:.3g} > {:.3g} (both tolerances + |change "
+                                           "of the exact result|)",
+                                           relation, T[outs[o]].name, where(w, first), a2, a1,
+                                           def.relate ? " (moved and scaled as the relation says)" : "", worst_d,
+                                           worst_t)});
           }
         }
       }

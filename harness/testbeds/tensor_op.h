@@ -17,7 +17,10 @@
 // launched again on transformed inputs (a shifted row) and the two launches'
 // outputs are compared with each other, within the sum of both tolerances
 // plus the difference of the two exact results (zero when the transform is
-// exact, e.g. an integer shift of integer-valued rows).
+// exact, e.g. an integer shift of integer-valued rows). A relation that moves
+// or scales elements (rows of A permuted, a square product transposed, alpha
+// doubled) says so through `relate`: element (i, j) of the second launch is
+// then held against scale * element (from_i, from_j) of the first.
 #pragma once
 
 #include <functional>
@@ -76,6 +79,12 @@ struct TensorOpVariant {
   TensorOpLaunch launch;
 };
 
+/// Where an element of a metamorphic launch's output comes from in the original launch.
+struct RelatedElement {
+  int64_t from_i = 0, from_j = 0;
+  double scale = 1;
+};
+
 struct TensorOpDef {
   std::string op;
   std::string bound_name = "ceiling";  ///< how failures name the bound ("softmax ceiling")
@@ -93,6 +102,13 @@ struct TensorOpDef {
   /// Metamorphic transform for case param "relation": rewrites the input host
   /// images (as prepare does); returns false when the case has none. May be empty.
   std::function<bool(const Case&, std::vector<unsigned char*>& images)> transform;
+  /// How the transformed launch's outputs correspond to the original ones, for
+  /// relations that move or scale elements (row permutation, transposition of a
+  /// square output, scaling by a power of two). Element (i, j) of transformed
+  /// output `o` is compared with `scale` times element (from_i, from_j) of the
+  /// original output `o`, within |scale| * tol1 + tol2 + |ref2 - scale * ref1|.
+  /// Returns false to leave the element out. Empty: same position, scale 1.
+  std::function<bool(const Case&, size_t o, int64_t i, int64_t j, RelatedElement&)> relate;
 };
 
 /// Runs `c` through the named variants of `variants` (resolved by name).
