@@ -34,7 +34,7 @@ TEST_P(ConvGen, CasesValidateCoverTheShapesAndRoundTrip) {
   const GenPlan plan{7, GenConfig{4096}};
   std::set<std::string> dtypes, layouts;
   bool grouped = false, depthwise = false, bigger_filter = false, odd_c = false, strided = false, dilated = false,
-       padded_rows = false, offset = false, exact = false, one_by_one = false;
+       padded_rows = false, offset = false, exact = false, one_by_one = false, specials = false;
   for (int64_t i = 0; i < 300; ++i) {
     const Case c = generate_case(*spec, plan, i);
     ASSERT_TRUE(spec->validate(c).ok()) << c.summary() << ": " << spec->validate(c).message();
@@ -51,6 +51,9 @@ TEST_P(ConvGen, CasesValidateCoverTheShapesAndRoundTrip) {
     padded_rows |= c.tensors[0].desc.strides[0] > c.tensors[0].desc.shape[1];
     offset |= c.tensors[0].desc.offset != 0;
     exact |= c.tensors[0].values.cls == ValueClass::kSmallInt && c.tensors[1].values.cls == ValueClass::kSmallInt;
+    // NaN/Inf only in the zero-filled operand (X, or dY for backward-data): tensor 0.
+    specials |= c.tensors[0].values.inject.active();
+    EXPECT_FALSE(c.tensors[1].values.inject.active()) << c.summary();
     EXPECT_LE(g.n, 4);
     EXPECT_LE(std::max(g.c, g.k), 128);
     auto back = Case::from_json(c.to_json());
@@ -65,7 +68,7 @@ TEST_P(ConvGen, CasesValidateCoverTheShapesAndRoundTrip) {
   EXPECT_EQ(dtypes.size(), 3u);
   EXPECT_EQ(layouts.size(), 2u);
   EXPECT_TRUE(grouped && depthwise && bigger_filter && odd_c && strided && dilated && one_by_one);
-  EXPECT_TRUE(padded_rows && offset && exact);
+  EXPECT_TRUE(padded_rows && offset && exact && specials);
 }
 
 TEST_P(ConvGen, MalformedCasesGetOneLineErrors) {
@@ -197,6 +200,33 @@ TEST(ConvBound, AcceptsFloatHostConvolutionsInEveryPassLayoutAndDtype) {
         EXPECT_EQ(violations(bf, got), 0);
         EXPECT_FALSE(fwd.exact || bd.exact || bf.exact);
       }
+}
+
+// NaN and Inf in X: the reference propagates them over the real taps only, with tol 0 where it is
+// non-finite (the testbed then demands the same NaN / same-signed Inf); a float convolution that
+// skips out-of-range taps, as the definition does, reproduces the pattern exactly.
+TEST(ConvBound, NonFiniteInputsGiveAnExactNanInfPattern) {
+  for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
+    const Conv2dGeometry g = geom(ConvLayout::kNCHW, 2);
+    auto x = data(g.x_elems(), dt, 4);
+    const auto w = data(g.w_elems(), dt, 5);
+    x[0] = INFINITY;                                    // a corner: padding taps around it
+    x[static_cast<size_t>(g.x_elems() / 2)] = -INFINITY;
+    x[static_cast<size_t>(g.x_elems() - 1)] = NAN;
+    const OutputRef fwd = conv::conv_reference(ConvPass::kFwd, g, dt, x.data(), w.data(), -1);
+    const auto got = float_forward(g, to_float(x), to_float(w), 0, g.stride_w, dt);
+    int64_t nonfinite = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (std::isfinite(fwd.ref[i])) continue;
+      ++nonfinite;
+      EXPECT_EQ(fwd.tol[i], 0.0) << i;
+      if (std::isnan(fwd.ref[i]))
+        EXPECT_TRUE(std::isnan(got[i])) << i;
+      else
+        EXPECT_EQ(got[i], fwd.ref[i]) << i;
+    }
+    EXPECT_GT(nonfinite, 3) << dtype_name(dt);
+  }
 }
 
 TEST(ConvBound, RejectsPlantedFormulaBugs) {
