@@ -37,6 +37,18 @@ cudaError_t gemm_f32_naive(const GemmF32Args& args, cudaStream_t stream);
 /// Shared-memory tiled (32x32 tiles of C, 32-wide k-tiles), guarded tails.
 cudaError_t gemm_f32_tiled(const GemmF32Args& args, cudaStream_t stream);
 
+/// Strided-batched form of gemm_f32_tiled: entry z (0 <= z < batch) is the GEMM
+/// of `args` with a, b, c advanced by z * stride_a / stride_b / stride_c
+/// elements. stride_a or stride_b 0 broadcasts one matrix to every entry; C's
+/// entries must not overlap (stride_c >= (m - 1) * ldc + n when batch > 1).
+cudaError_t gemm_f32_tiled_strided_batched(const GemmF32Args& args, int64_t batch, int64_t stride_a,
+                                           int64_t stride_b, int64_t stride_c, cudaStream_t stream);
+/// Pointer-array batched form (cublasGemmBatchedEx's): entry z uses the device
+/// pointers a_array[z], b_array[z], c_array[z] (arrays in device memory);
+/// args.a, args.b, args.c are ignored. The C pointers must not overlap.
+cudaError_t gemm_f32_tiled_ptr_batched(const GemmF32Args& args, int64_t batch, const float* const* a_array,
+                                       const float* const* b_array, float* const* c_array, cudaStream_t stream);
+
 /// Tile edge of gemm_f32_tiled, for edge-biased shape generation.
 inline constexpr int kGemmTiledTile = 32;
 

@@ -862,7 +862,9 @@ StatusOr<SdpaEngineUsed> cudnn_sdpa_forward(CudnnHandle& h, const CudnnSdpa& p, 
   ASSAY_ASSIGN_OR_RETURN(BackendDesc * ex, g.virt("exp", f32, sd, ss));
   ASSAY_ASSIGN_OR_RETURN(BackendDesc * sum, g.virt("row sum", f32, rd, rs));
   ASSAY_ASSIGN_OR_RETURN(BackendDesc * lg, g.virt("log sum", f32, rd, rs));
-  ASSAY_ASSIGN_OR_RETURN(BackendDesc * pr, g.virt("P", f32, sd, ss));
+  // P enters the second matmul in the storage type (cudnn-frontend, CompositeSDPANode::expand_node:
+  // "Requirement by cudnn backend to take in bmm2 aType as i/o type"); the DIV still computes in fp32.
+  ASSAY_ASSIGN_OR_RETURN(BackendDesc * pr, g.virt("P", io, sd, ss));
   ASSAY_RETURN_IF_ERROR(g.reduction("softmax max", CUDNN_REDUCE_TENSOR_MAX, s, mx));
   ASSAY_RETURN_IF_ERROR(g.pointwise("softmax SUB", CUDNN_POINTWISE_SUB, f32, s, mx, nullptr, sub));
   ASSAY_RETURN_IF_ERROR(g.pointwise("softmax EXP", CUDNN_POINTWISE_EXP, f32, sub, nullptr, nullptr, ex));

@@ -204,8 +204,11 @@ StatusOr<ConvAlgoUsed> cudnn_conv_backward_filter(CudnnHandle& h, const CudnnCon
 ///    S = BINARY_SELECT(S, lowest float, keep)]
 ///   m = REDUCE_MAX over keys, e = EXP(S - m), z = REDUCE_ADD(e),
 ///   stats = m + LOG(z) (the LSE, fp32 [B, H, Sq, 1]), P = e / z, O = P V (matmul).
-/// Every virtual tensor is fp32; cuDNN fuses the graph into one flash-attention kernel (tensor
-/// cores, P rounded to the storage type before the second matmul: see the GPU test's bound).
+/// Every virtual tensor is fp32 except P, which the backend requires in the storage type (the
+/// second matmul's A operand: cudnn-frontend's SDPA node does the same); cuDNN fuses the graph
+/// into one flash-attention kernel (tensor cores, P rounded to the storage type before the second
+/// matmul: see the GPU test's bound). Preconditions (cudnn-frontend's support surface): D a
+/// multiple of 8 and at most 256, sm_80 or newer, stats packed [B, H, Sq, 1].
 /// Q, O: [B, H, Sq, D]; K, V: [B, H, Sk, D], each with explicit element strides (innermost 1);
 /// causal is top-left aligned (key j visible to query i iff j <= i), as kernels/attention.
 /// Engines come from CUDNN_HEUR_MODE_A (then CUDNN_HEUR_MODE_FALLBACK); the first whose execution
