@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
 #include "harness/baseline.h"
@@ -376,6 +377,9 @@ struct BenchArgs {
   int lanes = 8;
   int64_t mutant_cases = 20000;
   std::string out = "bench-results";
+  bool per_variant = false;  ///< each correct variant alone per size class, beside all together
+  bool skip_mutants = false;
+  bool skip_large = false;
 };
 
 int cmd_bench(const BenchArgs& a) {
@@ -395,30 +399,50 @@ int cmd_bench(const BenchArgs& a) {
   j["device"] = gpu::describe_device(0);
   j["lanes"] = a.lanes;
   std::string md =
-      fmt::format("# assay bench\n\nDevice: {}. Lanes: {}. Command: `assay bench --seconds {} --lanes {}`.\n\n",
-                  gpu::describe_device(0), a.lanes, a.seconds, a.lanes);
+      fmt::format("# assay bench\n\nDevice: {}. Lanes: {}. Command: `assay bench{}{} --seconds {} --lanes {}{}{}{}`.\n\n",
+                  gpu::describe_device(0), a.lanes, a.ops.empty() ? "" : " --ops ", fmt::join(a.ops, ","),
+                  a.seconds, a.lanes, a.per_variant ? " --per-variant" : "", a.skip_mutants ? " --skip-mutants" : "",
+                  a.skip_large ? " --skip-large" : "");
   for (const OpSpec* spec : specs) {
     auto& jo = j["ops"][spec->name()];
     md += fmt::format(
-        "## {}\n\n| size class | max dim | cases | seconds | cases/s | failures |\n|---|---:|---:|---:|---:|---:|\n",
+        "## {}\n\n| variants | size class | max dim | cases | seconds | cases/s | failures |\n"
+        "|---|---|---:|---:|---:|---:|---:|\n",
         spec->name());
-    for (const auto& [cls, dim] :
-         std::vector<std::pair<std::string, int64_t>>{{"small", 64}, {"medium", 512}, {"large", 2048}}) {
-      CampaignOptions o;
-      o.max_seconds = a.seconds;
-      o.lanes = a.lanes;
-      o.gen.max_dim = dim;
-      o.corpus_dir = "";
-      o.worker_binary = self_path();
-      auto r = run_campaign(*spec, o);
-      if (!r.ok()) return error(r.status());
-      jo["throughput"][cls] = {{"max_dim", dim},
-                               {"cases", r->cases},
-                               {"seconds", r->seconds},
-                               {"cases_per_second", r->cases_per_second()},
-                               {"failures", r->failures.size()}};
-      md += fmt::format("| {} | {} | {} | {:.1f} | {:.0f} | {} |\n", cls, dim, r->cases, r->seconds,
-                        r->cases_per_second(), r->failures.size());
+    // All correct variants together (each case runs through every one of them), then, with
+    // --per-variant, each alone: a case then costs one kernel's two launches and checks.
+    std::vector<std::vector<std::string>> groups = {{}};
+    if (a.per_variant && spec->default_variants().size() > 1)
+      for (const auto& v : spec->default_variants()) groups.push_back({v});
+    for (const auto& group : groups) {
+      const std::string label = group.empty() ? "all" : group.front();
+      for (const auto& [cls, dim] :
+           std::vector<std::pair<std::string, int64_t>>{{"small", 64}, {"medium", 512}, {"large", 2048}}) {
+        CampaignOptions o;
+        o.variants = group;
+        o.max_seconds = a.seconds;
+        o.lanes = a.lanes;
+        o.gen.max_dim = dim;
+        o.corpus_dir = "";
+        o.worker_binary = self_path();
+        auto r = run_campaign(*spec, o);
+        if (!r.ok()) return error(r.status());
+        nlohmann::json row = {{"max_dim", dim},
+                              {"cases", r->cases},
+                              {"seconds", r->seconds},
+                              {"cases_per_second", r->cases_per_second()},
+                              {"failures", r->failures.size()}};
+        if (group.empty())
+          jo["throughput"][cls] = row;
+        else
+          jo["per_variant"][label][cls] = row;
+        md += fmt::format("| {} | {} | {} | {} | {:.1f} | {:.0f} | {} |\n", label, cls, dim, r->cases, r->seconds,
+                          r->cases_per_second(), r->failures.size());
+      }
+    }
+    if (a.skip_mutants) {
+      md += "\n";
+      continue;
     }
     md +=
         "\n| mutant | cases to catch | seconds to catch | shrink steps | shrink seconds | shrunk case "
@@ -454,7 +478,7 @@ int cmd_bench(const BenchArgs& a) {
     auto lane = gpu::Lane::create(0);
     if (!lane.ok()) return error(lane.status());
     const auto defaults = spec->default_variants();
-    if (!defaults.empty()) {
+    if (!defaults.empty() && !a.skip_large) {
       auto t = spec->time_large(defaults.back(), **lane);
       if (t.ok()) {
         jo["large"] = *t;
@@ -774,11 +798,14 @@ int main(int argc, char** argv) {
 
   BenchArgs ba;
   auto* bench = app.add_subcommand("bench", "Benchmark: cases/s per size class, time to catch each mutant, large case");
-  bench->add_option("--ops", ba.ops, "Ops to benchmark (default: all)");
+  bench->add_option("--ops", ba.ops, "Ops to benchmark (default: all)")->delimiter(',');
   bench->add_option("--seconds", ba.seconds, "Seconds per throughput run")->check(CLI::PositiveNumber);
   bench->add_option("--lanes", ba.lanes, "Lanes per GPU")->check(CLI::Range(1, 64));
   bench->add_option("--mutant-cases", ba.mutant_cases, "Case budget per mutant")->check(CLI::PositiveNumber);
   bench->add_option("--out", ba.out, "Folder for bench.json and bench.md");
+  bench->add_flag("--per-variant", ba.per_variant, "Also each correct variant alone, per size class");
+  bench->add_flag("--skip-mutants", ba.skip_mutants, "No time-to-detect runs of the planted mutants");
+  bench->add_flag("--skip-large", ba.skip_large, "No large-case breakdown");
 
   WorkerConfig wc;
   auto* worker = app.add_subcommand("worker", "Internal: a campaign's worker process (speaks the pipe protocol)");
