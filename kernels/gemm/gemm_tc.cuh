@@ -14,6 +14,7 @@
 #include <mma.h>
 
 #include "kernels/gemm/gemm_tc.h"
+#include "kernels/rowwise/common.cuh"
 
 namespace assay::kernels::tc {
 
@@ -45,30 +46,13 @@ struct Prob {
   bool vec_a, vec_b;
 };
 
+// fp32 <-> storage conversions (round to nearest even on store), shared with the row-wise kernels.
+using rowwise::detail::from_float;
+using rowwise::detail::to_float;
+
 template <class T>
 __device__ __forceinline__ T zero_of() {
-  if constexpr (std::is_same_v<T, __half>)
-    return __float2half_rn(0.0f);
-  else
-    return __float2bfloat16_rn(0.0f);
-}
-__device__ __forceinline__ float to_float(float v) {
-  return v;
-}
-__device__ __forceinline__ float to_float(__half v) {
-  return __half2float(v);
-}
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) {
-  return __bfloat162float(v);
-}
-__device__ __forceinline__ void store_out(float* p, float v) {
-  *p = v;
-}
-__device__ __forceinline__ void store_out(__half* p, float v) {
-  *p = __float2half_rn(v);
-}
-__device__ __forceinline__ void store_out(__nv_bfloat16* p, float v) {
-  *p = __float2bfloat16_rn(v);
+  return from_float<T>(0.0f);
 }
 
 /// D[i][j] = alpha*acc + beta*C[i][j] (C not read when beta == 0), rounded once into O.
@@ -78,7 +62,7 @@ __device__ __forceinline__ void epilogue_store(const Prob& p, int64_t i, int64_t
   O* d = static_cast<O*>(p.d) + i * p.ldd + j;
   float r = alpha * acc;
   if (F::kBeta0ReadsC || beta != 0.0f) r = fmaf(beta, to_float(*d), r);
-  store_out(d, r);
+  *d = from_float<O>(r);
 }
 
 // ---- wmma ------------------------------------------------------------------------------------------
