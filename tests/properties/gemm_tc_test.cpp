@@ -199,6 +199,42 @@ TEST(GemmTcRelations, TransformsMoveTheReferenceAsRelateSays) {
       }
 }
 
+TEST(GemmTcRelations, GeneratedCasesGiveFiniteReferencesAndConsistentRelations) {
+  // The testbed's host side on generated cases (every layout, k == 0, NaN prefill, relations):
+  // one reference value and tolerance per element of D, no NaN tolerance, and for relation cases
+  // the transformed reference equal to the related original one (the transforms are exact).
+  const TensorOpDef& def = gemm_tc::gemm_tc_def();
+  int related = 0;
+  for (int64_t i = 0; i < 150; ++i) {
+    const Case c = generate_case(spec(), GenPlan{17, GenConfig{96}}, i);
+    const int64_t m = c.params["m"], n = c.params["n"];
+    const HostRun a = host_run(c, false);
+    ASSERT_EQ(a.refs.size(), 1u);
+    ASSERT_EQ(a.refs[0].ref.size(), static_cast<size_t>(m * n)) << c.summary();
+    for (size_t l = 0; l < a.refs[0].tol.size(); ++l) {
+      ASSERT_FALSE(std::isnan(a.refs[0].tol[l])) << c.summary();
+      ASSERT_GE(a.refs[0].tol[l], 0.0) << c.summary();
+      if (std::isfinite(a.refs[0].tol[l])) {
+        ASSERT_TRUE(std::isfinite(a.refs[0].ref[l])) << c.summary();
+      }
+    }
+    if (!c.params.contains("relation")) continue;
+    const HostRun b = host_run(c, true);
+    ++related;
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = 0; j < n; ++j) {
+        RelatedElement e{r, j, 1};
+        ASSERT_TRUE(def.relate(c, 0, r, j, e));
+        const double want = e.scale * a.refs[0].ref[static_cast<size_t>(e.from_i * n + e.from_j)];
+        const double got = b.refs[0].ref[static_cast<size_t>(r * n + j)];
+        if (std::isfinite(want)) {
+          ASSERT_EQ(got, want) << c.summary() << " element " << r << "," << j;
+        }
+      }
+  }
+  EXPECT_GT(related, 10);
+}
+
 TEST(GemmTcRelations, PrepareWritesTheScalarsAndKZeroIsBetaC) {
   nlohmann::json p = {{"m", 5},          {"n", 4},       {"k", 0},       {"trans_a", false}, {"trans_b", true},
                       {"dtype", "fp16"}, {"out_dtype", "fp16"}, {"alpha", 2.0}, {"beta", -1.0}};
