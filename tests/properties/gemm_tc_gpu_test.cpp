@@ -1,0 +1,208 @@
+// GPU tests of the tensor-core GEMM spec (properties/gemm_tc.cpp): the wmma and mma kernels pass
+// a fuzz campaign with every check on (both input dtypes, three output dtypes, all transposes,
+// relations, k == 0, NaN prefill of C), each planted bug of tests/mutants/gemm/tc_mutants.cu is
+// caught, shrunk and stored by a check that claims it, and on a dozen shapes each kernel and
+// cuBLASLt (fp16/bf16 in, fp32 compute) stay inside the ceiling against the fp64 host reference,
+// with the ratio of the kernel's error to cuBLASLt's printed as [ measured ].
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "harness/dtype.h"
+#include "harness/gpu/lane.h"
+#include "properties/gemm_tc_registry.h"
+#include "references/vendor/cublaslt_gemm.h"
+#include "tests/properties/campaign_checks.h"
+
+namespace assay {
+namespace {
+
+// ---- campaigns ---------------------------------------------------------------------------------------
+
+using GemmTcGpu = GpuCampaignTest<int>;
+
+TEST_P(GemmTcGpu, CorrectVariantsPass) {
+  // Both kernels ("wmma", "mma") on every generated case: fp16 and bf16 inputs, fp32/fp16/bf16
+  // outputs, the four transpose combinations, misaligned pads and offsets (scalar path), k == 0.
+  expect_campaign_passes("gemm_tc", 400, GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(MaxDim, GemmTcGpu, ::testing::Values(96, 512));
+
+using GemmTcGpuMutants = GpuCampaignTest<PlantedMutant>;
+
+TEST_P(GemmTcGpuMutants, CaughtShrunkAndStored) {
+  expect_mutant_caught(GetParam(), 600, 512, 30, dir_.string());
+}
+
+const FailureKind kB = FailureKind::kBound, kE = FailureKind::kExact, kN = FailureKind::kNanInf,
+                  kD = FailureKind::kNondeterministic, kP = FailureKind::kProperty;
+
+INSTANTIATE_TEST_SUITE_P(
+    Planted, GemmTcGpuMutants,
+    ::testing::Values(PlantedMutant{"gemm_tc", "mutant_tc_mma_bf16_acc", {kB, kE, kN}},
+                      PlantedMutant{"gemm_tc", "mutant_tc_wmma_f16_acc", {kB, kE, kN}},
+                      PlantedMutant{"gemm_tc", "mutant_tc_mma_no_wait", {kB, kE, kN, kD, kP}},
+                      PlantedMutant{"gemm_tc", "mutant_tc_mma_ldmatrix_row", {kB, kE, kN}},
+                      PlantedMutant{"gemm_tc", "mutant_tc_mma_k_tail", {kB, kE, kN, kD}},
+                      PlantedMutant{"gemm_tc", "mutant_tc_wmma_k_tail", {kB, kE, kN, kD}},
+                      PlantedMutant{"gemm_tc", "mutant_tc_wmma_missing_sync", {kB, kE, kN, kD, kP}},
+                      PlantedMutant{"gemm_tc", "mutant_tc_mma_beta0_reads_c", {kN}}),
+    [](const ::testing::TestParamInfo<PlantedMutant>& i) { return std::string(i.param.variant); });
+
+// ---- against cuBLASLt ------------------------------------------------------------------------------------
+
+/// A device buffer freed on scope exit.
+struct DevBuf {
+  void* p = nullptr;
+  explicit DevBuf(size_t bytes) {
+    if (cudaMalloc(&p, std::max<size_t>(bytes, 1)) != cudaSuccess) p = nullptr;
+  }
+  ~DevBuf() { cudaFree(p); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+};
+
+std::vector<unsigned char> encode(DType t, const std::vector<double>& v) {
+  std::vector<unsigned char> b(v.size() * dtype_size(t));
+  for (size_t i = 0; i < v.size(); ++i) store_as(t, v[i], b.data() + i * dtype_size(t));
+  return b;
+}
+
+/// N(0, 1) (or U(0, 1) when same_sign) rounded to t.
+std::vector<double> values(int64_t n, DType t, uint64_t seed, bool same_sign) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> nd(0, 1);
+  std::uniform_real_distribution<double> ud(0, 1);
+  std::vector<double> v(static_cast<size_t>(n));
+  for (double& x : v) x = round_to(t, static_cast<float>(same_sign ? ud(rng) : nd(rng)));
+  return v;
+}
+
+struct Shape {
+  int64_t m, n, k;
+  bool same_sign;
+};
+
+struct Errors {
+  int64_t bad = 0;
+  double max_err = 0, max_ratio = 0;
+  std::string first;
+};
+
+Errors judge(const OutputRef& r, DType out, const std::vector<unsigned char>& got) {
+  Errors e;
+  for (size_t l = 0; l < r.ref.size(); ++l) {
+    const double v = load_as_double(out, got.data() + l * dtype_size(out));
+    const double err = std::fabs(v - r.ref[l]);
+    if (std::isinf(r.tol[l])) continue;
+    if (!(err <= r.tol[l]) && e.bad++ == 0)
+      e.first = "element " + std::to_string(l) + ": " + std::to_string(v) + ", ref " + std::to_string(r.ref[l]) +
+                ", tol " + std::to_string(r.tol[l]);
+    e.max_err = std::max(e.max_err, err);
+    if (r.tol[l] > 0) e.max_ratio = std::max(e.max_ratio, err / r.tol[l]);
+  }
+  return e;
+}
+
+class GemmTcVendorGpu : public ::testing::TestWithParam<std::tuple<DType, DType>> {};
+
+TEST_P(GemmTcVendorGpu, KernelsAndCublasLtInsideTheCeiling) {
+  auto devs = gpu::device_count();
+  if (!devs.ok()) GTEST_SKIP() << "GPU test skipped: " << devs.status().message();
+  auto lt = vendor::CublasLt::create();
+  ASSERT_TRUE(lt.ok()) << lt.status().to_string();
+  const auto [in, out] = GetParam();
+  const std::vector<Shape> shapes = {{1, 1, 1, false},        {17, 33, 65, false},    {64, 64, 64, false},
+                                     {127, 129, 255, false},  {1000, 1000, 1000, false}, {1, 300, 7, false},
+                                     {300, 1, 513, false},    {128, 256, 128, true},  {33, 17, 1000, true},
+                                     {96, 80, 4096, true},    {65, 63, 31, false},    {256, 256, 256, false}};
+  const double alpha = 1.5, beta = 0.5;
+  int si = 0;
+  for (const Shape& s : shapes) {
+    const bool ta = si % 2 == 1, tb = (si / 2) % 2 == 1;  // every transpose combination over the list
+    ++si;
+    const int64_t lda = ta ? s.m : s.k, ldb = tb ? s.k : s.n, ldd = s.n;
+    const int64_t na = s.m * s.k, nb = s.k * s.n, nd = s.m * s.n;
+    const auto a = values(na, in, 1 + si, s.same_sign), b = values(nb, in, 100 + si, s.same_sign),
+               c = values(nd, out, 200 + si, false);
+    gemm_tc::TcProblem p;
+    p.m = s.m, p.n = s.n, p.k = s.k, p.trans_a = ta, p.trans_b = tb, p.in = in, p.out = out;
+    p.alpha = alpha, p.beta = beta, p.a = a.data(), p.lda = lda, p.b = b.data(), p.ldb = ldb, p.c = c.data(),
+    p.ldc = ldd;
+    const OutputRef ref = gemm_tc::gemm_tc_reference(p, false);
+    const size_t ei = dtype_size(in), eo = dtype_size(out);
+    DevBuf da(static_cast<size_t>(na) * ei), db(static_cast<size_t>(nb) * ei), dd(static_cast<size_t>(nd) * eo),
+        dsc(2 * sizeof(float));
+    ASSERT_TRUE(da.p && db.p && dd.p && dsc.p);
+    const auto cbytes = encode(out, c);
+    ASSERT_EQ(cudaMemcpy(da.p, encode(in, a).data(), static_cast<size_t>(na) * ei, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(db.p, encode(in, b).data(), static_cast<size_t>(nb) * ei, cudaMemcpyHostToDevice), cudaSuccess);
+    const float sc[2] = {static_cast<float>(alpha), static_cast<float>(beta)};
+    ASSERT_EQ(cudaMemcpy(dsc.p, sc, sizeof(sc), cudaMemcpyHostToDevice), cudaSuccess);
+    auto fetch = [&](std::vector<unsigned char>& dst) {
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      dst.resize(cbytes.size());
+      ASSERT_EQ(cudaMemcpy(dst.data(), dd.p, dst.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    };
+    const std::string label = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) +
+                              (ta ? " A^T" : "") + (tb ? " B^T" : "") + (s.same_sign ? " same-sign" : " N(0,1)");
+    // cuBLASLt, in place on its own copy of C.
+    ASSERT_EQ(cudaMemcpy(dd.p, cbytes.data(), cbytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    vendor::LtGemm g;
+    g.g = {s.m, s.n, s.k, ta, tb, lda, ldb, ldd};
+    g.a = g.b = in;
+    g.out = out;
+    const Status st = (*lt)->matmul(g, alpha, da.p, db.p, beta, dd.p, nullptr);
+    Errors ve;
+    const bool have_vendor = st.ok();
+    if (have_vendor) {
+      std::vector<unsigned char> got;
+      fetch(got);
+      ve = judge(ref, out, got);
+      EXPECT_EQ(ve.bad, 0) << "cuBLASLt outside the ceiling on " << label << ": " << ve.first;
+    } else {
+      ASSERT_EQ(st.code(), StatusCode::kUnavailable) << st.to_string();
+      std::printf("[ note ] cuBLASLt has no algorithm for %s: %s\n", label.c_str(), st.message().c_str());
+    }
+    for (const char* variant : {"wmma", "mma"}) {
+      const kernels::GemmTcLauncher fn = gemm_tc::find_gemm_tc(variant);
+      ASSERT_NE(fn, nullptr) << variant;
+      ASSERT_EQ(cudaMemcpy(dd.p, cbytes.data(), cbytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
+      kernels::GemmTcArgs args;
+      args.m = s.m, args.n = s.n, args.k = s.k, args.trans_a = ta, args.trans_b = tb;
+      args.in = in == DType::kBF16 ? kernels::TcIn::kBF16 : kernels::TcIn::kF16;
+      args.out = out == DType::kF16 ? kernels::TcOut::kF16 : out == DType::kBF16 ? kernels::TcOut::kBF16 : kernels::TcOut::kF32;
+      args.a = da.p, args.lda = lda, args.b = db.p, args.ldb = ldb;
+      args.scalars = static_cast<const float*>(dsc.p), args.d = dd.p, args.ldd = ldd;
+      ASSERT_EQ(fn(args, nullptr), cudaSuccess) << variant;
+      std::vector<unsigned char> got;
+      fetch(got);
+      const Errors ke = judge(ref, out, got);
+      EXPECT_EQ(ke.bad, 0) << variant << " outside the ceiling on " << label << ": " << ke.first;
+      const double rel = have_vendor && ve.max_err > 0 ? ke.max_err / ve.max_err : (ke.max_err == 0 ? 1.0 : INFINITY);
+      std::printf("[ measured ] gemm_tc %s %s->%s %s: max error / ceiling %.3g (cuBLASLt %.3g), error / cuBLASLt's %.3g\n",
+                  variant, std::string(dtype_name(in)).c_str(), std::string(dtype_name(out)).c_str(), label.c_str(),
+                  ke.max_ratio, ve.max_ratio, rel);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(InOut, GemmTcVendorGpu,
+                         ::testing::Values(std::make_tuple(DType::kF16, DType::kF32),
+                                           std::make_tuple(DType::kBF16, DType::kF32),
+                                           std::make_tuple(DType::kF16, DType::kF16),
+                                           std::make_tuple(DType::kBF16, DType::kBF16)),
+                         [](const ::testing::TestParamInfo<std::tuple<DType, DType>>& i) {
+                           return std::string(dtype_name(std::get<0>(i.param))) + "_to_" +
+                                  std::string(dtype_name(std::get<1>(i.param)));
+                         });
+
+}  // namespace
+}  // namespace assay
