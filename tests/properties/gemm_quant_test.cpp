@@ -195,6 +195,52 @@ TEST(GemmQuantGen, MalformedCasesGetOneLineErrors) {
   EXPECT_EQ(d.message().find('\n'), std::string::npos);
 }
 
+/// Materialised values of a recipe for a [rows, cols] tensor of `dt`.
+std::vector<double> materialised(DType dt, const ValueRecipe& r, int64_t rows, int64_t cols) {
+  const TensorSpec t = make_tensor("X", Role::kIn, dt, rows, cols, 0, 0, r);
+  std::vector<unsigned char> img(static_cast<size_t>(t.desc.extent()) * dtype_size(dt));
+  materialize(t.desc, r, 1, img.data());
+  std::vector<double> v;
+  for (size_t e = 0; e < img.size() / dtype_size(dt); ++e) v.push_back(load_as_double(dt, img.data() + e * dtype_size(dt)));
+  return v;
+}
+
+TEST(GemmQuantGen, Int8AndE4m3RecipesMaterialiseAsTheSpecSays) {
+  ValueRecipe full;
+  full.cls = ValueClass::kUniform, full.scale = 128, full.seed = 3;
+  const auto f = materialised(DType::kI8, full, 64, 64);
+  EXPECT_EQ(*std::min_element(f.begin(), f.end()), -128);
+  EXPECT_EQ(*std::max_element(f.begin(), f.end()), 127);
+  ValueRecipe same;
+  same.cls = ValueClass::kSameSign, same.scale = 127, same.seed = 4;
+  const auto s = materialised(DType::kI8, same, 64, 64);
+  EXPECT_GE(*std::min_element(s.begin(), s.end()), 0);
+  EXPECT_EQ(*std::max_element(s.begin(), s.end()), 127);
+  ValueRecipe hot;
+  hot.cls = ValueClass::kOneHot, hot.seed = 5;
+  const auto h = materialised(DType::kI8, hot, 16, 9);
+  for (int64_t i = 0; i < 16; ++i)
+    EXPECT_EQ(std::count(h.begin() + i * 9, h.begin() + (i + 1) * 9, 1.0), 1) << "row " << i;
+  ValueRecipe near;
+  near.cls = ValueClass::kNearOverflow, near.seed = 6;
+  for (double x : materialised(DType::kE4M3, near, 32, 32)) {
+    EXPECT_LE(std::fabs(x), 448);
+    EXPECT_GE(std::fabs(x), 448 / near.overflow_factor - 16);  // one e4m3 spacing below 112
+  }
+  ValueRecipe sub;
+  sub.cls = ValueClass::kSubnormal, sub.seed = 7;
+  for (double x : materialised(DType::kE4M3, sub, 32, 32)) {
+    EXPECT_GT(std::fabs(x), 0);
+    EXPECT_LT(std::fabs(x), min_normal(DType::kE4M3));
+  }
+  ValueRecipe inj;
+  inj.seed = 8;
+  inj.inject.kinds = kSpecialPosInf, inj.inject.rate = 0.1;
+  const auto n = materialised(DType::kE4M3, inj, 32, 32);
+  EXPECT_GT(std::count_if(n.begin(), n.end(), [](double x) { return std::isnan(x); }), 0) << "+Inf is NaN in e4m3";
+  EXPECT_EQ(std::count_if(n.begin(), n.end(), [](double x) { return std::isinf(x); }), 0);
+}
+
 // ---- references ----------------------------------------------------------------------------------------
 
 TEST(GemmQuantRef, Int8HandCase) {
