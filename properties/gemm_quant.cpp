@@ -109,19 +109,18 @@ const char* quant_op_name(QuantOp op) {
 
 bool register_int8(VariantInfo info, kq::GemmInt8Launcher fn) {
   int8_fns().emplace_back(info.name, fn);
-  reg(QuantOp::kInt8)
-      .push_back({std::move(info), [fn](const Case& c, const std::vector<DevTensor>& t, cudaStream_t s) {
-                    // Tensor order: A, B, sa, sw, bias, Acc, D.
-                    kq::GemmInt8Args a;
-                    a.m = t[0].v.rows, a.k = t[0].v.cols, a.n = t[1].v.rows;
-                    a.a = t[0].as<const int8_t>(), a.lda = t[0].v.ld;
-                    a.b = t[1].as<const int8_t>(), a.ldb = t[1].v.ld;
-                    a.sa = t[2].as<const float>(), a.sw = t[3].as<const float>();
-                    a.bias = bool_or(c, "bias", false) ? t[4].as<const float>() : nullptr;
-                    a.acc = t[5].as<int32_t>(), a.ldacc = t[5].v.ld;
-                    a.d = t[6].ptr, a.ldd = t[6].v.ld, a.out = out_dt(t[6].dtype);
-                    return fn(a, s);
-                  }});
+  reg(QuantOp::kInt8).push_back({std::move(info), [fn](const Case& c, const std::vector<DevTensor>& t, cudaStream_t s) {
+                                   // Tensor order: A, B, sa, sw, bias, Acc, D.
+                                   kq::GemmInt8Args a;
+                                   a.m = t[0].v.rows, a.k = t[0].v.cols, a.n = t[1].v.rows;
+                                   a.a = t[0].as<const int8_t>(), a.lda = t[0].v.ld;
+                                   a.b = t[1].as<const int8_t>(), a.ldb = t[1].v.ld;
+                                   a.sa = t[2].as<const float>(), a.sw = t[3].as<const float>();
+                                   a.bias = bool_or(c, "bias", false) ? t[4].as<const float>() : nullptr;
+                                   a.acc = t[5].as<int32_t>(), a.ldacc = t[5].v.ld;
+                                   a.d = t[6].ptr, a.ldd = t[6].v.ld, a.out = out_dt(t[6].dtype);
+                                   return fn(a, s);
+                                 }});
   return true;
 }
 
@@ -154,12 +153,12 @@ namespace {
 
 const char* const kSrc = "kernels/gemm/gemm_quant.cu";
 [[maybe_unused]] const bool kKernels =
-    register_int8({"dp4a", "one thread per output, __dp4a on aligned 4-byte words + scalar tail, fused dequant",
-                   false, true, kSrc},
+    register_int8({"dp4a", "one thread per output, __dp4a on aligned 4-byte words + scalar tail, fused dequant", false,
+                   true, kSrc},
                   kq::gemm_int8_dp4a) &&
-    register_fp8({"simt", "one thread per output, e4m3 -> fp32 and fmaf in k order, per-tensor scales", false, true,
-                  kSrc},
-                 kq::gemm_fp8_simt);
+    register_fp8(
+        {"simt", "one thread per output, e4m3 -> fp32 and fmaf in k order, per-tensor scales", false, true, kSrc},
+        kq::gemm_fp8_simt);
 
 constexpr int64_t kMaxWork = int64_t{1} << 26, kGenMaxWork = int64_t{1} << 22;
 
@@ -355,16 +354,16 @@ rc::Gen<Case> gen_quant_case(QuantOp op, const GenConfig& config) {
 Status validate_quant(QuantOp op, const Case& c) {
   // The k limit first, so that its error names it.
   if (c.params.contains("k") && c.params["k"].is_number_integer() && c.params["k"].get<int64_t>() > kQuantMaxK)
-    return invalid_argument(fmt::format("{} case: params.k = {} is above the limit of {} (2^17 - 1: {})", c.op,
-                                        c.params["k"].get<int64_t>(), kQuantMaxK,
-                                        op == QuantOp::kInt8 ? "|acc| <= 128^2 k must stay below 2^31"
-                                                             : "the double reference must stay exact"));
+    return invalid_argument(fmt::format(
+        "{} case: params.k = {} is above the limit of {} (2^17 - 1: {})", c.op, c.params["k"].get<int64_t>(),
+        kQuantMaxK,
+        op == QuantOp::kInt8 ? "|acc| <= 128^2 k must stay below 2^31" : "the double reference must stay exact"));
   ASSAY_ASSIGN_OR_RETURN(const int64_t m, param_int(c, "m", 1, 4096));
   ASSAY_ASSIGN_OR_RETURN(const int64_t n, param_int(c, "n", 1, 4096));
   ASSAY_ASSIGN_OR_RETURN(const int64_t k, param_int(c, "k", 0, kQuantMaxK));
   const std::string out = str_or(c, "out", "");
-  const bool out_ok = op == QuantOp::kInt8 ? (out == "fp32" || out == "fp16" || out == "bf16")
-                                           : (out == "fp32" || out == "bf16");
+  const bool out_ok =
+      op == QuantOp::kInt8 ? (out == "fp32" || out == "fp16" || out == "bf16") : (out == "fp32" || out == "bf16");
   if (!out_ok)
     return invalid_argument(c.op + (op == QuantOp::kInt8 ? " case: params.out must be \"fp32\", \"fp16\" or \"bf16\""
                                                          : " case: params.out must be \"fp32\" or \"bf16\""));
@@ -378,8 +377,8 @@ Status validate_quant(QuantOp op, const Case& c) {
     if (rel != "permute_rows" && rel != "scale2" && rel != "transpose")
       return invalid_argument(c.op + " case: params.relation must be \"permute_rows\", \"scale2\" or \"transpose\"");
     if (rel == "transpose" && m != n)
-      return invalid_argument(fmt::format("{} case: params.relation \"transpose\" needs m == n, not {} and {}", c.op,
-                                          m, n));
+      return invalid_argument(
+          fmt::format("{} case: params.relation \"transpose\" needs m == n, not {} and {}", c.op, m, n));
   }
   const std::vector<std::pair<std::string, Role>> int8_layout = {
       {"A", Role::kIn},    {"B", Role::kIn},    {"sa", Role::kIn}, {"sw", Role::kIn},
@@ -480,8 +479,7 @@ Status reference(QuantOp op, const Case& c, const std::vector<HostTensor>& t, st
   }
   int64_t range = -1;
   const ValueRecipe &ra = c.tensors[0].values, &rb = c.tensors[1].values;
-  if (ra.cls == ValueClass::kSmallInt && rb.cls == ValueClass::kSmallInt && !ra.inject.active() &&
-      !rb.inject.active())
+  if (ra.cls == ValueClass::kSmallInt && rb.cls == ValueClass::kSmallInt && !ra.inject.active() && !rb.inject.active())
     range = std::max(ra.int_range, rb.int_range);
   out = {fp8_reference(m, n, k, dense(t[0]), dense(t[1]), t[2].at(0, 0), t[3].at(0, 0), od, range)};
   return ok_status();
@@ -529,10 +527,10 @@ bool transform(QuantOp op, const Case& c, std::vector<unsigned char*>& img) {
     reverse_rows(c, img, 0);
     if (op == QuantOp::kInt8) reverse_rows(c, img, 2);  // sa follows the rows of A
   } else if (rel == "scale2") {
-    double_all(c, img, 2);                              // sa, or scale_a
+    double_all(c, img, 2);                            // sa, or scale_a
     if (op == QuantOp::kInt8) double_all(c, img, 4);  // bias (unread without params.bias)
   } else if (rel == "transpose") {
-    swap_images(c, img, 0, 1);                        // A <-> B: same shape and layout when m == n
+    swap_images(c, img, 0, 1);                            // A <-> B: same shape and layout when m == n
     if (op == QuantOp::kInt8) swap_images(c, img, 2, 3);  // sa <-> sw
   } else {
     return false;

@@ -16,10 +16,10 @@ namespace assay::kernels::quant {
 
 enum class QuantFault : int {
   kNone,
-  kScaleByRow,     ///< int8: per-channel scale sw indexed by the row (i mod n) instead of the column
-  kFp32Acc,        ///< int8: the accumulation in fp32 (fmaf), converted to int32 at the end
-  kDropKTail,      ///< int8: the k % 4 leftovers after the dp4a words dropped
-  kIgnoreScaleB,   ///< fp8: scale_b ignored
+  kScaleByRow,    ///< int8: per-channel scale sw indexed by the row (i mod n) instead of the column
+  kFp32Acc,       ///< int8: the accumulation in fp32 (fmaf), converted to int32 at the end
+  kDropKTail,     ///< int8: the k % 4 leftovers after the dp4a words dropped
+  kIgnoreScaleB,  ///< fp8: scale_b ignored
 };
 
 __device__ __forceinline__ void store_out(OutDt out, void* d, int64_t e, float y) {
@@ -35,11 +35,17 @@ __device__ __forceinline__ void store_out(OutDt out, void* d, int64_t e, float y
   }
 }
 
+/// The output element (i, j) of this thread (16 x 16 blocks over n x m); false outside m x n.
+__device__ __forceinline__ bool output_index(int64_t m, int64_t n, int64_t& i, int64_t& j) {
+  j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  i = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y;
+  return i < m && j < n;
+}
+
 template <QuantFault F>
 __global__ void gemm_int8_kernel(const GemmInt8Args p) {
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t i = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y;
-  if (i >= p.m || j >= p.n) return;
+  int64_t i = 0, j = 0;
+  if (!output_index(p.m, p.n, i, j)) return;
   const int8_t* ar = p.a + i * p.lda;
   const int8_t* br = p.b + j * p.ldb;
   int32_t acc = 0;
@@ -79,9 +85,8 @@ __global__ void gemm_int8_kernel(const GemmInt8Args p) {
 
 template <QuantFault F>
 __global__ void gemm_fp8_kernel(const GemmFp8Args p) {
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t i = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y;
-  if (i >= p.m || j >= p.n) return;
+  int64_t i = 0, j = 0;
+  if (!output_index(p.m, p.n, i, j)) return;
   const uint8_t* ar = p.a + i * p.lda;
   const uint8_t* br = p.b + j * p.ldb;
   float acc = 0.0f;

@@ -22,8 +22,7 @@ inline void gemm_tn_int_exact(int64_t m, int64_t n, int64_t k, const double* a, 
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       int64_t s = 0;
-      for (int64_t p = 0; p < k; ++p)
-        s += static_cast<int64_t>(a[i * lda + p]) * static_cast<int64_t>(b[j * ldb + p]);
+      for (int64_t p = 0; p < k; ++p) s += static_cast<int64_t>(a[i * lda + p]) * static_cast<int64_t>(b[j * ldb + p]);
       acc[static_cast<size_t>(i * n + j)] = s;
     }
 }

@@ -99,9 +99,9 @@ TEST(GemmQuantVendor, Int8AccumulatorMatchesCublasLtBitForBit) {
   ASSERT_TRUE(lt.ok()) << lt.status().to_string();
   const kq::GemmInt8Launcher kernel = quant::find_int8("dp4a");
   ASSERT_NE(kernel, nullptr);
-  const Shape shapes[] = {{1, 1, 1},    {4, 4, 4},      {7, 8, 12},     {16, 16, 16},  {33, 17, 5},   {13, 4, 8},
-                          {64, 64, 64}, {128, 96, 256}, {256, 256, 32}, {3, 64, 4096}, {100, 100, 1000},
-                          {32, 32, 20000}};
+  const Shape shapes[] = {{1, 1, 1},      {4, 4, 4},     {7, 8, 12},       {16, 16, 16},
+                          {33, 17, 5},    {13, 4, 8},    {64, 64, 64},     {128, 96, 256},
+                          {256, 256, 32}, {3, 64, 4096}, {100, 100, 1000}, {32, 32, 20000}};
   std::mt19937_64 rng(42);
   std::uniform_int_distribution<int> full(-128, 127);
   int vendor_runs = 0;
@@ -223,9 +223,9 @@ TEST(GemmQuantVendor, Fp8KernelWithinTheCeilingCublasLtMeasured) {
         // Measured, not asserted: cuBLASLt's tensor-core fp8 path accumulates with truncation
         // (fast accumulation far more), outside the round-to-nearest fp32 model of this ceiling.
         const double q = ratio(fast ? "cuBLASLt fast-accum" : "cuBLASLt");
-        ::testing::Test::RecordProperty(fmt::format("cublaslt_fast{}_{}x{}x{}_{}", fast ? 1 : 0, s.m, s.n, s.k,
-                                                    same_sign ? "same" : "normal"),
-                                        std::to_string(q));
+        ::testing::Test::RecordProperty(
+            fmt::format("cublaslt_fast{}_{}x{}x{}_{}", fast ? 1 : 0, s.m, s.n, s.k, same_sign ? "same" : "normal"),
+            std::to_string(q));
       }
     }
 }

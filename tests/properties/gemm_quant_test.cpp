@@ -201,7 +201,8 @@ std::vector<double> materialised(DType dt, const ValueRecipe& r, int64_t rows, i
   std::vector<unsigned char> img(static_cast<size_t>(t.desc.extent()) * dtype_size(dt));
   materialize(t.desc, r, 1, img.data());
   std::vector<double> v;
-  for (size_t e = 0; e < img.size() / dtype_size(dt); ++e) v.push_back(load_as_double(dt, img.data() + e * dtype_size(dt)));
+  for (size_t e = 0; e < img.size() / dtype_size(dt); ++e)
+    v.push_back(load_as_double(dt, img.data() + e * dtype_size(dt)));
   return v;
 }
 
@@ -252,7 +253,8 @@ TEST(GemmQuantRef, Int8HandCase) {
   EXPECT_TRUE(r[0].exact);
   EXPECT_EQ(r[0].ref, (std::vector<double>{12, -2, -132, 1}));
   EXPECT_EQ(r[0].tol, (std::vector<double>(4, 0.0)));
-  EXPECT_EQ(r[1].ref, (std::vector<double>{0.5 * 0.25 * 12 + 1, 0.5 * -1 * -2 + 10, 2 * 0.25 * -132 + 1, 2 * -1 * 1 + 10}));
+  EXPECT_EQ(r[1].ref,
+            (std::vector<double>{0.5 * 0.25 * 12 + 1, 0.5 * -1 * -2 + 10, 2 * 0.25 * -132 + 1, 2 * -1 * 1 + 10}));
   // k == 0: Acc = 0 and D = bias exactly (fp32: tolerance 0).
   const auto z = quant::int8_reference(2, 2, 0, {}, {}, sa, sw, bias, DType::kF32);
   EXPECT_EQ(z[0].ref, (std::vector<double>(4, 0.0)));
@@ -339,7 +341,8 @@ TEST(GemmQuantBound, Int8DequantisationAcceptsBothOrdersAndRejectsAWrongScale) {
 TEST(GemmQuantBound, Int8Fp32AccumulationIsCaughtOnlyByTheExactTierPastTwoTo24) {
   // Same-sign full-range rows of k = 8192: the exact sum is ~2^25; an fp32 running sum rounds.
   std::vector<double> a(8192), b(8192);
-  for (size_t p = 0; p < a.size(); ++p) a[p] = static_cast<double>(64 + p % 63), b[p] = static_cast<double>(127 - p % 61);
+  for (size_t p = 0; p < a.size(); ++p)
+    a[p] = static_cast<double>(64 + p % 63), b[p] = static_cast<double>(127 - p % 61);
   const auto r = quant::int8_reference(1, 1, 8192, a, b, {1}, {1}, {}, DType::kF32);
   float f = 0;
   for (size_t p = 0; p < a.size(); ++p) f += static_cast<float>(a[p] * b[p]);
@@ -369,7 +372,8 @@ TEST(GemmQuantBound, Fp8CeilingAcceptsAReversedFloatSumAndRejectsAnIgnoredScale)
         if (!std::isfinite(refs[0].ref[e]) || std::isinf(refs[0].tol[e])) continue;
         float acc = 0;
         for (int64_t p = k - 1; p >= 0; --p)  // reversed order, unfused
-          acc += static_cast<float>(a[static_cast<size_t>(i * k + p)]) * static_cast<float>(b[static_cast<size_t>(j * k + p)]);
+          acc += static_cast<float>(a[static_cast<size_t>(i * k + p)]) *
+                 static_cast<float>(b[static_cast<size_t>(j * k + p)]);
         const double y = round_to(out, sa * (sb * acc));  // the scales applied the other way round
         EXPECT_LE(std::fabs(y - refs[0].ref[e]), refs[0].tol[e]) << c.summary() << " at " << i << "," << j;
         ++checked;

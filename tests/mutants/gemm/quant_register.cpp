@@ -14,9 +14,9 @@ VariantInfo mutant(const char* name, const char* what) {
 }
 
 [[maybe_unused]] const bool kQuantMutants =
-    register_int8(mutant("mutant_int8_scale_by_row",
-                         "per-channel weight scale sw[i mod n] instead of sw[j] (caught by: bound)"),
-                  m::int8_scale_by_row) &&
+    register_int8(
+        mutant("mutant_int8_scale_by_row", "per-channel weight scale sw[i mod n] instead of sw[j] (caught by: bound)"),
+        m::int8_scale_by_row) &&
     register_int8(mutant("mutant_int8_fp32_acc",
                          "int32 accumulation replaced by fp32, wrong once partial sums pass 2^24 (caught by: exact)"),
                   m::int8_fp32_acc) &&
