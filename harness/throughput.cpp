@@ -12,12 +12,14 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "harness/corpus.h"
 #include "harness/dtype.h"
 #include "harness/gpu/cuda_check.h"
 #include "harness/gpu/lane.h"
+#include "harness/throughput_common.h"
 #include "harness/throughput_kernels.h"
 #include "kernels/attention/attention.h"
 #include "kernels/conv/conv.h"
@@ -27,125 +29,10 @@
 namespace assay {
 namespace {
 
+using namespace tput_detail;  // NOLINT(google-build-using-namespace): the file's own helpers
+
 namespace kc = kernels::conv;
 namespace ka = kernels::attention;
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-/// The gate ahead of each timed launch: long enough for cuDNN's host-side algorithm query.
-constexpr uint64_t kGateNs = 2'000'000;
-
-int dt_code(DType t) {
-  return t == DType::kF16 ? 1 : t == DType::kBF16 ? 2 : 0;
-}
-cudaDataType_t cuda_type(DType t) {
-  return t == DType::kF16 ? CUDA_R_16F : t == DType::kBF16 ? CUDA_R_16BF : CUDA_R_32F;
-}
-
-/// A device allocation freed on scope exit.
-class DevBuf {
- public:
-  DevBuf() = default;
-  ~DevBuf() {
-    if (p_ != nullptr) cudaFree(p_);
-  }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-  Status alloc(size_t bytes) {
-    CUDA_CHECK(cudaMalloc(&p_, std::max<size_t>(bytes, 1)));
-    return ok_status();
-  }
-  void* get() const { return p_; }
-  float* f32() const { return static_cast<float*>(p_); }
-
- private:
-  void* p_ = nullptr;
-};
-
-/// Allocates `elems` of `t` and fills them with scale * N(0, 1).
-Status alloc_normal(DevBuf& b, DType t, int64_t elems, uint64_t seed, cudaStream_t s, float scale = 1.0f) {
-  ASSAY_RETURN_IF_ERROR(b.alloc(static_cast<size_t>(elems) * dtype_size(t)));
-  CUDA_CHECK(tput::fill_normal(dt_code(t), b.get(), elems, seed, scale, s));
-  return ok_status();
-}
-
-struct Timing {
-  double ms = kNaN;     ///< median
-  double min_ms = kNaN;
-  int host_bound = 0;   ///< reps whose start event had completed before the launch was enqueued
-};
-
-/// Warm-up launches, then `reps` launches each between its own event pair behind a gate; median.
-StatusOr<Timing> time_median(cudaStream_t s, int warmup, int reps, const std::function<Status()>& launch) {
-  cudaEvent_t a = nullptr, b = nullptr;
-  CUDA_CHECK(cudaEventCreate(&a));
-  std::unique_ptr<CUevent_st, decltype(&cudaEventDestroy)> ga(a, cudaEventDestroy);
-  CUDA_CHECK(cudaEventCreate(&b));
-  std::unique_ptr<CUevent_st, decltype(&cudaEventDestroy)> gb(b, cudaEventDestroy);
-  for (int w = 0; w < warmup; ++w) {
-    Status st = launch();
-    if (!st.ok()) {
-      cudaStreamSynchronize(s);
-      return st;
-    }
-  }
-  CUDA_CHECK(cudaStreamSynchronize(s));
-  Timing t;
-  std::vector<float> ms;
-  for (int r = 0; r < reps; ++r) {
-    CUDA_CHECK(tput::gate(kGateNs, s));
-    CUDA_CHECK(cudaEventRecord(a, s));
-    Status st = launch();
-    if (cudaEventQuery(a) == cudaSuccess) ++t.host_bound;
-    CUDA_CHECK(cudaEventRecord(b, s));
-    if (!st.ok()) {
-      cudaStreamSynchronize(s);
-      return st;
-    }
-    CUDA_CHECK(cudaEventSynchronize(b));
-    float e = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&e, a, b));
-    ms.push_back(e);
-  }
-  CUDA_CHECK(cudaGetLastError());
-  std::sort(ms.begin(), ms.end());
-  const size_t n = ms.size();
-  t.ms = n % 2 == 1 ? ms[n / 2] : 0.5 * (static_cast<double>(ms[n / 2 - 1]) + ms[n / 2]);
-  t.min_ms = ms.front();
-  return t;
-}
-
-/// One timed thing: a kernel variant or a vendor configuration on one problem.
-struct Measured {
-  std::string name;  ///< "direct", "cuDNN FMA", "cuBLAS composite", ...
-  std::string detail;  ///< the cuDNN algorithm, ...
-  Timing t;
-  std::string error;  ///< why it did not run (empty when it did)
-};
-
-/// A problem: its kernels and its vendor configurations, crossed into table rows.
-struct Problem {
-  std::string op, pass, shape, dtype;
-  double macs = 0;
-  std::vector<Measured> kernels, vendors;
-};
-
-Measured measure(std::string name, cudaStream_t s, const ThroughputOptions& o, const std::function<Status()>& launch,
-                 std::string detail = {}) {
-  Measured m;
-  m.name = std::move(name);
-  m.detail = std::move(detail);
-  auto t = time_median(s, o.warmup, o.reps, launch);
-  if (t.ok())
-    m.t = *t;
-  else
-    m.error = t.status().message();
-  return m;
-}
-
-Status cuda_launch(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return ok_status();
-  return internal_error(fmt::format("{}: {}", what, cudaGetErrorString(e)));
-}
 
 // ---- convolution ----------------------------------------------------------------------------------
 
@@ -271,12 +158,6 @@ Status gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_
   return ok_status();
 }
 
-struct CublasHandle {
-  cublasHandle_t h = nullptr;
-  ~CublasHandle() {
-    if (h != nullptr) cublasDestroy(h);
-  }
-};
 
 Status attention_problems(const ThroughputOptions& o, cudaStream_t s, std::vector<Problem>& out) {
   CublasHandle cb;
@@ -395,14 +276,16 @@ nlohmann::json measured_json(const Measured& m, double macs) {
 }  // namespace
 
 StatusOr<std::string> throughput(const ThroughputOptions& opt, const std::string& out_dir) {
-  bool do_conv = false, do_attn = false;
+  bool do_conv = false, do_attn = false, do_gemm = false;
   for (const auto& op : opt.ops) {
     if (op == "conv")
       do_conv = true;
     else if (op == "attention")
       do_attn = true;
+    else if (op == "gemm")
+      do_gemm = true;
     else
-      return invalid_argument(fmt::format("throughput: unknown op '{}' (conv, attention)", op));
+      return invalid_argument(fmt::format("throughput: unknown op '{}' (conv, attention, gemm)", op));
   }
   if (opt.reps < 1 || opt.warmup < 0) return invalid_argument("throughput: reps >= 1 and warmup >= 0");
   CUDA_CHECK(cudaSetDevice(opt.device));
@@ -412,10 +295,11 @@ StatusOr<std::string> throughput(const ThroughputOptions& opt, const std::string
   std::vector<Problem> probs;
   if (do_conv) ASSAY_RETURN_IF_ERROR(conv_problems(opt, s, probs));
   if (do_attn) ASSAY_RETURN_IF_ERROR(attention_problems(opt, s, probs));
+  if (do_gemm) ASSAY_RETURN_IF_ERROR(gemm_problems(opt, s, probs));
 
   const std::string device = gpu::describe_device(opt.device);
   std::string md = fmt::format(
-      "# Throughput (assay throughput)\n\nDevice: {}. {}. Command: `assay throughput --reps {}`.\n\n"
+      "# Throughput (assay throughput)\n\nDevice: {}. {}. Command: `assay throughput --ops {} --reps {}`.\n\n"
       "Each time is the median of {} launches, each timed alone between two cudaEvents (after {} warm-up "
       "launches; a 2 ms spin kernel ahead of each start event keeps host-side work such as cuDNN's algorithm "
       "query out of the time). TFLOP/s = 2 x MACs / time; convolution MACs = N K P Q (C/groups) R S for every "
@@ -427,10 +311,14 @@ StatusOr<std::string> throughput(const ThroughputOptions& opt, const std::string
       "the algorithm that ran in brackets. Attention: the kernels compute in fp32 on CUDA cores; the composite "
       "is cublasGemmStridedBatchedEx (fp16 inputs, fp32 compute, tensor cores) with S and dP in fp32 and a "
       "row softmax (harness/throughput_kernels.cu), P and dS rounded to fp16; it materialises the S x S "
-      "scores.\n\n"
+      "scores. GEMM family (harness/throughput_gemm.cpp): row-major m x n x k problems, alpha 1, beta 0, "
+      "against cublasGemmEx / cuBLASLt on the same buffers (fp32: pedantic and default compute; fp16/bf16: "
+      "fp32 compute; int8: int32 out without the dequantisation; fp8: fp32 out, fast accumulation off and on; "
+      "bias + activation: cuBLASLt's epilogue; its backward: the two cuBLAS GEMMs alone).\n\n"
       "| op | pass | shape | dtype | kernel | ms | TFLOP/s | vendor / composite | vendor ms | vendor TFLOP/s | speed |\n"
       "|---|---|---|---|---|---:|---:|---|---:|---:|---:|\n",
-      device, do_conv ? vendor::cudnn_describe() : std::string("cuDNN not used"), opt.reps, opt.reps, opt.warmup);
+      device, do_conv ? vendor::cudnn_describe() : std::string("cuDNN not used"), fmt::join(opt.ops, ","), opt.reps,
+      opt.reps, opt.warmup);
   nlohmann::json j;
   j["device"] = device;
   if (do_conv) j["cudnn"] = vendor::cudnn_describe();

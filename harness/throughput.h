@@ -21,7 +21,7 @@
 namespace assay {
 
 struct ThroughputOptions {
-  std::vector<std::string> ops = {"conv", "attention"};  ///< "conv", "attention"
+  std::vector<std::string> ops = {"conv", "attention", "gemm"};  ///< "conv", "attention", "gemm"
   int reps = 20;                                         ///< timed launches per measurement (median)
   int warmup = 3;                                        ///< untimed launches first
   int device = 0;

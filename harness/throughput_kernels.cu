@@ -2,6 +2,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 namespace assay::tput {
 namespace {
@@ -12,7 +13,11 @@ __device__ __forceinline__ float load(int dt, const void* p, int64_t i) {
   return static_cast<const float*>(p)[i];
 }
 __device__ __forceinline__ void store(int dt, void* p, int64_t i, float v) {
-  if (dt == 1)
+  if (dt == 3)  // int8: 40 v rounded, clamped to [-127, 127]
+    static_cast<int8_t*>(p)[i] = static_cast<int8_t>(fminf(fmaxf(rintf(40.0f * v), -127.0f), 127.0f));
+  else if (dt == 4)  // fp8 e4m3, saturating
+    static_cast<__nv_fp8_storage_t*>(p)[i] = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+  else if (dt == 1)
     static_cast<__half*>(p)[i] = __float2half_rn(v);
   else if (dt == 2)
     static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);

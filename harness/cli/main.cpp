@@ -731,7 +731,7 @@ int main(int argc, char** argv) {
       "throughput",
       "Time the convolution and attention kernels against cuDNN and a cuBLAS composite (median of cudaEvent-timed "
       "launches, TFLOP/s)");
-  throughput_cmd->add_option("--ops", tpo.ops, "Comma-separated: conv, attention")->delimiter(',');
+  throughput_cmd->add_option("--ops", tpo.ops, "Comma-separated: conv, attention, gemm")->delimiter(',');
   throughput_cmd->add_option("--reps", tpo.reps, "Timed launches per measurement (median)")->check(CLI::Range(1, 10000));
   throughput_cmd->add_option("--warmup", tpo.warmup, "Untimed launches first")->check(CLI::Range(0, 1000));
   throughput_cmd->add_option("--out", tp_out, "Folder for throughput.md/.json (empty: none)");
