@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <set>
 #include <string>
@@ -40,6 +41,7 @@ TEST_P(EpiGen, CasesValidateCoverTheSpaceAndRoundTrip) {
   std::set<std::string> dtypes, acts, relations;
   std::set<std::pair<bool, bool>> trans;
   bool k0 = false, edge = false, padded = false, offset = false, exact = false;
+  int64_t max_m = 0, max_n = 0, max_k = 0;
   for (int64_t i = 0; i < 400; ++i) {
     const Case c = generate_case(*spec, plan, i);
     ASSERT_TRUE(spec->validate(c).ok()) << c.summary() << ": " << spec->validate(c).message();
@@ -49,6 +51,7 @@ TEST_P(EpiGen, CasesValidateCoverTheSpaceAndRoundTrip) {
     if (c.params.contains("relation")) relations.insert(c.params["relation"].get<std::string>());
     trans.insert({p.trans_a, p.trans_b});
     k0 |= p.k == 0;
+    max_m = std::max(max_m, p.m), max_n = std::max(max_n, p.n), max_k = std::max(max_k, p.k);
     edge |= p.m == 33 || p.n == 33 || p.k == 33 || p.m == 31 || p.n == 31 || p.k == 31;
     padded |= c.tensors[0].desc.rank() == 2 && c.tensors[0].desc.strides[0] > std::max<int64_t>(c.tensors[0].desc.shape[1], 1);
     offset |= c.tensors[0].desc.offset != 0;
@@ -63,6 +66,12 @@ TEST_P(EpiGen, CasesValidateCoverTheSpaceAndRoundTrip) {
       for (const Case& s : spec->shrink(c)) EXPECT_TRUE(spec->validate(s).ok()) << s.summary();
     }
   }
+  // Beyond one 32-wide tile in every dimension (the gradcheck cases are smaller: 2^14 multiply-adds).
+  EXPECT_GT(max_m, 40);
+  EXPECT_GT(max_n, 40);
+  EXPECT_GT(max_k, 64);
+  std::printf("[ measured ] %s: largest m %lld, n %lld, k %lld over 400 cases\n", spec->name().c_str(),
+              static_cast<long long>(max_m), static_cast<long long>(max_n), static_cast<long long>(max_k));
   EXPECT_EQ(dtypes.size(), 3u);
   EXPECT_EQ(acts, (std::set<std::string>{"none", "relu", "gelu"}));
   EXPECT_EQ(trans.size(), 4u);
@@ -434,6 +443,31 @@ TEST(EpiEmulation, SimulatedBiasAfterActivationIsOutsideTheBoundAndBreaksYEquals
       }
       EXPECT_EQ(run_case(c, Bug::kNone).beyond, 0);
     }
+}
+
+/// The planted value bugs, emulated, on generated cases: the fraction each check set catches predicts
+/// how soon the GPU campaign (tests/properties/gemm_epilogue_gpu_test.cpp, 1000 cases) finds them.
+TEST(EpiEmulation, EmulatedBugsAreCaughtOnGeneratedCases) {
+  struct B {
+    Bug bug;
+    EpiPass pass;
+    const char* name;
+  };
+  for (const B& b : {B{Bug::kBiasAfterAct, EpiPass::kFwd, "bias_after_act"},
+                     B{Bug::kDbiasOverwrite, EpiPass::kBwd, "dbias_overwrite"},
+                     B{Bug::kGeluHalf, EpiPass::kBwd, "gelu_grad_half"},
+                     B{Bug::kReluAtZero, EpiPass::kBwd, "relu_grad_at_zero"}}) {
+    const OpSpec* spec = find_spec(epilogue::epi_op_name(b.pass));
+    int caught = 0;
+    const int n = 300;
+    for (int64_t i = 0; i < n; ++i) {
+      const Case c = generate_case(*spec, GenPlan{31, GenConfig{4096}}, i);
+      const Check r = run_case(c, b.bug);
+      caught += r.beyond > 0 || r.not_exact > 0 || !r.props.empty() ? 1 : 0;
+    }
+    std::printf("[ measured ] emulated %s caught in %d of %d generated cases\n", b.name, caught, n);
+    EXPECT_GE(caught, 3) << b.name;
+  }
 }
 
 TEST(EpiBound, ExactTierOnlyWhereEveryPartialSumIsExact) {
