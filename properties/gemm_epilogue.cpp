@@ -157,9 +157,9 @@ namespace {
 
 const char* const kSrc = "kernels/gemm/gemm_epilogue.cu";
 [[maybe_unused]] const bool kKernels =
-    register_epilogue_fwd({"tiled", "32x32 shared-memory tiles, fp32 FMA, bias + act fused into the store, Z aux",
-                           false, true, kSrc},
-                          kernels::epi::gemm_bias_act_tiled) &&
+    register_epilogue_fwd(
+        {"tiled", "32x32 shared-memory tiles, fp32 FMA, bias + act fused into the store, Z aux", false, true, kSrc},
+        kernels::epi::gemm_bias_act_tiled) &&
     register_epilogue_bwd({"tiled",
                            "dA, dB by 32x32 tiled products with dZ = dY act'(Z) formed in fp32 on load; dbias by "
                            "column, rows in order",
@@ -280,23 +280,19 @@ Status validate(EpiPass pass, const Case& c) {
     if (pass == EpiPass::kBwd) {
       if (!wants_gradcheck(c)) return invalid_argument(c.op + " case: params.relation: only \"gradcheck\"");
       if (macs(p) > kMaxMacsGrad)
-        return invalid_argument(fmt::format("{} case: params.relation \"gradcheck\" needs at most {} multiply-adds, "
-                                            "not {}",
-                                            c.op, kMaxMacsGrad, macs(p)));
+        return invalid_argument(
+            fmt::format("{} case: params.relation \"gradcheck\" needs at most {} multiply-adds, "
+                        "not {}",
+                        c.op, kMaxMacsGrad, macs(p)));
     } else if (rel != "permute_rows" && !(rel == "scale2" && act != "gelu")) {
       return invalid_argument(c.op +
                               " case: params.relation must be \"permute_rows\" or, for act none / relu, \"scale2\"");
     }
   }
-  const std::vector<std::pair<std::string, Role>> fwd = {{"A", Role::kIn},
-                                                         {"B", Role::kIn},
-                                                         {"bias", Role::kIn},
-                                                         {"Y", Role::kOut},
-                                                         {"Z", Role::kOut}},
-                                                  bwd = {{"A", Role::kIn},       {"B", Role::kIn},
-                                                         {"Z", Role::kIn},       {"dY", Role::kIn},
-                                                         {"dA", Role::kOut},     {"dB", Role::kInOut},
-                                                         {"dbias", Role::kInOut}};
+  const std::vector<std::pair<std::string, Role>>
+      fwd = {{"A", Role::kIn}, {"B", Role::kIn}, {"bias", Role::kIn}, {"Y", Role::kOut}, {"Z", Role::kOut}},
+      bwd = {{"A", Role::kIn},   {"B", Role::kIn},     {"Z", Role::kIn},       {"dY", Role::kIn},
+             {"dA", Role::kOut}, {"dB", Role::kInOut}, {"dbias", Role::kInOut}};
   ASSAY_RETURN_IF_ERROR(validate_tensor_layout(c, pass == EpiPass::kFwd ? fwd : bwd));
   const Case want = build_epilogue_case(pass, c.params, {}, 0, 0);
   const DType dt = *param_dtype(c);
@@ -379,8 +375,8 @@ std::vector<OutputRef> forward_refs(const ref::EpilogueProblem& p, DType dt, con
     const double az = std::fabs(z[e]), ay = std::fabs(y[e]);
     const double e32 = ceil.tol(az, mag[e]);
     out[1].tol[e] = stored(az, e32, dt);
-    const double ey =
-        gelu ? kGeluLipschitz * e32 + gelu_eval_error(az + e32, ay + kGeluLipschitz * e32) : e32;  // none, relu: 1-Lipschitz
+    const double ey = gelu ? kGeluLipschitz * e32 + gelu_eval_error(az + e32, ay + kGeluLipschitz * e32)
+                           : e32;  // none, relu: 1-Lipschitz
     out[0].tol[e] = stored(ay, ey, dt);
   }
   const bool exact = !gelu && exact_tier(dt, p.k + 1, int_range);
@@ -534,9 +530,9 @@ void properties_fwd(const Case& c, const std::vector<HostTensor>&, const std::ve
       }
     }
   if (bad > 0)
-    failures.push_back({FailureKind::kProperty, "Y", bad, first,
-                        fmt::format("Y must equal act(Z) of the kernel's own Z bit for bit ({} elements), {}", bad,
-                                    detail)});
+    failures.push_back(
+        {FailureKind::kProperty, "Y", bad, first,
+         fmt::format("Y must equal act(Z) of the kernel's own Z bit for bit ({} elements), {}", bad, detail)});
 }
 
 // ---- backward --------------------------------------------------------------------------------------
@@ -572,14 +568,17 @@ void properties_bwd(const Case& c, const std::vector<HostTensor>& in, const std:
     for (int64_t e = 0; e < na; ++e) da[static_cast<size_t>(e)] = x[e] - (*a0)[static_cast<size_t>(e)];
     for (int64_t e = 0; e < nb; ++e) db[static_cast<size_t>(e)] = x[na + e] - (*b0)[static_cast<size_t>(e)];
     const double* beta = x + na + nb;
-    auto at = [](const double* v, bool tr, int64_t ld, int64_t r, int64_t q) { return tr ? v[q * ld + r] : v[r * ld + q]; };
+    auto at = [](const double* v, bool tr, int64_t ld, int64_t r, int64_t q) {
+      return tr ? v[q * ld + r] : v[r * ld + q];
+    };
     for (int64_t i = 0; i < p.m; ++i)
       for (int64_t j = 0; j < p.n; ++j) {
         // op(A')op(B') - op(A)op(B) = op(dA) op(B') + op(A) op(dB), B' = B + dB.
         double d = 0;
         for (int64_t q = 0; q < p.k; ++q) {
           const double bq = at(b0->data(), p.trans_b, lb, q, j) + at(db.data(), p.trans_b, lb, q, j);
-          d += at(da.data(), p.trans_a, la, i, q) * bq + at(a0->data(), p.trans_a, la, i, q) * at(db.data(), p.trans_b, lb, q, j);
+          d += at(da.data(), p.trans_a, la, i, q) * bq +
+               at(a0->data(), p.trans_a, la, i, q) * at(db.data(), p.trans_b, lb, q, j);
         }
         const double zv = (*z0)[static_cast<size_t>(i * p.n + j)];
         const double pre = zv + d + beta[j];

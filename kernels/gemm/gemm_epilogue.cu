@@ -8,9 +8,10 @@ namespace {
 
 template <typename T>
 cudaError_t fwd(const FwdArgs& g, cudaStream_t s) {
-  const detail::OpMat<T> a{static_cast<const T*>(g.a), g.lda, g.trans_a}, b{static_cast<const T*>(g.b), g.ldb, g.trans_b};
+  const detail::OpMat<T> a{static_cast<const T*>(g.a), g.lda, g.trans_a},
+      b{static_cast<const T*>(g.b), g.ldb, g.trans_b};
   const detail::Epilogue<T> e{static_cast<const T*>(g.bias), g.act, static_cast<T*>(g.y), g.ldy,
-                              static_cast<T*>(g.z), g.ldz};
+                              static_cast<T*>(g.z),          g.ldz};
   return detail::launch_product(g.m, g.n, g.k, a, b, e, s);
 }
 

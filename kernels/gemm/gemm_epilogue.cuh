@@ -194,7 +194,9 @@ struct StoreDa {
   T* p;
   int64_t lead;
   bool trans;
-  __device__ void operator()(int64_t i, int64_t q, float v) const { st(trans ? p + q * lead + i : p + i * lead + q, v); }
+  __device__ void operator()(int64_t i, int64_t q, float v) const {
+    st(trans ? p + q * lead + i : p + i * lead + q, v);
+  }
 };
 
 /// dB in B's storage layout, accumulated: d op(B)[q][j] lands at b[q][j] or, transposed, b[j][q].
@@ -228,7 +230,8 @@ inline bool bad_bwd(const BwdArgs& g) {
 template <typename T, class Dz, class BiasStore>
 cudaError_t launch_bwd(const BwdArgs& g, Dz dz, BiasStore bias_store, cudaStream_t s) {
   const OpMat<T> a{static_cast<const T*>(g.a), g.lda, g.trans_a}, b{static_cast<const T*>(g.b), g.ldb, g.trans_b};
-  cudaError_t e = launch_product(g.m, g.k, g.n, dz, OpMatT<T>{b}, StoreDa<T>{static_cast<T*>(g.da), g.ldda, g.trans_a}, s);
+  cudaError_t e =
+      launch_product(g.m, g.k, g.n, dz, OpMatT<T>{b}, StoreDa<T>{static_cast<T*>(g.da), g.ldda, g.trans_a}, s);
   if (e != cudaSuccess) return e;
   e = launch_product(g.k, g.n, g.m, OpMatT<T>{a}, dz, AccumulateDb<T>{static_cast<T*>(g.db), g.lddb, g.trans_b}, s);
   if (e != cudaSuccess || g.n == 0) return e;

@@ -113,17 +113,20 @@ TEST_P(EpiVendorGpu, KernelAndCublasLtWithinTheHostCeiling) {
     int64_t m, n, k;
     bool ta, tb;
   };
-  const std::vector<Shape> shapes = {{1, 1, 1, false, false},     {7, 5, 3, false, false},   {32, 32, 32, false, false},
-                                     {33, 31, 65, false, true},   {64, 48, 17, true, false}, {17, 96, 128, true, true},
-                                     {128, 128, 256, false, false}, {5, 200, 9, false, true}, {200, 8, 300, true, false},
-                                     {96, 64, 1024, false, false}, {3, 3, 4096, false, true}, {256, 256, 64, true, true}};
+  const std::vector<Shape> shapes = {
+      {1, 1, 1, false, false},       {7, 5, 3, false, false},   {32, 32, 32, false, false},
+      {33, 31, 65, false, true},     {64, 48, 17, true, false}, {17, 96, 128, true, true},
+      {128, 128, 256, false, false}, {5, 200, 9, false, true},  {200, 8, 300, true, false},
+      {96, 64, 1024, false, false},  {3, 3, 4096, false, true}, {256, 256, 64, true, true}};
   int ran = 0;
   double worst_kernel = 0, worst_lt = 0;
   std::string skipped;
   for (const Shape& s : shapes) {
     ref::EpilogueProblem p;
     p.m = s.m, p.n = s.n, p.k = s.k, p.trans_a = s.ta, p.trans_b = s.tb;
-    p.act = act == "relu" ? ref::Activation::kRelu : act == "gelu" ? ref::Activation::kGeluTanh : ref::Activation::kIdentity;
+    p.act = act == "relu"   ? ref::Activation::kRelu
+            : act == "gelu" ? ref::Activation::kGeluTanh
+                            : ref::Activation::kIdentity;
     const std::vector<double> a = values(s.m * s.k, dt, 1), b = values(s.k * s.n, dt, 2), bias = values(s.n, dt, 3);
     const std::vector<OutputRef> refs = epilogue::forward_refs(p, dt, a.data(), b.data(), bias.data(), -1);
     const size_t es = dtype_size(dt), mn = static_cast<size_t>(s.m * s.n);
@@ -134,8 +137,12 @@ TEST_P(EpiVendorGpu, KernelAndCublasLtWithinTheHostCeiling) {
     ASSERT_EQ(cudaMemcpy(dbias.p, encode(dt, bias).data(), bias.size() * es, cudaMemcpyHostToDevice), cudaSuccess);
     kernels::epi::FwdArgs f;
     f.m = s.m, f.n = s.n, f.k = s.k, f.trans_a = s.ta, f.trans_b = s.tb;
-    f.dt = dt == DType::kF16 ? kernels::epi::Dt::kF16 : dt == DType::kBF16 ? kernels::epi::Dt::kBF16 : kernels::epi::Dt::kF32;
-    f.act = act == "relu" ? kernels::epi::Act::kRelu : act == "gelu" ? kernels::epi::Act::kGelu : kernels::epi::Act::kNone;
+    f.dt = dt == DType::kF16    ? kernels::epi::Dt::kF16
+           : dt == DType::kBF16 ? kernels::epi::Dt::kBF16
+                                : kernels::epi::Dt::kF32;
+    f.act = act == "relu"   ? kernels::epi::Act::kRelu
+            : act == "gelu" ? kernels::epi::Act::kGelu
+                            : kernels::epi::Act::kNone;
     f.a = da.p, f.lda = ref::lda_of(p), f.b = db.p, f.ldb = ref::ldb_of(p), f.bias = dbias.p;
     f.y = dy.p, f.ldy = s.n, f.z = dz.p, f.ldz = s.n;
     ASSERT_EQ(kernels::epi::gemm_bias_act_tiled(f, nullptr), cudaSuccess);
@@ -168,10 +175,11 @@ TEST_P(EpiVendorGpu, KernelAndCublasLtWithinTheHostCeiling) {
                                          : "");
     worst_lt = std::max(worst_lt, rl);
   }
-  std::printf("[ measured ] gemm_bias_act %s %s: max error / ceiling kernel %.3g, cuBLASLt %.3g (%d of %zu shapes "
-              "ran on cuBLASLt)%s\n",
-              act.c_str(), std::string(dtype_name(dt)).c_str(), worst_kernel, worst_lt, ran, shapes.size(),
-              skipped.empty() ? "" : (" skipped:" + skipped).c_str());
+  std::printf(
+      "[ measured ] gemm_bias_act %s %s: max error / ceiling kernel %.3g, cuBLASLt %.3g (%d of %zu shapes "
+      "ran on cuBLASLt)%s\n",
+      act.c_str(), std::string(dtype_name(dt)).c_str(), worst_kernel, worst_lt, ran, shapes.size(),
+      skipped.empty() ? "" : (" skipped:" + skipped).c_str());
   if (ran == 0) GTEST_SKIP() << "cuBLASLt ran none of the shapes (the kernel was still checked):" << skipped;
 }
 

@@ -53,7 +53,8 @@ TEST_P(EpiGen, CasesValidateCoverTheSpaceAndRoundTrip) {
     k0 |= p.k == 0;
     max_m = std::max(max_m, p.m), max_n = std::max(max_n, p.n), max_k = std::max(max_k, p.k);
     edge |= p.m == 33 || p.n == 33 || p.k == 33 || p.m == 31 || p.n == 31 || p.k == 31;
-    padded |= c.tensors[0].desc.rank() == 2 && c.tensors[0].desc.strides[0] > std::max<int64_t>(c.tensors[0].desc.shape[1], 1);
+    padded |= c.tensors[0].desc.rank() == 2 &&
+              c.tensors[0].desc.strides[0] > std::max<int64_t>(c.tensors[0].desc.shape[1], 1);
     offset |= c.tensors[0].desc.offset != 0;
     bool all_int = true;
     for (const auto& t : c.tensors)
@@ -107,8 +108,8 @@ TEST(EpiValidate, MalformedCasesGetOneLineErrors) {
   const OpSpec* bwd = find_spec("gemm_bias_act_bwd");
   ASSERT_NE(fwd, nullptr);
   ASSERT_NE(bwd, nullptr);
-  nlohmann::json p = {{"m", 4}, {"n", 5}, {"k", 3}, {"trans_a", false}, {"trans_b", true}, {"dtype", "fp32"},
-                      {"act", "relu"}};
+  nlohmann::json p = {{"m", 4},          {"n", 5},          {"k", 3},       {"trans_a", false},
+                      {"trans_b", true}, {"dtype", "fp32"}, {"act", "relu"}};
   ASSERT_TRUE(fwd->validate(epilogue::build_epilogue_case(EpiPass::kFwd, p, {}, 0, 0)).ok());
   auto expect_error = [](const OpSpec* s, const Case& c, const std::string& needle) {
     const Status st = s->validate(c);
@@ -164,8 +165,9 @@ TEST(EpiReference, ForwardMatchesHandValuesForEveryActAndTranspose) {
         for (int i = 0; i < 2; ++i)
           for (int j = 0; j < 3; ++j) {
             const double zz = Z[i][j];
-            const double want = act == Activation::kIdentity ? zz : act == Activation::kRelu ? std::max(zz, 0.0)
-                                                                                            : gelu_tanh(zz);
+            const double want = act == Activation::kIdentity ? zz
+                                : act == Activation::kRelu   ? std::max(zz, 0.0)
+                                                             : gelu_tanh(zz);
             EXPECT_DOUBLE_EQ(z[static_cast<size_t>(i * 3 + j)], zz);
             EXPECT_NEAR(y[static_cast<size_t>(i * 3 + j)], want, 1e-15 * (1 + std::fabs(want)));
             EXPECT_DOUBLE_EQ(mag[static_cast<size_t>(i * 3 + j)],
@@ -280,8 +282,12 @@ std::vector<std::vector<double>> emulate(const Case& c, const std::vector<HostTe
   const int64_t la = ref::lda_of(p), lb = ref::ldb_of(p);
   std::vector<std::vector<double>> d;
   for (const auto& h : hv) d.push_back(pack_dense(h));
-  auto A = [&](int64_t i, int64_t q) { return static_cast<float>(d[0][static_cast<size_t>(p.trans_a ? q * la + i : i * la + q)]); };
-  auto B = [&](int64_t q, int64_t j) { return static_cast<float>(d[1][static_cast<size_t>(p.trans_b ? j * lb + q : q * lb + j)]); };
+  auto A = [&](int64_t i, int64_t q) {
+    return static_cast<float>(d[0][static_cast<size_t>(p.trans_a ? q * la + i : i * la + q)]);
+  };
+  auto B = [&](int64_t q, int64_t j) {
+    return static_cast<float>(d[1][static_cast<size_t>(p.trans_b ? j * lb + q : q * lb + j)]);
+  };
   auto rnd = [&](float x) { return static_cast<double>(round_to(dt, x)); };
   const size_t mn = static_cast<size_t>(p.m * p.n);
   if (c.op == "gemm_bias_act") {
@@ -297,8 +303,7 @@ std::vector<std::vector<double>> emulate(const Case& c, const std::vector<HostTe
     return {y, z};
   }
   std::vector<float> dz(mn);
-  for (size_t e = 0; e < mn; ++e)
-    dz[e] = static_cast<float>(d[3][e]) * grad_f(p.act, static_cast<float>(d[2][e]), bug);
+  for (size_t e = 0; e < mn; ++e) dz[e] = static_cast<float>(d[3][e]) * grad_f(p.act, static_cast<float>(d[2][e]), bug);
   std::vector<double> da(static_cast<size_t>(p.m * p.k)), db = d[5], dbias = d[6];
   for (int64_t i = 0; i < p.m; ++i)
     for (int64_t q = 0; q < p.k; ++q) {
@@ -316,7 +321,8 @@ std::vector<std::vector<double>> emulate(const Case& c, const std::vector<HostTe
   for (int64_t j = 0; j < p.n; ++j) {
     float s = 0;
     for (int64_t i = 0; i < p.m; ++i) s += dz[static_cast<size_t>(i * p.n + j)];
-    dbias[static_cast<size_t>(j)] = rnd(bug == Bug::kDbiasOverwrite ? s : static_cast<float>(dbias[static_cast<size_t>(j)]) + s);
+    dbias[static_cast<size_t>(j)] =
+        rnd(bug == Bug::kDbiasOverwrite ? s : static_cast<float>(dbias[static_cast<size_t>(j)]) + s);
   }
   return {da, db, dbias};
 }
@@ -382,7 +388,8 @@ INSTANTIATE_TEST_SUITE_P(Ops, EpiEmulation, ::testing::Values(EpiPass::kFwd, Epi
                          });
 
 Case hand_case(EpiPass pass, const std::string& act, const std::string& dtype, ValueClass cls, bool gradcheck) {
-  nlohmann::json p = {{"m", 9}, {"n", 7}, {"k", 5}, {"trans_a", true}, {"trans_b", false}, {"dtype", dtype}, {"act", act}};
+  nlohmann::json p = {{"m", 9},           {"n", 7},         {"k", 5},    {"trans_a", true},
+                      {"trans_b", false}, {"dtype", dtype}, {"act", act}};
   if (gradcheck) p["relation"] = "gradcheck";
   std::vector<ValueRecipe> r;
   for (uint64_t s = 0; s < 6; ++s) {
@@ -453,10 +460,10 @@ TEST(EpiEmulation, EmulatedBugsAreCaughtOnGeneratedCases) {
     EpiPass pass;
     const char* name;
   };
-  for (const B& b : {B{Bug::kBiasAfterAct, EpiPass::kFwd, "bias_after_act"},
-                     B{Bug::kDbiasOverwrite, EpiPass::kBwd, "dbias_overwrite"},
-                     B{Bug::kGeluHalf, EpiPass::kBwd, "gelu_grad_half"},
-                     B{Bug::kReluAtZero, EpiPass::kBwd, "relu_grad_at_zero"}}) {
+  for (const B& b :
+       {B{Bug::kBiasAfterAct, EpiPass::kFwd, "bias_after_act"},
+        B{Bug::kDbiasOverwrite, EpiPass::kBwd, "dbias_overwrite"}, B{Bug::kGeluHalf, EpiPass::kBwd, "gelu_grad_half"},
+        B{Bug::kReluAtZero, EpiPass::kBwd, "relu_grad_at_zero"}}) {
     const OpSpec* spec = find_spec(epilogue::epi_op_name(b.pass));
     int caught = 0;
     const int n = 300;
@@ -471,7 +478,8 @@ TEST(EpiEmulation, EmulatedBugsAreCaughtOnGeneratedCases) {
 }
 
 TEST(EpiBound, ExactTierOnlyWhereEveryPartialSumIsExact) {
-  const EpilogueProblem relu{4, 4, 8, false, false, Activation::kRelu}, gelu{4, 4, 8, false, false, Activation::kGeluTanh};
+  const EpilogueProblem relu{4, 4, 8, false, false, Activation::kRelu},
+      gelu{4, 4, 8, false, false, Activation::kGeluTanh};
   std::vector<double> a(32, 2), b(32, -2), bias(4, 1);
   EXPECT_TRUE(epilogue::forward_refs(relu, DType::kF32, a.data(), b.data(), bias.data(), 2)[0].exact);
   EXPECT_FALSE(epilogue::forward_refs(gelu, DType::kF32, a.data(), b.data(), bias.data(), 2)[0].exact);

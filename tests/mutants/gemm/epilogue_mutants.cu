@@ -93,20 +93,24 @@ cudaError_t bwd(const BwdArgs& g, cudaStream_t s) {
   if constexpr (Bug == 0)
     return d::launch_bwd<T>(g, dz_of<T>(g), OverwriteBias<T>{static_cast<T*>(g.dbias)}, s);
   else
-    return d::launch_bwd<T>(g, DzBug<T, Bug == 1 ? GradBug::kGeluHalf : GradBug::kReluAtZero>{dz_of<T>(g)},
+    return d::launch_bwd<T>(g, DzBug < T, Bug == 1 ? GradBug::kGeluHalf : GradBug::kReluAtZero > {dz_of<T>(g)},
                             d::AccumulateBias<T>{static_cast<T*>(g.dbias)}, s);
 }
 
 template <int Bug>
 cudaError_t dispatch_fwd(const FwdArgs& g, cudaStream_t s) {
   if (d::bad_fwd(g)) return cudaErrorInvalidValue;
-  return g.dt == Dt::kF16 ? fwd<__half, Bug>(g, s) : g.dt == Dt::kBF16 ? fwd<__nv_bfloat16, Bug>(g, s) : fwd<float, Bug>(g, s);
+  return g.dt == Dt::kF16    ? fwd<__half, Bug>(g, s)
+         : g.dt == Dt::kBF16 ? fwd<__nv_bfloat16, Bug>(g, s)
+                             : fwd<float, Bug>(g, s);
 }
 
 template <int Bug>
 cudaError_t dispatch_bwd(const BwdArgs& g, cudaStream_t s) {
   if (d::bad_bwd(g)) return cudaErrorInvalidValue;
-  return g.dt == Dt::kF16 ? bwd<__half, Bug>(g, s) : g.dt == Dt::kBF16 ? bwd<__nv_bfloat16, Bug>(g, s) : bwd<float, Bug>(g, s);
+  return g.dt == Dt::kF16    ? bwd<__half, Bug>(g, s)
+         : g.dt == Dt::kBF16 ? bwd<__nv_bfloat16, Bug>(g, s)
+                             : bwd<float, Bug>(g, s);
 }
 
 }  // namespace

@@ -14,8 +14,9 @@ VariantInfo mutant(const char* name, const char* what) {
 }
 
 [[maybe_unused]] const bool kEpilogueMutants =
-    register_epilogue_fwd(mutant("mutant_epi_bias_after_act", "Y = act(acc) + bias (caught by: bound, exact, property)"),
-                          m::epi_bias_after_act) &&
+    register_epilogue_fwd(
+        mutant("mutant_epi_bias_after_act", "Y = act(acc) + bias (caught by: bound, exact, property)"),
+        m::epi_bias_after_act) &&
     register_epilogue_fwd(
         mutant("mutant_epi_store_tail", "epilogue store guard c <= n: column n written (caught by: gap, guard)"),
         m::epi_store_tail) &&
