@@ -187,6 +187,17 @@ Status CublasLt::matmul(const LtGemm& x, double alpha, const void* a, const void
   const int32_t op_b = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   ASSAY_RETURN_IF_ERROR(desc.set(CUBLASLT_MATMUL_DESC_TRANSA, op_a, "CUBLASLT_MATMUL_DESC_TRANSA"));
   ASSAY_RETURN_IF_ERROR(desc.set(CUBLASLT_MATMUL_DESC_TRANSB, op_b, "CUBLASLT_MATMUL_DESC_TRANSB"));
+  if (x.epilogue != LtEpilogue::kNone) {
+    if (x.bias == nullptr) return invalid_argument("cuBLASLt reference: a bias epilogue needs a bias pointer");
+    const uint32_t epi = x.epilogue == LtEpilogue::kReluBias   ? CUBLASLT_EPILOGUE_RELU_BIAS
+                         : x.epilogue == LtEpilogue::kGeluBias ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                                               : CUBLASLT_EPILOGUE_BIAS;
+    ASSAY_RETURN_IF_ERROR(desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE, epi, "CUBLASLT_MATMUL_DESC_EPILOGUE"));
+    const void* bp = x.bias;
+    ASSAY_RETURN_IF_ERROR(desc.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bp, "CUBLASLT_MATMUL_DESC_BIAS_POINTER"));
+    const int32_t bt = cuda_data_type(x.out);
+    ASSAY_RETURN_IF_ERROR(desc.set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bt, "CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE"));
+  }
   if (is_fp8(x.a)) {
     const int8_t fast = x.fast_accum ? 1 : 0;
     ASSAY_RETURN_IF_ERROR(desc.set(CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast, "CUBLASLT_MATMUL_DESC_FAST_ACCUM"));

@@ -32,6 +32,13 @@
 
 namespace assay::vendor {
 
+/// A fused epilogue (CUBLASLT_MATMUL_DESC_EPILOGUE): D = act(alpha op(A)op(B) + beta C + bias), the bias
+/// broadcast along the rows of our row-major D (one value per column j < n). cuBLASLt's bias runs
+/// along the rows of its column-major D, which is our D transposed: its "bias per row" is our bias per
+/// column, so no other orientation is needed. GELU: CUBLASLT_EPILOGUE_GELU_BIAS (its form is not
+/// documented; properties/gemm_epilogue.cpp tests it against the tanh form).
+enum class LtEpilogue : uint8_t { kNone, kBias, kReluBias, kGeluBias };
+
 /// One cuBLASLt GEMM, row-major. Element types decide the compute type:
 ///   kF32 x kF32      -> CUBLAS_COMPUTE_32F_PEDANTIC
 ///   kTF32 x kTF32    -> CUBLAS_COMPUTE_32F_FAST_TF32 (fp32 storage)
@@ -52,6 +59,11 @@ struct LtGemm {
   /// the documented FP8 rules, while the B scale sat 4 bytes after the A scale.
   const float* scale_a = nullptr;
   const float* scale_b = nullptr;
+  /// Epilogue and its bias: a device pointer to n elements of `out`'s type
+  /// (CUBLASLT_MATMUL_DESC_BIAS_POINTER, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = out), required
+  /// unless epilogue is kNone; batch entries share it (bias batch stride 0).
+  LtEpilogue epilogue = LtEpilogue::kNone;
+  const void* bias = nullptr;
 };
 
 /// The cudaDataType of a dtype (kTF32: CUDA_R_32F).
