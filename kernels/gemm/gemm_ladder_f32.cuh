@@ -1,0 +1,100 @@
+// Device building blocks shared by the fp32 GEMM optimisation ladder
+// (gemm_ladder_f32.cu) and its planted-bug copies (tests/mutants/gemm): the
+// operand accessors, argument validation and the guarded epilogue. Each rung's
+// own loop structure (the thing its mutant breaks) stays in its own file.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/gemm/gemm.h"
+
+namespace assay::kernels::ladder {
+
+/// op(A)[i][p] for a row-major A with leading dimension lda (gemm.h conventions).
+__device__ __forceinline__ float op_a(const float* a, int64_t lda, bool trans_a, int64_t i, int64_t p) {
+  return trans_a ? a[p * lda + i] : a[i * lda + p];
+}
+/// op(B)[p][j] for a row-major B with leading dimension ldb.
+__device__ __forceinline__ float op_b(const float* b, int64_t ldb, bool trans_b, int64_t p, int64_t j) {
+  return trans_b ? b[j * ldb + p] : b[p * ldb + j];
+}
+
+/// The one-pass epilogue: C = alpha*acc + beta*C, C not read when beta == 0 (BLAS).
+__device__ __forceinline__ void store_c(float* c, int64_t ldc, int64_t i, int64_t j, float alpha, float beta,
+                                        float acc) {
+  float* pc = c + i * ldc + j;
+  *pc = (beta == 0.0f) ? alpha * acc : fmaf(beta, *pc, alpha * acc);
+}
+
+/// Rejects what gemm.h declares invalid; lda/ldb only checked when k > 0 (A, B not read).
+inline cudaError_t validate(const GemmF32Args& g) {
+  if (g.m < 0 || g.n < 0 || g.k < 0) return cudaErrorInvalidValue;
+  if (g.m == 0 || g.n == 0) return cudaSuccess;
+  if (g.ldc < g.n) return cudaErrorInvalidValue;
+  if (g.k > 0) {
+    if (g.lda < (g.trans_a ? g.m : g.k)) return cudaErrorInvalidValue;
+    if (g.ldb < (g.trans_b ? g.k : g.n)) return cudaErrorInvalidValue;
+  }
+  return cudaSuccess;
+}
+
+/// Register-blocked tile geometry shared by regblock, vec4, cpasync and splitk:
+/// a 64x64 tile of C per block of 16x16 threads, each thread a 4x4 micro-tile,
+/// k in 8-wide slices. Shared tiles are kept k-major (as[p][i], bs[p][j]) so
+/// the compute loop reads 4 consecutive words of each per slice.
+inline constexpr int kBM = 64, kBN = 64, kBK = 8, kTM = 4, kTN = 4;
+inline constexpr int kThreads = (kBM / kTM) * (kBN / kTN);  // 256
+static_assert(kThreads == 256 && kBM * kBK == 2 * kThreads && kBK * kBN == 2 * kThreads);
+
+/// acc += as[p][ty*4 + r] * bs[p][tx*4 + c] over the kBK slices of one staged tile.
+__device__ __forceinline__ void micro_tile(const float (&as)[kBK][kBM], const float (&bs)[kBK][kBN], int tx, int ty,
+                                           float (&acc)[kTM][kTN]) {
+#pragma unroll
+  for (int p = 0; p < kBK; ++p) {
+    float af[kTM], bf[kTN];
+#pragma unroll
+    for (int r = 0; r < kTM; ++r) af[r] = as[p][ty * kTM + r];
+#pragma unroll
+    for (int q = 0; q < kTN; ++q) bf[q] = bs[p][tx * kTN + q];
+#pragma unroll
+    for (int r = 0; r < kTM; ++r)
+#pragma unroll
+      for (int q = 0; q < kTN; ++q) acc[r][q] = fmaf(af[r], bf[q], acc[r][q]);
+  }
+}
+
+/// Guarded one-pass store of a thread's 4x4 micro-tile at (row0, col0) of the block tile.
+__device__ __forceinline__ void store_micro_tile(float* c, int64_t ldc, int64_t m, int64_t n, int64_t row0,
+                                                 int64_t col0, int tx, int ty, float alpha, float beta,
+                                                 const float (&acc)[kTM][kTN]) {
+#pragma unroll
+  for (int r = 0; r < kTM; ++r) {
+    const int64_t i = row0 + ty * kTM + r;
+    if (i >= m) continue;
+#pragma unroll
+    for (int q = 0; q < kTN; ++q) {
+      const int64_t j = col0 + tx * kTN + q;
+      if (j < n) store_c(c, ldc, i, j, alpha, beta, acc[r][q]);
+    }
+  }
+}
+
+/// Position of staged element e (0 <= e < 512) of the A tile: (i, p) inside the
+/// 64x8 tile, chosen so consecutive threads walk A's contiguous dimension.
+__device__ __forceinline__ void a_slot(bool trans_a, int e, int& i, int& p) {
+  if (trans_a) {  // a[p*lda + i]: contiguous along i
+    p = e / kBM, i = e % kBM;
+  } else {  // a[i*lda + p]: contiguous along p
+    i = e / kBK, p = e % kBK;
+  }
+}
+/// Position of staged element e of the B tile: (p, j) inside the 8x64 tile.
+__device__ __forceinline__ void b_slot(bool trans_b, int e, int& p, int& j) {
+  if (trans_b) {  // b[j*ldb + p]: contiguous along p
+    j = e / kBK, p = e % kBK;
+  } else {  // b[p*ldb + j]: contiguous along j
+    p = e / kBN, j = e % kBN;
+  }
+}
+
+}  // namespace assay::kernels::ladder
