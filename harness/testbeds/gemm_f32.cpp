@@ -480,12 +480,13 @@ Status check_relation(const Case& c, const Prepared& p, const RelationData& rd, 
   ASSAY_RETURN_IF_ERROR(lane.restore());
   GemmF32Problem q = problem_on(g, c, lane);
   double scale = 1;
-  std::vector<float> out2;
+  std::vector<float> out2, staged_a, staged_c;  // host images of the related inputs, alive until the launch
   // y2(i, j): element (i, j) of the related launch, in C's orientation.
   std::function<float(int64_t, int64_t)> y2;
   int64_t (*from_row)(const RelationData&, int64_t) = [](const RelationData&, int64_t i) { return i; };
   if (g.relation == "transpose") {
-    std::vector<float> ct(static_cast<size_t>(m * n), std::numeric_limits<float>::quiet_NaN());
+    std::vector<float>& ct = staged_c;
+    ct.assign(static_cast<size_t>(m * n), std::numeric_limits<float>::quiet_NaN());
     if (!p.beta0)  // beta == 0: C' stays NaN, which must neither be read nor survive
       for (int64_t i = 0; i < m; ++i)
         for (int64_t j = 0; j < n; ++j) ct[static_cast<size_t>(j * m + i)] = host_c[i * g.ldc + j];
@@ -502,14 +503,16 @@ Status check_relation(const Case& c, const Prepared& p, const RelationData& rd, 
       scale = 2;
       q.alpha *= 2;
       if (!p.beta0) {
-        std::vector<float> c2(static_cast<size_t>(dc.extent()));
+        std::vector<float>& c2 = staged_c;
+        c2.resize(static_cast<size_t>(dc.extent()));
         const auto* full = reinterpret_cast<const float*>(lane.host_tensor(kC));
         for (size_t e = 0; e < c2.size(); ++e) c2[e] = 2 * full[e];
         CUDA_CHECK(cudaMemcpyAsync(lane.dev_tensor(kC), c2.data(), c2.size() * 4, cudaMemcpyHostToDevice,
                                    lane.stream()));
       }
     } else {  // permute_rows: op(A)[i][:] and C[i][:] become row perm[i] of the originals
-      std::vector<float> a2(static_cast<size_t>(da.extent()));
+      std::vector<float>& a2 = staged_a;
+      a2.resize(static_cast<size_t>(da.extent()));
       const auto* a1 = reinterpret_cast<const float*>(lane.host_tensor(kA));
       std::copy(a1, a1 + a2.size(), a2.begin());
       for (int64_t i = 0; i < m; ++i)
@@ -519,9 +522,9 @@ Status check_relation(const Case& c, const Prepared& p, const RelationData& rd, 
         }
       CUDA_CHECK(cudaMemcpyAsync(lane.dev_tensor(kA), a2.data(), a2.size() * 4, cudaMemcpyHostToDevice, lane.stream()));
       if (!p.beta0) {
-        std::vector<float> c2(static_cast<size_t>(dc.extent()));
+        std::vector<float>& c2 = staged_c;
         const auto* full = reinterpret_cast<const float*>(lane.host_tensor(kC));
-        std::copy(full, full + c2.size(), c2.begin());
+        c2.assign(full, full + dc.extent());
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < n; ++j)
             c2[static_cast<size_t>(dc.offset + i * g.ldc + j)] =

@@ -97,4 +97,42 @@ __device__ __forceinline__ void b_slot(bool trans_b, int e, int& p, int& j) {
   }
 }
 
+/// 4-byte asynchronous global -> shared copy; src-size 0 writes a zero and reads nothing.
+__device__ __forceinline__ void cp_async4(float* dst, const float* src, bool in_bounds) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src), "r"(in_bounds ? 4 : 0));
+#else
+  *dst = in_bounds ? *src : 0.0f;  // synchronous fallback below sm_80
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+/// Issues the copies of k slice `k0` into one stage (out-of-bounds elements zero-filled).
+__device__ __forceinline__ void issue_slice(const GemmF32Args& g, int64_t row0, int64_t col0, int64_t k0,
+                                            float (&as)[kBK][kBM], float (&bs)[kBK][kBN]) {
+  const int tid = static_cast<int>(threadIdx.y * blockDim.x + threadIdx.x);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int e = tid + r * kThreads;
+    int i, p, j;
+    a_slot(g.trans_a, e, i, p);
+    const bool ina = row0 + i < g.m && k0 + p < g.k;
+    cp_async4(&as[p][i], ina ? &g.a[g.trans_a ? (k0 + p) * g.lda + row0 + i : (row0 + i) * g.lda + k0 + p] : g.a, ina);
+    b_slot(g.trans_b, e, p, j);
+    const bool inb = k0 + p < g.k && col0 + j < g.n;
+    cp_async4(&bs[p][j], inb ? &g.b[g.trans_b ? (col0 + j) * g.ldb + k0 + p : (k0 + p) * g.ldb + col0 + j] : g.b, inb);
+  }
+}
+
 }  // namespace assay::kernels::ladder
