@@ -122,13 +122,15 @@ TEST_F(GemmLadderGpu, SplitKIsJudgedByTheBoundAndKeepsBlasBeta0) {
   }
 }
 
-class GemmLadderCampaign : public GpuCampaignTest<int> {};
+class GemmLadderCampaign : public GpuCampaignTest<std::string> {};
 
-TEST_F(GemmLadderCampaign, EveryVariantPassesACampaign) {
+TEST_P(GemmLadderCampaign, EveryVariantPassesACampaign) {
   // Default variants: naive, tiled and the five rungs; a quarter of the cases
   // carry a relation.
-  expect_campaign_passes("gemm", 1500, 300);
+  expect_campaign_passes(GetParam(), 1500, 300);
 }
+
+INSTANTIATE_TEST_SUITE_P(Ladder, GemmLadderCampaign, ::testing::Values(std::string("gemm")));
 
 class GemmLadderMutants : public GpuCampaignTest<PlantedMutant> {};
 
