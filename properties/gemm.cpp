@@ -56,19 +56,19 @@ constexpr const char* kLadderSrc = "kernels/gemm/gemm_ladder_f32.cu";
 [[maybe_unused]] const bool kLadder[] = {
     register_gemm_f32_variant({{"coalesced", "flat blocks, lane -> column of C, two k chains", false, true, kLadderSrc},
                                launch_through(kernels::gemm_f32_coalesced)}),
-    register_gemm_f32_variant({{"regblock", "64x64 tiles, 4x4 register micro-tiles, 8-wide k slices", false, true,
-                                kLadderSrc},
-                               launch_through(kernels::gemm_f32_regblock)}),
-    register_gemm_f32_variant({{"vec4", "regblock with float4 loads on aligned views, scalar fallback", false, true,
-                                kLadderSrc},
-                               launch_through(kernels::gemm_f32_vec4)}),
-    register_gemm_f32_variant({{"cpasync", "regblock tiles through a 3-stage cp.async pipeline", false, true,
-                                kLadderSrc},
-                               launch_through(kernels::gemm_f32_cpasync)}),
+    register_gemm_f32_variant(
+        {{"regblock", "64x64 tiles, 4x4 register micro-tiles, 8-wide k slices", false, true, kLadderSrc},
+         launch_through(kernels::gemm_f32_regblock)}),
+    register_gemm_f32_variant(
+        {{"vec4", "regblock with float4 loads on aligned views, scalar fallback", false, true, kLadderSrc},
+         launch_through(kernels::gemm_f32_vec4)}),
+    register_gemm_f32_variant(
+        {{"cpasync", "regblock tiles through a 3-stage cp.async pipeline", false, true, kLadderSrc},
+         launch_through(kernels::gemm_f32_cpasync)}),
     // Atomic accumulation order varies between launches: no bitwise rerun, the bound judges.
-    register_gemm_f32_variant({{"splitk", "k split over blockIdx.z, C = beta*C then atomicAdd of partials", false,
-                                false, kLadderSrc},
-                               launch_through(kernels::gemm_f32_splitk)}),
+    register_gemm_f32_variant(
+        {{"splitk", "k split over blockIdx.z, C = beta*C then atomicAdd of partials", false, false, kLadderSrc},
+         launch_through(kernels::gemm_f32_splitk)}),
 };
 
 // ---- generators ---------------------------------------------------------------
@@ -138,8 +138,8 @@ rc::Gen<Case> gemm_cases(const GenConfig& cfg) {
                             : *rc::gen::elementOf(std::vector<double>{1, -1, 0.5, 1.5, -0.75, 0});
       beta = *rc::gen::elementOf(std::vector<double>{0, 1, -1, 0.5, 2.25});
     }
-    Case c = make_gemm_case(m, n, k, trans_a, trans_b, alpha, beta, pad_a, pad_b, pad_c, off_a, off_b, off_c, ra, rb,
-                            rc_);
+    Case c =
+        make_gemm_case(m, n, k, trans_a, trans_b, alpha, beta, pad_a, pad_b, pad_c, off_a, off_b, off_c, ra, rb, rc_);
     // A quarter of the cases also run a metamorphic relation (one more launch each).
     // (weightedElement: inRange's spread depends on the generation size.)
     const int rel = *rc::gen::weightedElement<int>({{9, -1}, {1, 0}, {1, 1}, {1, 2}});

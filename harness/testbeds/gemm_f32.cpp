@@ -507,8 +507,8 @@ Status check_relation(const Case& c, const Prepared& p, const RelationData& rd, 
         c2.resize(static_cast<size_t>(dc.extent()));
         const auto* full = reinterpret_cast<const float*>(lane.host_tensor(kC));
         for (size_t e = 0; e < c2.size(); ++e) c2[e] = 2 * full[e];
-        CUDA_CHECK(cudaMemcpyAsync(lane.dev_tensor(kC), c2.data(), c2.size() * 4, cudaMemcpyHostToDevice,
-                                   lane.stream()));
+        CUDA_CHECK(
+            cudaMemcpyAsync(lane.dev_tensor(kC), c2.data(), c2.size() * 4, cudaMemcpyHostToDevice, lane.stream()));
       }
     } else {  // permute_rows: op(A)[i][:] and C[i][:] become row perm[i] of the originals
       std::vector<float>& a2 = staged_a;
@@ -529,8 +529,8 @@ Status check_relation(const Case& c, const Prepared& p, const RelationData& rd, 
           for (int64_t j = 0; j < n; ++j)
             c2[static_cast<size_t>(dc.offset + i * g.ldc + j)] =
                 full[dc.offset + rd.perm[static_cast<size_t>(i)] * g.ldc + j];
-        CUDA_CHECK(cudaMemcpyAsync(lane.dev_tensor(kC), c2.data(), c2.size() * 4, cudaMemcpyHostToDevice,
-                                   lane.stream()));
+        CUDA_CHECK(
+            cudaMemcpyAsync(lane.dev_tensor(kC), c2.data(), c2.size() * 4, cudaMemcpyHostToDevice, lane.stream()));
       }
       from_row = [](const RelationData& d, int64_t i) { return d.perm[static_cast<size_t>(i)]; };
     }
@@ -543,9 +543,8 @@ Status check_relation(const Case& c, const Prepared& p, const RelationData& rd, 
                 fmt::format("relation '{}': the related launch failed: {}", g.relation, cudaGetErrorString(e)));
     return ok_status();
   }
-  ASSAY_RETURN_IF_ERROR(
-      lane.read_back(g.relation == "transpose" ? p.rel_dev : lane.dev_tensor(kC), out2.data(),
-                     static_cast<int64_t>(out2.size()) * 4));
+  ASSAY_RETURN_IF_ERROR(lane.read_back(g.relation == "transpose" ? p.rel_dev : lane.dev_tensor(kC), out2.data(),
+                                       static_cast<int64_t>(out2.size()) * 4));
 
   const ElementBound b2 = ceiling_for(g, std::fabs(g.alpha) * scale, nullptr);
   // Left out: a non-finite reference, or a magnitude at which the accumulator
@@ -571,9 +570,10 @@ Status check_relation(const Case& c, const Prepared& p, const RelationData& rd, 
       if (bad++ == 0) {
         const std::string where = g.relation == "transpose" ? fmt::format("C'[{}][{}] of the swapped launch", j, i)
                                                             : fmt::format("C[{}][{}] of the related launch", i, j);
-        first = fmt::format("relation '{}': {} is {:.9g}, expected {}C[{}][{}] = {:.9g} of the original launch; "
-                            "|diff| {:.3g} > {:.3g} (both ceilings)",
-                            g.relation, where, y, scale != 1 ? "2*" : "", fi, j, y1, d, tol);
+        first = fmt::format(
+            "relation '{}': {} is {:.9g}, expected {}C[{}][{}] = {:.9g} of the original launch; "
+            "|diff| {:.3g} > {:.3g} (both ceilings)",
+            g.relation, where, y, scale != 1 ? "2*" : "", fi, j, y1, d, tol);
       }
     }
   if (bad > 0) add_failure(verdict, FailureKind::kProperty, "C", static_cast<unsigned long long>(bad), -1, first);
@@ -586,7 +586,7 @@ std::vector<int64_t> gemm_relation_permutation(int64_t m, uint64_t seed) {
   std::vector<int64_t> perm(static_cast<size_t>(std::max<int64_t>(m, 0)));
   for (size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int64_t>(i);
   uint64_t x = seed ^ 0x7065726d75746521ull;  // "permute!"
-  auto next = [&x] {  // SplitMix64
+  auto next = [&x] {                          // SplitMix64
     uint64_t z = (x += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;

@@ -85,9 +85,8 @@ __device__ __forceinline__ void load_run(const float* base, int64_t ld, int64_t 
 }
 
 template <Load L>
-__device__ __forceinline__ void stage_tiles(const GemmF32Args& g, int64_t row0, int64_t col0, int64_t k0,
-                                            int64_t k_end, bool a_vec, bool b_vec, float (&as)[kBK][kBM],
-                                            float (&bs)[kBK][kBN]) {
+__device__ __forceinline__ void stage_tiles(const GemmF32Args& g, int64_t row0, int64_t col0, int64_t k0, int64_t k_end,
+                                            bool a_vec, bool b_vec, float (&as)[kBK][kBM], float (&bs)[kBK][kBN]) {
   const int tid = static_cast<int>(threadIdx.y * blockDim.x + threadIdx.x);
   if constexpr (L == Load::kScalar) {
 #pragma unroll
@@ -205,7 +204,7 @@ __global__ void __launch_bounds__(kThreads) gemm_f32_cpasync_kernel(GemmF32Args 
     }
     for (int64_t t = 0; t < nk; ++t) {
       cp_async_wait<kStages - 2>();  // this thread's copies of slice t have landed
-      __syncthreads();  // everyone's copies visible; everyone done computing slice t-1
+      __syncthreads();               // everyone's copies visible; everyone done computing slice t-1
       // Refill the stage slice t-1 used, now free, with slice t + kStages - 1.
       const int64_t next = t + kStages - 1;
       if (next < nk) issue_slice(g, row0, col0, next * kBK, as[next % kStages], bs[next % kStages]);

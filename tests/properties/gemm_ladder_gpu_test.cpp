@@ -111,9 +111,9 @@ TEST_F(GemmLadderGpu, Vec4TakesBothPathsAndItsMutantOnlyFailsTheMisalignedLd) {
 TEST_F(GemmLadderGpu, SplitKIsJudgedByTheBoundAndKeepsBlasBeta0) {
   // Several chunks; beta == 0 with NaN poison in C (must not leak through the
   // first pass); beta != 0 with large k and same-sign data.
-  for (const Case& c : {make_gemm_case(130, 70, 700, true, false, 1, 0, 0, 0, 3, 0, 0, 0, ValueClass::kNormal, 51),
-                        make_gemm_case(64, 65, 513, false, true, -0.75, 2.25, 1, 0, 0, 0, 0, 0, ValueClass::kSameSign,
-                                       52)}) {
+  for (const Case& c :
+       {make_gemm_case(130, 70, 700, true, false, 1, 0, 0, 0, 3, 0, 0, 0, ValueClass::kNormal, 51),
+        make_gemm_case(64, 65, 513, false, true, -0.75, 2.25, 1, 0, 0, 0, 0, 0, ValueClass::kSameSign, 52)}) {
     const auto v = run(c, {"splitk"});
     ASSERT_EQ(v.size(), 1u);
     EXPECT_TRUE(v[0].passed()) << c.summary() << ": " << v[0].summary();
@@ -142,15 +142,17 @@ INSTANTIATE_TEST_SUITE_P(
     Ladder, GemmLadderMutants,
     ::testing::Values(
         PlantedMutant{"gemm", "mutant_coalesced_row_tail", {FailureKind::kGuard, FailureKind::kGapWritten}},
-        PlantedMutant{"gemm", "mutant_regblock_swizzle",
-                      {FailureKind::kExact, FailureKind::kBound, FailureKind::kProperty}},
-        PlantedMutant{"gemm", "mutant_vec4_misaligned",
+        PlantedMutant{
+            "gemm", "mutant_regblock_swizzle", {FailureKind::kExact, FailureKind::kBound, FailureKind::kProperty}},
+        PlantedMutant{"gemm",
+                      "mutant_vec4_misaligned",
                       {FailureKind::kBound, FailureKind::kExact, FailureKind::kNanInf, FailureKind::kProperty}},
-        PlantedMutant{"gemm", "mutant_cpasync_no_wait",
+        PlantedMutant{"gemm",
+                      "mutant_cpasync_no_wait",
                       {FailureKind::kExact, FailureKind::kBound, FailureKind::kNanInf, FailureKind::kNondeterministic,
                        FailureKind::kProperty}},
-        PlantedMutant{"gemm", "mutant_splitk_drops_tail",
-                      {FailureKind::kExact, FailureKind::kBound, FailureKind::kProperty}}),
+        PlantedMutant{
+            "gemm", "mutant_splitk_drops_tail", {FailureKind::kExact, FailureKind::kBound, FailureKind::kProperty}}),
     [](const ::testing::TestParamInfo<PlantedMutant>& i) { return std::string(i.param.variant); });
 
 }  // namespace
