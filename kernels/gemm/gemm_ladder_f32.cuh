@@ -1,7 +1,8 @@
 // Device building blocks shared by the fp32 GEMM optimisation ladder
 // (gemm_ladder_f32.cu) and its planted-bug copies (tests/mutants/gemm): the
-// operand accessors, argument validation and the guarded epilogue. Each rung's
-// own loop structure (the thing its mutant breaks) stays in its own file.
+// operand accessors, argument validation, the guarded epilogue, the register
+// micro-tile and the cp.async primitives. Each rung's own loop structure (the
+// thing its mutant breaks) stays in its own file.
 #pragma once
 
 #include <cstdint>
