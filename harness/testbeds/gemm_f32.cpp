@@ -559,14 +559,13 @@ Status check_relation(const Case& c, const Prepared& p, const RelationData& rd, 
       const int64_t fi = from_row(rd, i);
       const size_t l1 = static_cast<size_t>(fi * n + j);
       const double r1 = rd.ref[l1], m1 = rd.mag[l1];
-      if (!std::isfinite(r1) || !std::isfinite(m1) || m1 > top) continue;
       if (scale != 1 && !p.beta0 && !std::isfinite(2.0f * host_c[fi * g.ldc + j])) continue;
-      const double y1 = scale * static_cast<double>(out1[static_cast<size_t>(dc.offset + fi * g.ldc + j)]);
+      const double x1 = static_cast<double>(out1[static_cast<size_t>(dc.offset + fi * g.ldc + j)]);
       const double y = static_cast<double>(y2(i, j));
-      if (y == y1) continue;
+      if (!gemm_relation_breaks(x1, y, r1, m1, scale, p.bound, b2, top)) continue;
+      const double y1 = scale * x1;
       const double tol = scale * p.bound.tol(std::fabs(r1), m1) + b2.tol(scale * std::fabs(r1), scale * m1);
       const double d = std::fabs(y - y1);
-      if (d <= tol) continue;  // false for NaN: a NaN on one side only breaks the relation
       if (bad++ == 0) {
         const std::string where = g.relation == "transpose" ? fmt::format("C'[{}][{}] of the swapped launch", j, i)
                                                             : fmt::format("C[{}][{}] of the related launch", i, j);
@@ -581,6 +580,15 @@ Status check_relation(const Case& c, const Prepared& p, const RelationData& rd, 
 }
 
 }  // namespace
+
+bool gemm_relation_breaks(double y1, double y2, double r1, double mag1, double scale, const ElementBound& b1,
+                          const ElementBound& b2, double top) {
+  if (!std::isfinite(r1) || !std::isfinite(mag1) || mag1 > top) return false;
+  const double s = std::fabs(scale);
+  if (y2 == scale * y1) return false;
+  const double tol = s * b1.tol(std::fabs(r1), mag1) + b2.tol(s * std::fabs(r1), s * mag1);
+  return !(std::fabs(y2 - scale * y1) <= tol);  // true for NaN: a NaN on one side only breaks the relation
+}
 
 std::vector<int64_t> gemm_relation_permutation(int64_t m, uint64_t seed) {
   std::vector<int64_t> perm(static_cast<size_t>(std::max<int64_t>(m, 0)));

@@ -17,6 +17,7 @@
 
 #include <cuda_runtime.h>
 
+#include "harness/bounds.h"
 #include "harness/case.h"
 #include "harness/spec.h"
 #include "harness/status.h"
@@ -77,6 +78,13 @@ struct GemmParams {
   int64_t lda = 0, ldb = 0, ldc = 0;
   std::string relation;  ///< one of kGemmRelations, or empty
 };
+
+/// The relation rule for one element, whose exact results are r2 = scale*r1:
+/// true when |y2 - scale*y1| > |scale|*b1.tol(|r1|, mag1) + b2.tol(|scale*r1|, |scale|*mag1)
+/// (a NaN on one side only counts). False when the element is left out: r1 or
+/// mag1 non-finite, or mag1 > `top` (overflow possible in either launch).
+bool gemm_relation_breaks(double y1, double y2, double r1, double mag1, double scale, const ElementBound& b1,
+                          const ElementBound& b2, double top);
 
 /// The "permute_rows" permutation of m rows for a case whose A recipe has seed
 /// `seed`: Fisher-Yates on SplitMix64, a pure function of (m, seed).

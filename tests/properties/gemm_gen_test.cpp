@@ -214,3 +214,35 @@ TEST(GemmLaunchers, LadderRejectsInvalidShapesWithAnError) {
 
 }  // namespace
 }  // namespace assay
+
+namespace assay {
+namespace {
+
+// The per-element relation rule (host side of every relation check).
+TEST(GemmRelation, ElementRuleHoldsWithinBothCeilingsAndCatchesADroppedTerm) {
+  GemmBoundModel model;
+  model.k = 100;
+  const ElementBound b1 = gemm_ceiling(model);
+  model.alpha_abs = 2;
+  const ElementBound b2 = gemm_ceiling(model);
+  const double r1 = 3.0, mag = 50.0, top = 1e30;
+  const double tol1 = b1.tol(3.0, mag), tol2 = b2.tol(6.0, 100.0);
+  // Two correct launches: each within its own ceiling of the exact result.
+  EXPECT_FALSE(gemm_relation_breaks(r1 + tol1, 2 * r1 - tol2, r1, mag, 2, b1, b2, top));
+  EXPECT_FALSE(gemm_relation_breaks(r1, 2 * r1, r1, mag, 2, b1, b2, top));
+  // Just past the sum of both ceilings.
+  EXPECT_TRUE(gemm_relation_breaks(r1 + tol1, 2 * r1 - tol2 * 1.01, r1, mag, 2, b1, b2, top));
+  // A dropped term of size 1 in the related launch (mag 50, k = 100: far above the ceilings).
+  EXPECT_TRUE(gemm_relation_breaks(r1, 2 * r1 - 1, r1, mag, 2, b1, b2, top));
+  EXPECT_TRUE(gemm_relation_breaks(r1, 2.0 * r1 + 1, r1, mag, 1, b1, b1, top));
+  // NaN on one side only breaks it; equal values (the same Inf included) do not.
+  EXPECT_TRUE(gemm_relation_breaks(r1, std::nan(""), r1, mag, 1, b1, b1, top));
+  EXPECT_FALSE(gemm_relation_breaks(INFINITY, INFINITY, r1, mag, 1, b1, b1, top));
+  // Left out: a non-finite reference, or a magnitude that may overflow.
+  EXPECT_FALSE(gemm_relation_breaks(r1, 0, std::nan(""), mag, 1, b1, b1, top));
+  EXPECT_FALSE(gemm_relation_breaks(r1, 0, INFINITY, mag, 1, b1, b1, top));
+  EXPECT_FALSE(gemm_relation_breaks(r1, 0, r1, 2 * top, 1, b1, b1, top));
+}
+
+}  // namespace
+}  // namespace assay
