@@ -1,8 +1,31 @@
 // gemm: C = alpha * op(A) * op(B) + beta * C, fp32, row-major with leading
 // dimensions (conventions in kernels/gemm/gemm.h).
 //
-// Variants: naive (one thread per element), tiled (32x32 shared-memory tiles).
+// Variants: naive (one thread per element), tiled (32x32 shared-memory tiles),
+// and the optimisation ladder of kernels/gemm/gemm_ladder_f32.cu: coalesced
+// (flat blocks, lane -> column, two k chains), regblock (64x64 tiles, 4x4
+// register micro-tiles), vec4 (regblock with float4 loads where the view is
+// 16-byte aligned with ld % 4 == 0, scalar fallback otherwise), cpasync
+// (3-stage cp.async pipeline), splitk (k chunks over blockIdx.z, C = beta*C,
+// then atomicAdd of alpha*partial; non-deterministic, judged by the bound).
 // Mutants (tests/mutants/gemm) register themselves as extra variants.
+//
+// Bound: gemm_ceiling (harness/bounds.h), gamma_{k+2}(2^-24)*mag + floor. It
+// is order-free ([H] (3.5): only the number of roundings on a term's path
+// counts), so it covers every rung, two-chain sums and split-K alike. Split-K
+// with S nonempty chunks of at most c terms: a term passes c FMA roundings in
+// its chunk, one for alpha*partial and at most S atomic additions; c + S - 1 <= k
+// (the other S-1 chunks hold at least one term each), so c + 1 + S <= k + 2;
+// beta*C passes 1 + S <= k + 2. The underflow floor is the one place split-K
+// needs more: atom.add.f32 flushes subnormal inputs and results (PTX ISA), so
+// each of the S atomics may lose < 2 min_normal and each alpha*partial < one,
+// 3S + 2 unscaled operations against the ceiling's 3; with S <= k the testbed
+// adds 3k * min_normal (gemm_f32.cpp, split_k_flush_floor).
+//
+// Metamorphic relations (case param "relation", about a quarter of the cases):
+// "transpose" (C^T = op(B)^T op(A)^T + beta C^T through the swapped launch),
+// "alpha2" (alpha and C doubled: C doubles), "permute_rows" (rows of op(A)
+// and C permuted: rows of C permuted); harness/testbeds/gemm_f32.h.
 //
 // Sections: binding, generators, references, bound, properties.
 #include <algorithm>
@@ -28,6 +51,25 @@ namespace {
 [[maybe_unused]] const bool kTiled = register_gemm_f32_variant(
     {{"tiled", "32x32 shared-memory tiles, guarded tails", false, true, "kernels/gemm/gemm_tiled.cu"},
      launch_through(kernels::gemm_f32_tiled)});
+// The optimisation ladder (kernels/gemm/gemm_ladder_f32.cu).
+constexpr const char* kLadderSrc = "kernels/gemm/gemm_ladder_f32.cu";
+[[maybe_unused]] const bool kLadder[] = {
+    register_gemm_f32_variant({{"coalesced", "flat blocks, lane -> column of C, two k chains", false, true, kLadderSrc},
+                               launch_through(kernels::gemm_f32_coalesced)}),
+    register_gemm_f32_variant(
+        {{"regblock", "64x64 tiles, 4x4 register micro-tiles, 8-wide k slices", false, true, kLadderSrc},
+         launch_through(kernels::gemm_f32_regblock)}),
+    register_gemm_f32_variant(
+        {{"vec4", "regblock with float4 loads on aligned views, scalar fallback", false, true, kLadderSrc},
+         launch_through(kernels::gemm_f32_vec4)}),
+    register_gemm_f32_variant(
+        {{"cpasync", "regblock tiles through a 3-stage cp.async pipeline", false, true, kLadderSrc},
+         launch_through(kernels::gemm_f32_cpasync)}),
+    // Atomic accumulation order varies between launches: no bitwise rerun, the bound judges.
+    register_gemm_f32_variant(
+        {{"splitk", "k split over blockIdx.z, C = beta*C then atomicAdd of partials", false, false, kLadderSrc},
+         launch_through(kernels::gemm_f32_splitk)}),
+};
 
 // ---- generators ---------------------------------------------------------------
 // Edge-biased extents: the small and structural values first, so shrinking
@@ -96,8 +138,13 @@ rc::Gen<Case> gemm_cases(const GenConfig& cfg) {
                             : *rc::gen::elementOf(std::vector<double>{1, -1, 0.5, 1.5, -0.75, 0});
       beta = *rc::gen::elementOf(std::vector<double>{0, 1, -1, 0.5, 2.25});
     }
-    return make_gemm_case(m, n, k, trans_a, trans_b, alpha, beta, pad_a, pad_b, pad_c, off_a, off_b, off_c, ra, rb,
-                          rc_);
+    Case c =
+        make_gemm_case(m, n, k, trans_a, trans_b, alpha, beta, pad_a, pad_b, pad_c, off_a, off_b, off_c, ra, rb, rc_);
+    // A quarter of the cases also run a metamorphic relation (one more launch each).
+    // (weightedElement: inRange's spread depends on the generation size.)
+    const int rel = *rc::gen::weightedElement<int>({{9, -1}, {1, 0}, {1, 1}, {1, 2}});
+    if (rel >= 0) c.params["relation"] = kGemmRelations[rel];
+    return c;
   });
 }
 

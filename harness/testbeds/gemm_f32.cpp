@@ -6,7 +6,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <random>
 
 #include <fmt/format.h>
@@ -122,6 +125,13 @@ StatusOr<GemmParams> parse_gemm_case(const Case& c) {
   ASSAY_RETURN_IF_ERROR(check_matrix(c, "C", g.m, g.n, g.ldc));
   if (a->role != Role::kIn || b->role != Role::kIn || cc->role != Role::kInOut)
     return invalid_argument("gemm case: roles must be A:in, B:in, C:inout");
+  if (auto it = c.params.find("relation"); it != c.params.end()) {
+    if (!it->is_string()) return invalid_argument("gemm case: params.relation must be a string");
+    g.relation = it->get<std::string>();
+    if (std::find(std::begin(kGemmRelations), std::end(kGemmRelations), g.relation) == std::end(kGemmRelations))
+      return invalid_argument(
+          fmt::format("gemm case: params.relation '{}' is not transpose, alpha2 or permute_rows", g.relation));
+  }
   return g;
 }
 
@@ -164,6 +174,7 @@ namespace {
 
 struct Prepared {
   GemmParams g;
+  unsigned char* rel_dev = nullptr;  ///< "transpose": the n x m C' of the swapped launch
   bool beta0 = false;
   bool device_ref = false;
   bool exact = false;
@@ -181,6 +192,27 @@ void decode(const TensorDesc& d, const unsigned char* src, std::vector<double>& 
   out.resize(static_cast<size_t>(n));
   const float* f = reinterpret_cast<const float*>(src);
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<double>(f[i]);
+}
+
+double split_k_flush_floor(int64_t k);
+
+// The ceiling for problem g with |alpha| = alpha_abs (the "alpha2" relation asks
+// for the doubled one); `expected` receives the expected level when not null.
+ElementBound ceiling_for(const GemmParams& g, double alpha_abs, ElementBound* expected) {
+  GemmBoundModel model;
+  model.k = g.k;
+  model.alpha_abs = alpha_abs;
+  model.has_beta = g.beta != 0;
+  ElementBound b = gemm_ceiling(model);
+  // mag itself is a sum of k+2 non-negative terms computed in fp64, so it may
+  // fall short of the exact magnitude by a factor (1 - gamma_{k+2}(2^-53)).
+  b.rel_mag /= (1.0 - gamma_n(g.k + 2, 0x1p-53));
+  b.floor += split_k_flush_floor(g.k);
+  if (expected != nullptr) {
+    *expected = gemm_bounds(model).expected;
+    expected->rel_mag /= (1.0 - gamma_n(g.k + 2, 0x1p-53));
+  }
+  return b;
 }
 
 StatusOr<Prepared> prepare(const Case& c, gpu::Lane& lane) {
@@ -205,7 +237,10 @@ StatusOr<Prepared> prepare(const Case& c, gpu::Lane& lane) {
   const int64_t extra = p.device_ref ? 0 : 2 * mn * 8;
   const int64_t dev_ref_bytes =
       p.device_ref ? 2 * mn * 8 + 8 * device_ref::gemm_f64_scratch_doubles(ta.desc.extent(), tb.desc.extent()) : 0;
-  ASSAY_RETURN_IF_ERROR(lane.layout(tensors, extra, save_bytes + dev_ref_bytes));
+  // Only relation cases pay: the swapped launch of "transpose" writes an n x m C'.
+  const int64_t rel_bytes = p.g.relation == "transpose" ? (mn * 4 + 255) / 256 * 256 : 0;
+  ASSAY_RETURN_IF_ERROR(lane.layout(tensors, extra, save_bytes + dev_ref_bytes + rel_bytes));
+  if (rel_bytes > 0) p.rel_dev = lane.dev_scratch() + save_bytes + dev_ref_bytes;
 
   materialize(ta.desc, ta.values, fnv1a64("A", 1), lane.host_tensor(kA));
   materialize(tb.desc, tb.values, fnv1a64("B", 1), lane.host_tensor(kB));
@@ -249,16 +284,7 @@ StatusOr<Prepared> prepare(const Case& c, gpu::Lane& lane) {
     p.mag_dev = ref + mn;
   }
 
-  GemmBoundModel model;
-  model.k = g.k;
-  model.alpha_abs = std::fabs(g.alpha);
-  model.has_beta = !p.beta0;
-  p.bound = gemm_ceiling(model);
-  // mag itself is a sum of k+2 non-negative terms computed in fp64, so it may
-  // fall short of the exact magnitude by a factor (1 - gamma_{k+2}(2^-53)).
-  p.bound.rel_mag /= (1.0 - gamma_n(g.k + 2, 0x1p-53));
-  p.expected = gemm_bounds(model).expected;
-  p.expected.rel_mag /= (1.0 - gamma_n(g.k + 2, 0x1p-53));
+  p.bound = ceiling_for(g, std::fabs(g.alpha), &p.expected);
 
   auto plain_int = [](const ValueRecipe& r) { return r.cls == ValueClass::kSmallInt && !r.inject.active(); };
   const bool ints = plain_int(ta.values) && plain_int(tb.values) && (p.beta0 || plain_int(tc.values));
@@ -268,6 +294,14 @@ StatusOr<Prepared> prepare(const Case& c, gpu::Lane& lane) {
             gemm_exact_tier_holds(DType::kF32, g.k, range, std::fabs(g.alpha), std::fabs(g.beta),
                                   p.beta0 ? 0.0 : static_cast<double>(tc.values.int_range));
   return p;
+}
+
+// Split-K's extra underflow losses (properties/gemm.cpp): atom.add.f32 flushes
+// subnormal inputs and results, so S atomics and S alpha*partial products add up
+// to 3S + 2 unscaled operations that may each lose < min_normal, against the
+// 3 of gemm_ceiling; with S <= k nonempty chunks the excess is below 3k.
+double split_k_flush_floor(int64_t k) {
+  return (1 + gamma_n(k + 2, 0x1p-24)) * 3.0 * static_cast<double>(k) * static_cast<double>(FLT_MIN);
 }
 
 GemmF32Problem problem_on(const GemmParams& g, const Case& c, gpu::Lane& lane) {
@@ -416,7 +450,159 @@ void read_check(const gpu::CheckResult& r, const gpu::CheckParams& params, [[may
   v.metrics.max_abs_err = std::max(v.metrics.max_abs_err, std::bit_cast<double>(cr.max_abs_bits));
 }
 
+// Host data a relation needs, read once per case (only relation cases pay).
+struct RelationData {
+  std::vector<double> ref, mag;
+  std::vector<int64_t> perm;  ///< "permute_rows"
+};
+
+StatusOr<RelationData> relation_data(const Case& c, const Prepared& p, gpu::Lane& lane) {
+  RelationData d;
+  const int64_t mn = p.g.m * p.g.n;
+  d.ref.resize(static_cast<size_t>(mn));
+  d.mag.resize(static_cast<size_t>(mn));
+  ASSAY_RETURN_IF_ERROR(lane.read_back(p.ref_dev, d.ref.data(), mn * 8));
+  ASSAY_RETURN_IF_ERROR(lane.read_back(p.mag_dev, d.mag.data(), mn * 8));
+  if (p.g.relation == "permute_rows") d.perm = gemm_relation_permutation(p.g.m, c.find("A")->values.seed);
+  return d;
+}
+
+// One more launch of `v` on the related problem of p.g.relation; its output
+// held element by element against the first checked launch (`saved`).
+Status check_relation(const Case& c, const Prepared& p, const RelationData& rd, const GemmF32Variant& v,
+                      const unsigned char* saved, gpu::Lane& lane, Verdict& verdict) {
+  const GemmParams& g = p.g;
+  const TensorDesc &da = c.find("A")->desc, &dc = c.find("C")->desc;
+  const int64_t m = g.m, n = g.n;
+  const auto* host_c = reinterpret_cast<const float*>(lane.host_tensor(kC)) + dc.offset;
+  std::vector<float> out1(static_cast<size_t>(dc.extent()));
+  ASSAY_RETURN_IF_ERROR(lane.read_back(saved, out1.data(), dc.extent() * 4));
+  ASSAY_RETURN_IF_ERROR(lane.restore());
+  GemmF32Problem q = problem_on(g, c, lane);
+  double scale = 1;
+  std::vector<float> out2, staged_a, staged_c;  // host images of the related inputs, alive until the launch
+  // y2(i, j): element (i, j) of the related launch, in C's orientation.
+  std::function<float(int64_t, int64_t)> y2;
+  int64_t (*from_row)(const RelationData&, int64_t) = [](const RelationData&, int64_t i) { return i; };
+  if (g.relation == "transpose") {
+    std::vector<float>& ct = staged_c;
+    ct.assign(static_cast<size_t>(m * n), std::numeric_limits<float>::quiet_NaN());
+    if (!p.beta0)  // beta == 0: C' stays NaN, which must neither be read nor survive
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) ct[static_cast<size_t>(j * m + i)] = host_c[i * g.ldc + j];
+    CUDA_CHECK(cudaMemcpyAsync(p.rel_dev, ct.data(), ct.size() * 4, cudaMemcpyHostToDevice, lane.stream()));
+    GemmF32Problem t = q;
+    t.m = n, t.n = m, t.trans_a = !g.trans_b, t.trans_b = !g.trans_a;
+    t.a = q.b, t.lda = q.ldb, t.b = q.a, t.ldb = q.lda;
+    t.c = reinterpret_cast<float*>(p.rel_dev), t.ldc = m;
+    q = t;
+    out2.resize(ct.size());
+    y2 = [&out2, m](int64_t i, int64_t j) { return out2[static_cast<size_t>(j * m + i)]; };
+  } else {
+    if (g.relation == "alpha2") {
+      scale = 2;
+      q.alpha *= 2;
+      if (!p.beta0) {
+        std::vector<float>& c2 = staged_c;
+        c2.resize(static_cast<size_t>(dc.extent()));
+        const auto* full = reinterpret_cast<const float*>(lane.host_tensor(kC));
+        for (size_t e = 0; e < c2.size(); ++e) c2[e] = 2 * full[e];
+        CUDA_CHECK(
+            cudaMemcpyAsync(lane.dev_tensor(kC), c2.data(), c2.size() * 4, cudaMemcpyHostToDevice, lane.stream()));
+      }
+    } else {  // permute_rows: op(A)[i][:] and C[i][:] become row perm[i] of the originals
+      std::vector<float>& a2 = staged_a;
+      a2.resize(static_cast<size_t>(da.extent()));
+      const auto* a1 = reinterpret_cast<const float*>(lane.host_tensor(kA));
+      std::copy(a1, a1 + a2.size(), a2.begin());
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t r = 0; r < g.k; ++r) {
+          auto at = [&](int64_t row) { return da.offset + (g.trans_a ? r * g.lda + row : row * g.lda + r); };
+          a2[static_cast<size_t>(at(i))] = a1[at(rd.perm[static_cast<size_t>(i)])];
+        }
+      CUDA_CHECK(cudaMemcpyAsync(lane.dev_tensor(kA), a2.data(), a2.size() * 4, cudaMemcpyHostToDevice, lane.stream()));
+      if (!p.beta0) {
+        std::vector<float>& c2 = staged_c;
+        const auto* full = reinterpret_cast<const float*>(lane.host_tensor(kC));
+        c2.assign(full, full + dc.extent());
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j)
+            c2[static_cast<size_t>(dc.offset + i * g.ldc + j)] =
+                full[dc.offset + rd.perm[static_cast<size_t>(i)] * g.ldc + j];
+        CUDA_CHECK(
+            cudaMemcpyAsync(lane.dev_tensor(kC), c2.data(), c2.size() * 4, cudaMemcpyHostToDevice, lane.stream()));
+      }
+      from_row = [](const RelationData& d, int64_t i) { return d.perm[static_cast<size_t>(i)]; };
+    }
+    out2.resize(static_cast<size_t>(dc.extent()));
+    y2 = [&out2, &g, off = dc.offset](int64_t i, int64_t j) { return out2[static_cast<size_t>(off + i * g.ldc + j)]; };
+  }
+  const cudaError_t e = v.launch(q, lane.stream());
+  if (e != cudaSuccess) {
+    add_failure(verdict, FailureKind::kLaunchError, "", 1, -1,
+                fmt::format("relation '{}': the related launch failed: {}", g.relation, cudaGetErrorString(e)));
+    return ok_status();
+  }
+  ASSAY_RETURN_IF_ERROR(lane.read_back(g.relation == "transpose" ? p.rel_dev : lane.dev_tensor(kC), out2.data(),
+                                       static_cast<int64_t>(out2.size()) * 4));
+
+  const ElementBound b2 = ceiling_for(g, std::fabs(g.alpha) * scale, nullptr);
+  // Left out: a non-finite reference, or a magnitude at which the accumulator
+  // (|alpha| < 1: unscaled partial sums up to mag/|alpha|) or the output of
+  // either launch may overflow; "alpha2" also where the doubled C overflows.
+  const double aa = std::fabs(g.alpha);
+  const double top = (aa > 0 && aa < 1 ? FLT_MAX * aa : FLT_MAX) / (2 * scale);
+  int64_t bad = 0;
+  std::string first;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t fi = from_row(rd, i);
+      const size_t l1 = static_cast<size_t>(fi * n + j);
+      const double r1 = rd.ref[l1], m1 = rd.mag[l1];
+      if (scale != 1 && !p.beta0 && !std::isfinite(2.0f * host_c[fi * g.ldc + j])) continue;
+      const double x1 = static_cast<double>(out1[static_cast<size_t>(dc.offset + fi * g.ldc + j)]);
+      const double y = static_cast<double>(y2(i, j));
+      if (!gemm_relation_breaks(x1, y, r1, m1, scale, p.bound, b2, top)) continue;
+      const double y1 = scale * x1;
+      const double tol = scale * p.bound.tol(std::fabs(r1), m1) + b2.tol(scale * std::fabs(r1), scale * m1);
+      const double d = std::fabs(y - y1);
+      if (bad++ == 0) {
+        const std::string where = g.relation == "transpose" ? fmt::format("C'[{}][{}] of the swapped launch", j, i)
+                                                            : fmt::format("C[{}][{}] of the related launch", i, j);
+        first = fmt::format(
+            "relation '{}': {} is {:.9g}, expected {}C[{}][{}] = {:.9g} of the original launch; "
+            "|diff| {:.3g} > {:.3g} (both ceilings)",
+            g.relation, where, y, scale != 1 ? "2*" : "", fi, j, y1, d, tol);
+      }
+    }
+  if (bad > 0) add_failure(verdict, FailureKind::kProperty, "C", static_cast<unsigned long long>(bad), -1, first);
+  return ok_status();
+}
+
 }  // namespace
+
+bool gemm_relation_breaks(double y1, double y2, double r1, double mag1, double scale, const ElementBound& b1,
+                          const ElementBound& b2, double top) {
+  if (!std::isfinite(r1) || !std::isfinite(mag1) || mag1 > top) return false;
+  const double s = std::fabs(scale);
+  if (y2 == scale * y1) return false;
+  const double tol = s * b1.tol(std::fabs(r1), mag1) + b2.tol(s * std::fabs(r1), s * mag1);
+  return !(std::fabs(y2 - scale * y1) <= tol);  // true for NaN: a NaN on one side only breaks the relation
+}
+
+std::vector<int64_t> gemm_relation_permutation(int64_t m, uint64_t seed) {
+  std::vector<int64_t> perm(static_cast<size_t>(std::max<int64_t>(m, 0)));
+  for (size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int64_t>(i);
+  uint64_t x = seed ^ 0x7065726d75746521ull;  // "permute!"
+  auto next = [&x] {                          // SplitMix64
+    uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  };
+  for (size_t i = perm.size(); i > 1; --i) std::swap(perm[i - 1], perm[next() % i]);
+  return perm;
+}
 
 StatusOr<std::vector<Verdict>> run_gemm_f32(const Case& c, const std::vector<std::string>& names, gpu::Lane& lane) {
   std::vector<const GemmF32Variant*> variants;
@@ -437,6 +623,7 @@ StatusOr<std::vector<Verdict>> run_gemm_f32(const Case& c, const std::vector<std
       fmt::format("fp32/{}{}", value_class_name(ra.cls), p.exact ? "/exact" : (special ? "/special" : ""));
   const int64_t c_bytes = c.find("C")->desc.extent() * 4;
   std::vector<Verdict> verdicts;
+  std::optional<RelationData> rel;  // read on the first variant that needs it
   constexpr int kPerBatch = (gpu::kMaxChecks - 1) / kSlotsPerVariant;
   for (size_t b0 = 0; b0 < variants.size(); b0 += kPerBatch) {
     const size_t b1 = std::min(variants.size(), b0 + kPerBatch);
@@ -503,6 +690,13 @@ StatusOr<std::vector<Verdict>> run_gemm_f32(const Case& c, const std::vector<std
         const int s0 = static_cast<int>(vi - b0) * kSlotsPerVariant;
         read_check(lane.result(s0), params[s0], c, p, d, v.info.deterministic, verdict);
         read_check(lane.result(s0 + 1), params[s0 + 1], c, p, d, v.info.deterministic, verdict);
+        if (!p.g.relation.empty() && p.g.m > 0 && p.g.n > 0) {
+          if (!rel) {
+            ASSAY_ASSIGN_OR_RETURN(RelationData r, relation_data(c, p, lane));
+            rel = std::move(r);
+          }
+          ASSAY_RETURN_IF_ERROR(check_relation(c, p, *rel, v, saved, lane, verdict));
+        }
       }
       verdicts.push_back(std::move(verdict));
     }
@@ -573,6 +767,7 @@ std::vector<Case> shrink_gemm_case(const Case& c) {
     Case n = make_gemm_case(k.m, k.n, k.k, k.ta, k.tb, k.alpha, k.beta, k.pa, k.pb, k.pc, k.oa, k.ob, k.oc, k.ra, k.rb,
                             k.rc);
     n.variant = c.variant;
+    if (!g.relation.empty()) n.params["relation"] = g.relation;  // a relation failure must survive shrinking
     out.push_back(std::move(n));
   };
   // Shapes first: they dominate the size of a stored case. m and n stop at 1
@@ -657,6 +852,11 @@ std::vector<Case> shrink_gemm_case(const Case& c) {
     Knobs k = base;
     k.ra.seed = k.rb.seed = k.rc.seed = 0;
     emit(k);
+  }
+  // Last: the same case without its relation (kept only if it still fails).
+  if (!g.relation.empty()) {
+    emit(base);
+    out.back().params.erase("relation");
   }
   return out;
 }
@@ -750,6 +950,7 @@ StatusOr<Case> gemm_with_param(const Case& c, const std::string& key, int64_t va
   Case out = make_gemm_case(g.m, g.n, g.k, g.trans_a, g.trans_b, g.alpha, g.beta, pad_of(a), pad_of(b), pad_of(cc),
                             a.desc.offset, b.desc.offset, cc.desc.offset, a.values, b.values, cc.values);
   out.variant = c.variant;
+  if (!g.relation.empty()) out.params["relation"] = g.relation;
   return out;
 }
 

@@ -17,6 +17,7 @@
 
 #include <cuda_runtime.h>
 
+#include "harness/bounds.h"
 #include "harness/case.h"
 #include "harness/spec.h"
 #include "harness/status.h"
@@ -54,13 +55,40 @@ struct GemmF32Variant {
 bool register_gemm_f32_variant(GemmF32Variant v);
 const std::vector<GemmF32Variant>& gemm_f32_variants();
 
+/// Metamorphic relations a GEMM case may name in params.relation. Each is run
+/// after the ordinary checks, per variant, as one more launch of the variant:
+///   "transpose":    the swapped problem C'^T = op(B)^T op(A)^T + beta C^T (A and B
+///                   swap roles, transposes flip, C' is n x m, dense, prefilled
+///                   with C^T); C'[j][i] is held against C[i][j];
+///   "alpha2":       alpha and the C prefill doubled; C2[i][j] against 2 C[i][j];
+///   "permute_rows": rows of op(A) and of C permuted by a permutation seeded from
+///                   A's recipe (gemm_relation_permutation); C2[i][j] against
+///                   C[perm[i]][j].
+/// The exact results of the two problems are related exactly, so element by
+/// element |y2 - s*y1| <= |s|*tol1 + tol2 (both ceilings, tol2 that of the
+/// related problem); elements whose reference is non-finite or could overflow
+/// are left out. A violation is FailureKind::kProperty naming the relation.
+inline constexpr const char* kGemmRelations[] = {"transpose", "alpha2", "permute_rows"};
+
 /// Scalars of a GEMM case, read from Case::params and checked against the tensors.
 struct GemmParams {
   int64_t m = 0, n = 0, k = 0;
   bool trans_a = false, trans_b = false;
   double alpha = 1, beta = 0;
   int64_t lda = 0, ldb = 0, ldc = 0;
+  std::string relation;  ///< one of kGemmRelations, or empty
 };
+
+/// The relation rule for one element, whose exact results are r2 = scale*r1:
+/// true when |y2 - scale*y1| > |scale|*b1.tol(|r1|, mag1) + b2.tol(|scale*r1|, |scale|*mag1)
+/// (a NaN on one side only counts). False when the element is left out: r1 or
+/// mag1 non-finite, or mag1 > `top` (overflow possible in either launch).
+bool gemm_relation_breaks(double y1, double y2, double r1, double mag1, double scale, const ElementBound& b1,
+                          const ElementBound& b2, double top);
+
+/// The "permute_rows" permutation of m rows for a case whose A recipe has seed
+/// `seed`: Fisher-Yates on SplitMix64, a pure function of (m, seed).
+std::vector<int64_t> gemm_relation_permutation(int64_t m, uint64_t seed);
 
 /// Validates a GEMM case (params and tensors A, B, C agree); one-line errors.
 StatusOr<GemmParams> parse_gemm_case(const Case& c);

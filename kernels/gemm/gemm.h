@@ -52,4 +52,18 @@ cudaError_t gemm_f32_tiled_ptr_batched(const GemmF32Args& args, int64_t batch, c
 /// Tile edge of gemm_f32_tiled, for edge-biased shape generation.
 inline constexpr int kGemmTiledTile = 32;
 
+// The optimisation ladder (gemm_ladder_f32.cu states each rung's design).
+/// Flat 256-thread blocks, lane -> column of C, one element per thread, two k chains.
+cudaError_t gemm_f32_coalesced(const GemmF32Args& args, cudaStream_t stream);
+/// 64x64 block tile, 4x4 register micro-tile per thread, 8-wide shared k slices.
+cudaError_t gemm_f32_regblock(const GemmF32Args& args, cudaStream_t stream);
+/// regblock with float4 global loads where the view is 16-byte aligned, scalar fallback otherwise.
+cudaError_t gemm_f32_vec4(const GemmF32Args& args, cudaStream_t stream);
+/// regblock tiles filled by a 3-stage cp.async pipeline (sm_80+), zero-filled tails.
+cudaError_t gemm_f32_cpasync(const GemmF32Args& args, cudaStream_t stream);
+/// Split-K: C = beta*C, then one atomicAdd of alpha*partial per k chunk (non-deterministic order).
+cudaError_t gemm_f32_splitk(const GemmF32Args& args, cudaStream_t stream);
+/// Split-K chunking for k >= 0: `splits` nonempty chunks of `chunk` (a multiple of 8) k each; 0, 0 for k == 0.
+void gemm_f32_splitk_plan(int64_t k, int64_t& splits, int64_t& chunk);
+
 }  // namespace assay::kernels

@@ -4,7 +4,10 @@
 // reject invalid shapes with an error.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "harness/executor.h"
@@ -90,6 +93,155 @@ TEST(GemmBwdGenerator, CasesValidateAndShrinkTowardSmallOnes) {
     ASSERT_TRUE(spec.validate(c).ok()) << spec.validate(c).to_string();
     for (const Case& s : spec.shrink(c)) ASSERT_TRUE(spec.validate(s).ok()) << s.summary();
   }
+}
+
+}  // namespace
+}  // namespace assay
+
+namespace assay {
+namespace {
+
+// The ladder and the metamorphic relations (CPU side): the generator draws
+// every relation and k == 0 exact-tier cases; the shrinker keeps a case's
+// relation; the permutation is a seeded pure function; the split-K plan keeps
+// every chunk nonempty, which the order-free bound relies on.
+TEST(GemmGenerator, DrawsEveryRelationAndKZeroExactCases) {
+  const OpSpec& spec = *find_spec("gemm");
+  const GenPlan plan{5, GenConfig{256}};
+  std::map<std::string, int> relations;
+  int none = 0, k0_exact = 0, k0 = 0;
+  constexpr int kDraws = 2000;
+  for (int64_t i = 0; i < kDraws; ++i) {
+    const Case c = generate_case(spec, plan, i);
+    auto g = parse_gemm_case(c);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    if (g->relation.empty())
+      ++none;
+    else
+      ++relations[g->relation];
+    if (g->k == 0) {
+      ++k0;
+      k0_exact += c.find("A")->values.cls == ValueClass::kSmallInt && g->alpha == std::round(g->alpha) &&
+                  g->beta == std::round(g->beta) && g->beta != 0;
+    }
+  }
+  for (const char* r : kGemmRelations) EXPECT_GT(relations[r], kDraws / 24) << r << " drawn too rarely";
+  const int with = kDraws - none;
+  EXPECT_GT(with, kDraws / 6) << "about a quarter of the cases should carry a relation";
+  EXPECT_LT(with, kDraws / 3);
+  EXPECT_GT(k0, kDraws / 100) << "k == 0 (C = beta*C) must be drawn";
+  EXPECT_GT(k0_exact, 0) << "k == 0 with integer data and beta != 0: compared bit for bit";
+}
+
+TEST(GemmShrinker, KeepsTheRelationAndOffersToDropItLast) {
+  Case c = make_gemm_case(37, 45, 70, true, false, 1.5, 0.5, 1, 3, 4, 1, 2, 5, ValueClass::kNormal, 9);
+  c.params["relation"] = "permute_rows";
+  const OpSpec& spec = *find_spec("gemm");
+  ASSERT_TRUE(spec.validate(c).ok());
+  const auto cands = shrink_gemm_case(c);
+  ASSERT_GT(cands.size(), 2u);
+  for (size_t i = 0; i + 1 < cands.size(); ++i) {
+    ASSERT_TRUE(spec.validate(cands[i]).ok()) << cands[i].summary();
+    EXPECT_EQ(parse_gemm_case(cands[i])->relation, "permute_rows") << "candidate " << i;
+  }
+  EXPECT_TRUE(parse_gemm_case(cands.back())->relation.empty());
+  auto m = gemm_with_param(c, "m", 5);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(parse_gemm_case(*m)->relation, "permute_rows");
+}
+
+TEST(GemmCase, RejectsAnUnknownRelation) {
+  Case c = make_gemm_case(4, 4, 4, false, false, 1, 0, 0, 0, 0, 0, 0, 0, ValueClass::kNormal, 1);
+  c.params["relation"] = "transpose_twice";
+  const auto g = parse_gemm_case(c);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("transpose_twice"), std::string::npos);
+  c.params["relation"] = 3;
+  EXPECT_FALSE(parse_gemm_case(c).ok());
+}
+
+TEST(GemmRelation, PermutationIsASeededPureFunction) {
+  for (int64_t m : {0, 1, 2, 7, 64, 1000}) {
+    const auto p = gemm_relation_permutation(m, 42);
+    std::vector<int64_t> sorted = p;
+    std::sort(sorted.begin(), sorted.end());
+    for (int64_t i = 0; i < m; ++i) ASSERT_EQ(sorted[static_cast<size_t>(i)], i) << "not a permutation of " << m;
+    EXPECT_EQ(p, gemm_relation_permutation(m, 42));
+  }
+  EXPECT_NE(gemm_relation_permutation(64, 1), gemm_relation_permutation(64, 2));
+  // Pinned: a stored case must replay the same permutation on any platform
+  // (SplitMix64 + Fisher-Yates, no std::shuffle, whose algorithm is unspecified).
+  EXPECT_EQ(gemm_relation_permutation(8, 7), (std::vector<int64_t>{1, 5, 7, 4, 2, 6, 3, 0}));
+}
+
+TEST(GemmSplitK, PlanKeepsEveryChunkNonemptySoTheCeilingCoversIt) {
+  for (int64_t k = 0; k <= 5000; ++k) {
+    int64_t s = -1, chunk = -1;
+    kernels::gemm_f32_splitk_plan(k, s, chunk);
+    if (k == 0) {
+      EXPECT_EQ(s, 0);
+      continue;
+    }
+    ASSERT_GE(s, 1);
+    ASSERT_LE(s, 8);
+    ASSERT_EQ(chunk % 8, 0);
+    ASSERT_GE(s * chunk, k) << "k = " << k << ": a term is never summed";
+    ASSERT_LT((s - 1) * chunk, k) << "k = " << k << ": an empty chunk";
+    // A term's rounding path: its chunk (<= chunk terms, at most what the last
+    // nonempty chunk leaves), alpha*partial, at most s atomics: <= k + 2, the
+    // path gemm_ceiling bounds ([H] (3.5)); beta*C: 1 + s <= k + 2.
+    const int64_t longest = std::min(chunk, k);
+    EXPECT_LE(longest + 1 + s, k + 2) << "k = " << k;
+    EXPECT_LE(1 + s, k + 2);
+  }
+}
+
+TEST(GemmLaunchers, LadderRejectsInvalidShapesWithAnError) {
+  using Launcher = cudaError_t (*)(const kernels::GemmF32Args&, cudaStream_t);
+  for (Launcher f : {kernels::gemm_f32_coalesced, kernels::gemm_f32_regblock, kernels::gemm_f32_vec4,
+                     kernels::gemm_f32_cpasync, kernels::gemm_f32_splitk}) {
+    kernels::GemmF32Args a;
+    a.m = 4, a.n = 4, a.k = 8, a.lda = 7, a.ldb = 4, a.ldc = 4;  // lda < k
+    EXPECT_EQ(f(a, nullptr), cudaErrorInvalidValue);
+    a.lda = 8, a.ldc = 3;  // ldc < n
+    EXPECT_EQ(f(a, nullptr), cudaErrorInvalidValue);
+    a.ldc = 4, a.k = -1;
+    EXPECT_EQ(f(a, nullptr), cudaErrorInvalidValue);
+    a.k = 8, a.m = 0;  // empty C: nothing to launch, no error
+    EXPECT_EQ(f(a, nullptr), cudaSuccess);
+  }
+}
+
+}  // namespace
+}  // namespace assay
+
+namespace assay {
+namespace {
+
+// The per-element relation rule (host side of every relation check).
+TEST(GemmRelation, ElementRuleHoldsWithinBothCeilingsAndCatchesADroppedTerm) {
+  GemmBoundModel model;
+  model.k = 100;
+  const ElementBound b1 = gemm_ceiling(model);
+  model.alpha_abs = 2;
+  const ElementBound b2 = gemm_ceiling(model);
+  const double r1 = 3.0, mag = 50.0, top = 1e30;
+  const double tol1 = b1.tol(3.0, mag), tol2 = b2.tol(6.0, 100.0);
+  // Two correct launches: each within its own ceiling of the exact result.
+  EXPECT_FALSE(gemm_relation_breaks(r1 + tol1, 2 * r1 - tol2, r1, mag, 2, b1, b2, top));
+  EXPECT_FALSE(gemm_relation_breaks(r1, 2 * r1, r1, mag, 2, b1, b2, top));
+  // Just past the sum of both ceilings.
+  EXPECT_TRUE(gemm_relation_breaks(r1 + tol1, 2 * r1 - tol2 * 1.01, r1, mag, 2, b1, b2, top));
+  // A dropped term of size 1 in the related launch (mag 50, k = 100: far above the ceilings).
+  EXPECT_TRUE(gemm_relation_breaks(r1, 2 * r1 - 1, r1, mag, 2, b1, b2, top));
+  EXPECT_TRUE(gemm_relation_breaks(r1, 2.0 * r1 + 1, r1, mag, 1, b1, b1, top));
+  // NaN on one side only breaks it; equal values (the same Inf included) do not.
+  EXPECT_TRUE(gemm_relation_breaks(r1, std::nan(""), r1, mag, 1, b1, b1, top));
+  EXPECT_FALSE(gemm_relation_breaks(INFINITY, INFINITY, r1, mag, 1, b1, b1, top));
+  // Left out: a non-finite reference, or a magnitude that may overflow.
+  EXPECT_FALSE(gemm_relation_breaks(r1, 0, std::nan(""), mag, 1, b1, b1, top));
+  EXPECT_FALSE(gemm_relation_breaks(r1, 0, INFINITY, mag, 1, b1, b1, top));
+  EXPECT_FALSE(gemm_relation_breaks(r1, 0, r1, 2 * top, 1, b1, b1, top));
 }
 
 }  // namespace

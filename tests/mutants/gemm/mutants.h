@@ -43,6 +43,13 @@ cudaError_t gemm_f32_fault_far_write(const kernels::GemmF32Args& args, cudaStrea
 cudaError_t gemm_f32_fault_spin(const kernels::GemmF32Args& args, cudaStream_t stream);
 cudaError_t gemm_f32_fault_misaligned(const kernels::GemmF32Args& args, cudaStream_t stream);
 
+/// Ladder mutants (gemm_f32_mutant_ladder.cu), one per rung.
+cudaError_t gemm_f32_mutant_coalesced_row_tail(const kernels::GemmF32Args& args, cudaStream_t stream);
+cudaError_t gemm_f32_mutant_regblock_swizzle(const kernels::GemmF32Args& args, cudaStream_t stream);
+cudaError_t gemm_f32_mutant_vec4_misaligned(const kernels::GemmF32Args& args, cudaStream_t stream);
+cudaError_t gemm_f32_mutant_cpasync_no_wait(const kernels::GemmF32Args& args, cudaStream_t stream);
+cudaError_t gemm_f32_mutant_splitk_drops_tail(const kernels::GemmF32Args& args, cudaStream_t stream);
+
 /// GEMM backward mutants (gemm_bwd_mutants.cu).
 cudaError_t gemm_bwd_mutant_wrong_sign(const kernels::GemmBwdF32Args& g, cudaStream_t s);
 cudaError_t gemm_bwd_mutant_missing_alpha(const kernels::GemmBwdF32Args& g, cudaStream_t s);
