@@ -6,6 +6,8 @@
 // with the ratio of the kernel's error to cuBLASLt's printed as [ measured ].
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -18,6 +20,8 @@
 #include "harness/gpu/lane.h"
 #include "properties/gemm_tc_registry.h"
 #include "references/vendor/cublaslt_gemm.h"
+#include "harness/worker.h"
+#include "tests/gpu_test_env.h"
 #include "tests/properties/campaign_checks.h"
 
 namespace assay {
@@ -48,13 +52,52 @@ INSTANTIATE_TEST_SUITE_P(
     Planted, GemmTcGpuMutants,
     ::testing::Values(PlantedMutant{"gemm_tc", "mutant_tc_mma_bf16_acc", {kB, kE, kN}},
                       PlantedMutant{"gemm_tc", "mutant_tc_wmma_f16_acc", {kB, kE, kN}},
-                      PlantedMutant{"gemm_tc", "mutant_tc_mma_no_wait", {kB, kE, kN, kD, kP}},
                       PlantedMutant{"gemm_tc", "mutant_tc_mma_ldmatrix_row", {kB, kE, kN}},
                       PlantedMutant{"gemm_tc", "mutant_tc_mma_k_tail", {kB, kE, kN, kD}},
                       PlantedMutant{"gemm_tc", "mutant_tc_wmma_k_tail", {kB, kE, kN, kD}},
-                      PlantedMutant{"gemm_tc", "mutant_tc_wmma_missing_sync", {kB, kE, kN, kD, kP}},
                       PlantedMutant{"gemm_tc", "mutant_tc_mma_beta0_reads_c", {kN}}),
     [](const ::testing::TestParamInfo<PlantedMutant>& i) { return std::string(i.param.variant); });
+
+// ---- the two races: compute-sanitizer racecheck ---------------------------------------------------------
+// A missing barrier (wmma) or a missing cp.async wait (mma) is a shared-memory hazard on every launch
+// with more than one k-tile, whatever values come out: on the H200 the 600-case small-shape campaign
+// (session 7) never saw either as a wrong value. So they are caught the way a kernel engineer
+// would: the case runs in a worker under compute-sanitizer --tool racecheck, which reports the
+// hazard as a kSanitizer failure; the correct kernels on the same case report none. The case is
+// 64 x 64 x 96 fp16, no padding or offset, so the mma kernel takes its 16-byte cp.async path, with
+// three k-tiles of 32.
+TEST(GemmTcRaces, RacecheckCatchesBothRaceMutantsAndClearsTheKernels) {
+  auto n = gpu::device_count();
+  if (!n.ok()) GTEST_SKIP() << "GPU test skipped: " << n.status().message();
+  if (std::system("command -v compute-sanitizer > /dev/null 2>&1") != 0)
+    GTEST_SKIP() << "compute-sanitizer is not on PATH";
+  ProcessOptions po;
+  po.binary = assay_binary();
+  po.sanitize = "racecheck";
+  po.case_timeout_s = 120;
+  auto e = make_process_executor("gemm_tc", GenPlan{}, po);
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  nlohmann::json p = {{"m", 64},        {"n", 64},           {"k", 96},        {"trans_a", false}, {"trans_b", false},
+                      {"dtype", "fp16"}, {"out_dtype", "fp32"}, {"alpha", 1.0}, {"beta", 0.0}};
+  ValueRecipe r;
+  r.cls = ValueClass::kSmallInt;
+  const Case c = gemm_tc::build_gemm_tc_case(p, {r, r, ValueRecipe{}, r}, 0, 0);
+  ASSERT_TRUE(find_spec("gemm_tc")->validate(c).ok()) << find_spec("gemm_tc")->validate(c).message();
+  const std::vector<std::string> names = {"mutant_tc_wmma_missing_sync", "mutant_tc_mma_no_wait", "wmma", "mma"};
+  (*e)->submit({1, std::nullopt, c, names});
+  JobResult res = (*e)->wait();
+  ASSERT_TRUE(res.status.ok()) << res.status.to_string();
+  ASSERT_EQ(res.verdicts.size(), names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    bool sanitizer = false;
+    for (const auto& x : res.verdicts[i].failures) sanitizer |= x.kind == FailureKind::kSanitizer;
+    std::printf("[ measured ] racecheck %s: %s\n", names[i].c_str(), res.verdicts[i].summary().c_str());
+    if (i < 2)
+      EXPECT_TRUE(sanitizer) << names[i] << ": " << res.verdicts[i].summary();
+    else
+      EXPECT_TRUE(res.verdicts[i].passed()) << names[i] << ": " << res.verdicts[i].summary();
+  }
+}
 
 // ---- against cuBLASLt ------------------------------------------------------------------------------------
 
