@@ -729,7 +729,7 @@ int main(int argc, char** argv) {
   std::string tp_out = "throughput-results";
   auto* throughput_cmd = app.add_subcommand(
       "throughput",
-      "Time the convolution and attention kernels against cuDNN and a cuBLAS composite (median of cudaEvent-timed "
+      "Time the convolution, attention and GEMM-family kernels against cuDNN, cuBLAS / cuBLASLt and a cuBLAS composite (median of cudaEvent-timed "
       "launches, TFLOP/s)");
   throughput_cmd->add_option("--ops", tpo.ops, "Comma-separated: conv, attention, gemm")->delimiter(',');
   throughput_cmd->add_option("--reps", tpo.reps, "Timed launches per measurement (median)")->check(CLI::Range(1, 10000));
@@ -865,7 +865,8 @@ int main(int argc, char** argv) {
   }
   if (throughput_cmd->parsed()) {
     for (const auto& op : tpo.ops)
-      if (op != "conv" && op != "attention") return error(invalid_argument(fmt::format("throughput: unknown op '{}' (conv, attention)", op)));
+      if (op != "conv" && op != "attention" && op != "gemm")
+        return error(invalid_argument(fmt::format("throughput: unknown op '{}' (conv, attention, gemm)", op)));
     auto ndev = gpu::device_count();
     if (!ndev.ok()) return error(ndev.status());
     auto md = throughput(tpo, tp_out);

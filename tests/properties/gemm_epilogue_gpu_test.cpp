@@ -44,12 +44,16 @@ TEST_P(EpiGpuMutants, CaughtShrunkAndStored) {
 }
 
 const FailureKind kB = FailureKind::kBound, kE = FailureKind::kExact, kP = FailureKind::kProperty,
-                  kJ = FailureKind::kProjection, kG = FailureKind::kGuard, kGap = FailureKind::kGapWritten;
+                  kJ = FailureKind::kProjection, kG = FailureKind::kGuard, kGap = FailureKind::kGapWritten,
+                  kD = FailureKind::kNondeterministic;
 
 INSTANTIATE_TEST_SUITE_P(
     Planted, EpiGpuMutants,
     ::testing::Values(PlantedMutant{"gemm_bias_act", "mutant_epi_bias_after_act", {kB, kE, kP}},
-                      PlantedMutant{"gemm_bias_act", "mutant_epi_store_tail", {kG, kGap}},
+                      // The stray column-n store lands in the row gap, past the end (guard), or, without a row pad,
+                      // on element (i + 1, 0), racing with its rightful writer (bound, determinism; on the
+                      // H200 a 2 x 1 case with k = 0 showed a wrong Y[1][0] before any guard fired).
+                      PlantedMutant{"gemm_bias_act", "mutant_epi_store_tail", {kG, kGap, kB, kE, kD}},
                       PlantedMutant{"gemm_bias_act_bwd", "mutant_epi_dbias_overwrite", {kB, kE, kJ}},
                       PlantedMutant{"gemm_bias_act_bwd", "mutant_epi_gelu_grad_half", {kB, kJ}},
                       PlantedMutant{"gemm_bias_act_bwd", "mutant_epi_relu_grad_at_zero", {kB, kE}}),
@@ -119,6 +123,8 @@ TEST_P(EpiVendorGpu, KernelAndCublasLtWithinTheHostCeiling) {
       {128, 128, 256, false, false}, {5, 200, 9, false, true},  {200, 8, 300, true, false},
       {96, 64, 1024, false, false},  {3, 3, 4096, false, true}, {256, 256, 64, true, true}};
   int ran = 0;
+  int64_t form_elements = 0;  // GELU: elements where the tanh and erf forms differ by > 4 ceilings
+  double form_tanh = 0, form_erf = 0;
   double worst_kernel = 0, worst_lt = 0;
   std::string skipped;
   for (const Shape& s : shapes) {
@@ -179,17 +185,23 @@ TEST_P(EpiVendorGpu, KernelAndCublasLtWithinTheHostCeiling) {
       std::printf("[ finding  ] cuBLASLt epilogue %s %s %lldx%lldx%lld: max error / our ceiling %.3g\n", act.c_str(),
                   std::string(dtype_name(dt)).c_str(), static_cast<long long>(s.m), static_cast<long long>(s.n),
                   static_cast<long long>(s.k), rl);
-    if (act == "gelu") {
+    if (act == "gelu" && dt == DType::kF32) {
+      // Only elements where the two forms differ by more than 4 ceilings can tell them apart (at
+      // large |x| both tend to x or 0 and rounding decides; in fp16 / bf16 half an ulp of the output
+      // already exceeds the largest difference of the forms, 4.7e-4); the test needs some.
       ref::EpilogueProblem pe = p;
       pe.act = ref::Activation::kGeluErf;
       const std::vector<OutputRef> erf_refs = epilogue::forward_refs(pe, dt, a.data(), b.data(), bias.data(), -1);
       double to_tanh = 0, to_erf = 0;
       for (size_t e = 0; e < mn; ++e) {
+        if (!(std::fabs(refs[0].ref[e] - erf_refs[0].ref[e]) > 4 * refs[0].tol[e])) continue;
+        ++form_elements;
         to_tanh += std::fabs(lt_y[e] - refs[0].ref[e]);
         to_erf += std::fabs(lt_y[e] - erf_refs[0].ref[e]);
       }
-      EXPECT_LT(to_tanh, to_erf) << "cuBLASLt's GELU_BIAS is closer to the erf form than to the tanh form ("
+      EXPECT_LE(to_tanh, to_erf) << "cuBLASLt's GELU_BIAS is closer to the erf form than to the tanh form ("
                                  << dtype_name(dt) << " " << s.m << "x" << s.n << "x" << s.k << ")";
+      form_tanh += to_tanh, form_erf += to_erf;
     }
     worst_lt = std::max(worst_lt, rl);
   }
@@ -199,6 +211,12 @@ TEST_P(EpiVendorGpu, KernelAndCublasLtWithinTheHostCeiling) {
       act.c_str(), std::string(dtype_name(dt)).c_str(), worst_kernel, worst_lt, ran, shapes.size(),
       skipped.empty() ? "" : (" skipped:" + skipped).c_str());
   if (ran == 0) GTEST_SKIP() << "cuBLASLt ran none of the shapes (the kernel was still checked):" << skipped;
+  if (act == "gelu" && dt == DType::kF32) {
+    EXPECT_GT(form_elements, 0) << "no element told the tanh and erf forms apart";
+    std::printf("[ measured ] cuBLASLt GELU_BIAS %s over %lld telling elements: sum |lt - tanh form| %.3g, "
+                "sum |lt - erf form| %.3g\n",
+                std::string(dtype_name(dt)).c_str(), static_cast<long long>(form_elements), form_tanh, form_erf);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Acts, EpiVendorGpu,
