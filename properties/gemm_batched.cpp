@@ -142,14 +142,18 @@ rc::Gen<ValueRecipe> gen_recipe(bool small_int) {
 
 constexpr int64_t kMaxDim = 96, kMaxK = 1024, kMaxBatch = 40;
 
-rc::Gen<Case> gen_case() {
-  return rc::gen::exec([] {
+/// max_dim (the campaign's size class) caps m, n, k and the batch count.
+rc::Gen<Case> gen_case(int64_t max_dim) {
+  return rc::gen::exec([max_dim] {
     nlohmann::json p;
     const int64_t t = kernels::kGemmTiledTile;
-    p["batch"] = *gen_extent(kMaxBatch, {}, 1);
-    p["m"] = *gen_extent(kMaxDim, {t}, 1);
-    p["n"] = *gen_extent(kMaxDim, {t}, 1);
-    p["k"] = *gen_weighted_index({1, 8}) == 0 ? int64_t{0} : *gen_extent(*gen_element<int64_t>({96, kMaxK}), {t}, 1);
+    const int64_t cap = std::max<int64_t>(1, std::min(kMaxDim, max_dim));
+    p["batch"] = *gen_extent(std::max<int64_t>(1, std::min(kMaxBatch, max_dim)), {}, 1);
+    p["m"] = *gen_extent(cap, {t}, 1);
+    p["n"] = *gen_extent(cap, {t}, 1);
+    p["k"] = *gen_weighted_index({1, 8}) == 0
+                 ? int64_t{0}
+                 : *gen_extent(std::max<int64_t>(1, std::min(*gen_element<int64_t>({96, kMaxK}), max_dim)), {t}, 1);
     // At most 2^22 multiply-adds per case (the host reference): halve the batch or k, the larger.
     while (p["batch"].get<int64_t>() * p["m"].get<int64_t>() * p["n"].get<int64_t>() *
                std::max<int64_t>(p["k"].get<int64_t>(), 1) >
@@ -287,7 +291,7 @@ rowwise::RowOpConfig config() {
     return true;
   };
   cfg.registry = &reg();
-  cfg.gen = [](const GenConfig&) { return gen_case(); };
+  cfg.gen = [](const GenConfig& g) { return gen_case(g.max_dim); };
   cfg.build = build_batched_case;
   cfg.validate = validate;
   cfg.shrink_keys = {{"batch", 1}, {"m", 1}, {"n", 1}, {"k", 0}, {"pad_in", 0}};
