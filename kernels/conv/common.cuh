@@ -10,28 +10,13 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "kernels/common/storage.cuh"
 #include "kernels/conv/conv.h"
 
 namespace assay::kernels::conv::detail {
 
-__device__ __forceinline__ float load(const float* p) {
-  return *p;
-}
-__device__ __forceinline__ float load(const __half* p) {
-  return __half2float(*p);
-}
-__device__ __forceinline__ float load(const __nv_bfloat16* p) {
-  return __bfloat162float(*p);
-}
-__device__ __forceinline__ void store(float* p, float v) {
-  *p = v;
-}
-__device__ __forceinline__ void store(__half* p, float v) {
-  *p = __float2half_rn(v);
-}
-__device__ __forceinline__ void store(__nv_bfloat16* p, float v) {
-  *p = __float2bfloat16_rn(v);
-}
+using storage::load;
+using storage::store;
 
 /// Geometry and strides in the form the kernels use (32-bit sizes: every extent of a valid
 /// case fits; offsets are 64-bit).

@@ -1,6 +1,6 @@
 // Device pieces of kernels/gemm/gemm_epilogue.cu, shared with the planted bugs of
 // tests/mutants/gemm/epilogue_mutants.cu so that each mutant is one edit of the kernel:
-// element loads / stores per dtype, the activations and their derivatives in fp32, and a
+// element loads / stores per dtype (kernels/common/storage.cuh), the activations and their derivatives in fp32, and a
 // 32x32 shared-memory tiled product C[r][c] = sum_l L(r, l) R(l, c) whose operands and
 // store are functors (the forward's op(A) op(B) + epilogue, the backward's dZ op(B)^T and
 // op(A)^T dZ).
@@ -11,28 +11,13 @@
 
 #include <cstdint>
 
+#include "kernels/common/storage.cuh"
 #include "kernels/gemm/gemm_epilogue.h"
 
 namespace assay::kernels::epi::detail {
 
-__device__ __forceinline__ float ld(const float* p) {
-  return *p;
-}
-__device__ __forceinline__ float ld(const __half* p) {
-  return __half2float(*p);
-}
-__device__ __forceinline__ float ld(const __nv_bfloat16* p) {
-  return __bfloat162float(*p);
-}
-__device__ __forceinline__ void st(float* p, float v) {
-  *p = v;
-}
-__device__ __forceinline__ void st(__half* p, float v) {
-  *p = __float2half_rn(v);
-}
-__device__ __forceinline__ void st(__nv_bfloat16* p, float v) {
-  *p = __float2bfloat16_rn(v);
-}
+using storage::load;
+using storage::store;
 
 // sqrt(2/pi) and 0.044715 rounded to fp32 (the host bound counts their rounding).
 constexpr float kGeluK = 0.7978845608028654f;
@@ -132,7 +117,7 @@ struct OpMat {
   const T* p;
   int64_t lead;
   bool trans;
-  __device__ float operator()(int64_t i, int64_t j) const { return ld(trans ? p + j * lead + i : p + i * lead + j); }
+  __device__ float operator()(int64_t i, int64_t j) const { return load(trans ? p + j * lead + i : p + i * lead + j); }
 };
 
 /// dZ[i][j] = dY[i][j] * act'(Z[i][j]) in fp32.
@@ -144,7 +129,7 @@ struct DzOf {
   int64_t lddy;
   Act act;
   __device__ float operator()(int64_t i, int64_t j) const {
-    return ld(dy + i * lddy + j) * act_grad(act, ld(z + i * ldz + j));
+    return load(dy + i * lddy + j) * act_grad(act, load(z + i * ldz + j));
   }
 };
 
@@ -152,7 +137,7 @@ struct DzOf {
 template <typename T>
 struct AccumulateBias {
   T* p;
-  __device__ void operator()(int64_t j, float s) const { st(p + j, ld(p + j) + s); }
+  __device__ void operator()(int64_t j, float s) const { store(p + j, load(p + j) + s); }
 };
 
 /// Column sums of dZ, one thread per column, rows 0..m-1 in order (deterministic); store(j, sum).
@@ -175,9 +160,9 @@ struct Epilogue {
   T* z;
   int64_t ldz;
   __device__ void operator()(int64_t i, int64_t j, float acc) const {
-    const float zv = acc + ld(bias + j);
-    if (z != nullptr) st(z + i * ldz + j, zv);
-    st(y + i * ldy + j, act_fwd(act, zv));
+    const float zv = acc + load(bias + j);
+    if (z != nullptr) store(z + i * ldz + j, zv);
+    store(y + i * ldy + j, act_fwd(act, zv));
   }
 };
 
@@ -195,7 +180,7 @@ struct StoreDa {
   int64_t lead;
   bool trans;
   __device__ void operator()(int64_t i, int64_t q, float v) const {
-    st(trans ? p + q * lead + i : p + i * lead + q, v);
+    store(trans ? p + q * lead + i : p + i * lead + q, v);
   }
 };
 
@@ -207,7 +192,7 @@ struct AccumulateDb {
   bool trans;
   __device__ void operator()(int64_t q, int64_t j, float v) const {
     T* e = trans ? p + j * lead + q : p + q * lead + j;
-    st(e, ld(e) + v);
+    store(e, load(e) + v);
   }
 };
 

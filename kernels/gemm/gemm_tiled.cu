@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/gemm/gemm.h"
+#include "kernels/gemm/gemm_ladder_f32.cuh"
 
 namespace assay::kernels {
 namespace {
@@ -114,18 +115,7 @@ __global__ void __launch_bounds__(kTile* kRows)
   }  // batch
 }
 
-// Rejects what the header declares invalid; the leading dimensions are only
-// checked for matrices the kernel actually reads (A, B not read when k == 0).
-cudaError_t validate(const GemmF32Args& g) {
-  if (g.m < 0 || g.n < 0 || g.k < 0) return cudaErrorInvalidValue;
-  if (g.m == 0 || g.n == 0) return cudaSuccess;
-  if (g.ldc < g.n) return cudaErrorInvalidValue;
-  if (g.k > 0) {
-    if (g.lda < (g.trans_a ? g.m : g.k)) return cudaErrorInvalidValue;
-    if (g.ldb < (g.trans_b ? g.k : g.n)) return cudaErrorInvalidValue;
-  }
-  return cudaSuccess;
-}
+using ladder::validate;  // kernels/gemm/gemm_ladder_f32.cuh: what gemm.h declares invalid
 
 template <bool TransA, bool TransB>
 void launch(const GemmF32Args& g, int64_t tiles_m, int64_t tiles_n, const BatchView& batch, cudaStream_t stream) {

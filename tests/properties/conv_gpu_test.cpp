@@ -19,11 +19,15 @@
 #include "harness/gpu/lane.h"
 #include "harness/spec.h"
 #include "tests/properties/campaign_checks.h"
+#include "tests/properties/device_buffers.h"
 #include "properties/conv_registry.h"
 #include "references/vendor/cudnn.h"
 
 namespace assay {
 namespace {
+
+using test_util::DevBuf;
+using test_util::encode;
 using conv::ConvPass;
 
 using ConvGpu = GpuCampaignTest<ConvPass>;
@@ -56,23 +60,6 @@ INSTANTIATE_TEST_SUITE_P(Planted, ConvGpuMutants,
                          [](const ::testing::TestParamInfo<PlantedMutant>& i) { return std::string(i.param.variant); });
 
 // ---- against cuDNN ------------------------------------------------------------------------------------
-
-/// A device buffer freed on scope exit.
-struct DevBuf {
-  void* p = nullptr;
-  explicit DevBuf(size_t bytes) {
-    if (cudaMalloc(&p, std::max<size_t>(bytes, 1)) != cudaSuccess) p = nullptr;
-  }
-  ~DevBuf() { cudaFree(p); }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-};
-
-std::vector<unsigned char> encode(DType t, const std::vector<double>& v) {
-  std::vector<unsigned char> b(v.size() * dtype_size(t));
-  for (size_t i = 0; i < v.size(); ++i) store_as(t, v[i], b.data() + i * dtype_size(t));
-  return b;
-}
 
 std::vector<double> values(int64_t n, DType t, uint64_t seed) {
   std::mt19937_64 rng(seed);

@@ -20,9 +20,14 @@
 #include "properties/gemm_epilogue_registry.h"
 #include "references/vendor/cublaslt_gemm.h"
 #include "tests/properties/campaign_checks.h"
+#include "tests/properties/device_buffers.h"
 
 namespace assay {
 namespace {
+
+using test_util::decode_all;
+using test_util::DevBuf;
+using test_util::encode;
 
 using epilogue::EpiPass;
 
@@ -61,33 +66,11 @@ INSTANTIATE_TEST_SUITE_P(
 
 // ---- against cuBLASLt's epilogues --------------------------------------------------------------------
 
-struct DevBuf {
-  void* p = nullptr;
-  explicit DevBuf(size_t bytes) {
-    if (cudaMalloc(&p, std::max<size_t>(bytes, 1)) != cudaSuccess) p = nullptr;
-  }
-  ~DevBuf() { cudaFree(p); }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-};
-
 std::vector<double> values(int64_t n, DType t, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> nd(0, 1);
   std::vector<double> v(static_cast<size_t>(n));
   for (double& x : v) x = round_to(t, static_cast<float>(nd(rng)));
-  return v;
-}
-
-std::vector<unsigned char> encode(DType t, const std::vector<double>& v) {
-  std::vector<unsigned char> b(v.size() * dtype_size(t));
-  for (size_t i = 0; i < v.size(); ++i) store_as(t, v[i], b.data() + i * dtype_size(t));
-  return b;
-}
-
-std::vector<double> decode_all(DType t, const std::vector<unsigned char>& b) {
-  std::vector<double> v(b.size() / dtype_size(t));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = load_as_double(t, b.data() + i * dtype_size(t));
   return v;
 }
 

@@ -21,9 +21,12 @@
 #include "references/host/gemm_quant.h"
 #include "references/vendor/cublaslt_gemm.h"
 #include "tests/properties/campaign_checks.h"
+#include "tests/properties/device_buffers.h"
 
 namespace assay {
 namespace {
+
+using test_util::encode;
 
 using quant::QuantOp;
 namespace kq = kernels::quant;
@@ -66,12 +69,6 @@ struct DeviceMem {
   DeviceMem(const DeviceMem&) = delete;
   DeviceMem& operator=(const DeviceMem&) = delete;
 };
-
-std::vector<unsigned char> encode(DType t, const std::vector<double>& v) {
-  std::vector<unsigned char> b(v.size() * dtype_size(t));
-  for (size_t i = 0; i < v.size(); ++i) store_as(t, v[i], b.data() + i * dtype_size(t));
-  return b;
-}
 
 /// Uploads `v` rounded to `t`; returns the values actually stored (decoded back).
 std::vector<double> upload(DType t, const std::vector<double>& v, const DeviceMem& d) {

@@ -23,9 +23,13 @@
 #include "harness/worker.h"
 #include "tests/gpu_test_env.h"
 #include "tests/properties/campaign_checks.h"
+#include "tests/properties/device_buffers.h"
 
 namespace assay {
 namespace {
+
+using test_util::DevBuf;
+using test_util::encode;
 
 // ---- campaigns ---------------------------------------------------------------------------------------
 
@@ -100,23 +104,6 @@ TEST(GemmTcRaces, RacecheckCatchesBothRaceMutantsAndClearsTheKernels) {
 }
 
 // ---- against cuBLASLt ------------------------------------------------------------------------------------
-
-/// A device buffer freed on scope exit.
-struct DevBuf {
-  void* p = nullptr;
-  explicit DevBuf(size_t bytes) {
-    if (cudaMalloc(&p, std::max<size_t>(bytes, 1)) != cudaSuccess) p = nullptr;
-  }
-  ~DevBuf() { cudaFree(p); }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-};
-
-std::vector<unsigned char> encode(DType t, const std::vector<double>& v) {
-  std::vector<unsigned char> b(v.size() * dtype_size(t));
-  for (size_t i = 0; i < v.size(); ++i) store_as(t, v[i], b.data() + i * dtype_size(t));
-  return b;
-}
 
 /// N(0, 1) (or U(0, 1) when same_sign) rounded to t.
 std::vector<double> values(int64_t n, DType t, uint64_t seed, bool same_sign) {

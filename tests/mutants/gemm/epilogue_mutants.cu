@@ -29,9 +29,9 @@ template <typename T>
 struct BiasAfterAct {
   d::Epilogue<T> e;
   __device__ void operator()(int64_t i, int64_t j, float acc) const {
-    const float b = d::ld(e.bias + j);
-    if (e.z != nullptr) d::st(e.z + i * e.ldz + j, acc + b);
-    d::st(e.y + i * e.ldy + j, d::act_fwd(e.act, acc) + b);  // BUG: bias after the activation
+    const float b = d::load(e.bias + j);
+    if (e.z != nullptr) d::store(e.z + i * e.ldz + j, acc + b);
+    d::store(e.y + i * e.ldy + j, d::act_fwd(e.act, acc) + b);  // BUG: bias after the activation
   }
 };
 
@@ -48,7 +48,7 @@ struct TailStore {
 template <typename T>
 struct OverwriteBias {
   T* p;
-  __device__ void operator()(int64_t j, float s) const { d::st(p + j, s); }  // BUG: = instead of +=
+  __device__ void operator()(int64_t j, float s) const { d::store(p + j, s); }  // BUG: = instead of +=
 };
 
 enum class GradBug { kGeluHalf, kReluAtZero };
@@ -57,7 +57,7 @@ template <typename T, GradBug B>
 struct DzBug {
   d::DzOf<T> dz;
   __device__ float operator()(int64_t i, int64_t j) const {
-    const float x = d::ld(dz.z + i * dz.ldz + j), g = d::ld(dz.dy + i * dz.lddy + j);
+    const float x = d::load(dz.z + i * dz.ldz + j), g = d::load(dz.dy + i * dz.lddy + j);
     if (B == GradBug::kReluAtZero && dz.act == Act::kRelu) return g * (x >= 0.0f ? 1.0f : 0.0f);  // BUG: >=
     if (B == GradBug::kGeluHalf && dz.act == Act::kGelu) {
       const float t = tanhf(d::kGeluK * (x + d::kGeluC * x * x * x));
