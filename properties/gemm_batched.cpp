@@ -34,6 +34,11 @@
 //   the seed) and the kernel launched again: output entry i must equal entry perm[i] of the
 //   first launch within both tolerances (TensorOpDef::relate); this catches a kernel that mixes
 //   up its batch index with the data (a wrong stride, a pointer array read out of order).
+//   "scale2": every entry of A and the C prefill doubled: alpha (2A) B + beta (2C) = 2 D, the
+//   linearity that doubling alpha tests (alpha is a case parameter the transform cannot touch),
+//   held within 2 tol1 + tol2. "transpose" (m == n == k, A not broadcast): per entry
+//   op(A') = op(B)^T, op(B') = op(A)^T, C' = C^T under the same transpose flags, so
+//   D' = D^T: element (z, i, j) against (z, j, i) of the first launch.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -59,6 +64,8 @@ using rowwise::param_int;
 namespace {
 
 constexpr const char* kPermuteBatches = "permute_batches";
+constexpr const char* kScale2 = "scale2";
+constexpr const char* kTranspose = "transpose";
 
 // ---- binding ---------------------------------------------------------------------------------------
 std::vector<TensorOpVariant>& reg() {
@@ -168,7 +175,14 @@ rc::Gen<Case> gen_case(int64_t max_dim) {
     const bool exact = *gen_weighted_index({2, 1}) == 1;
     p["alpha"] = exact ? *gen_element<double>({1, -1, 2}) : *gen_element<double>({1, -1, 0.5, 1.5, -0.75});
     p["beta"] = exact ? *gen_element<double>({0, 1, -1, 2}) : *gen_element<double>({0, 1, -1, 0.5, 2.25});
-    if (*gen_weighted_index({3, 1}) == 1) p["relation"] = kPermuteBatches;
+    if (*gen_weighted_index({3, 1}) == 1) {
+      const size_t which = *gen_weighted_index({2, 1, 1});
+      if (which == 2) {  // transpose needs square entries and its own A per entry
+        p["n"] = p["k"] = p["m"];
+        p["broadcast_a"] = false;
+      }
+      p["relation"] = which == 0 ? kPermuteBatches : which == 1 ? kScale2 : kTranspose;
+    }
     const ValueRecipe ra = *gen_recipe(exact), rb = *gen_recipe(exact), rc_ = *gen_recipe(exact);
     const int64_t pad = *gen_element<int64_t>({0, 0, 0, 1, 5, 32});
     const int64_t off = *gen_element<int64_t>({0, 0, 0, 1, 2});
@@ -186,8 +200,9 @@ Status validate(const Case& c) {
   if (c.params["alpha"].get<double>() == 0)
     return invalid_argument("gemm_batched case: params.alpha = 0 is outside the spec (0 * Inf, see its header)");
   const std::string rel = rowwise::str_or(c, "relation", "");
-  if (!rel.empty() && rel != kPermuteBatches)
-    return invalid_argument(fmt::format("gemm_batched case: unknown relation '{}' (permute_batches)", rel));
+  if (!rel.empty() && rel != kPermuteBatches && rel != kScale2 && rel != kTranspose)
+    return invalid_argument(
+        fmt::format("gemm_batched case: unknown relation '{}' (permute_batches, scale2, transpose)", rel));
   ASSAY_RETURN_IF_ERROR(validate_tensor_layout(c, {{"A", Role::kIn}, {"B", Role::kIn}, {"C", Role::kInOut}}));
   for (const TensorSpec& t : c.tensors)
     if (t.desc.dtype != DType::kF32)
@@ -259,8 +274,56 @@ std::vector<int64_t> permutation(const Case& c) {
   return perm;
 }
 
-bool permute_batches(const Case& c, std::vector<unsigned char*>& img) {
-  if (rowwise::str_or(c, "relation", "") != kPermuteBatches) return false;
+/// Entry z of tensor t of the (fp32) images, as a float pointer.
+float* entry(const Case& c, std::vector<unsigned char*>& img, int t, int64_t z) {
+  const TensorDesc& d = c.tensors[static_cast<size_t>(t)].desc;
+  return reinterpret_cast<float*>(img[static_cast<size_t>(t)]) + d.offset + z * d.strides[0];
+}
+
+/// "scale2": A (every stored entry) and the C prefill doubled.
+bool scale_inputs(const Case& c, std::vector<unsigned char*>& img) {
+  const Geometry g = geometry_of(c.params);
+  for (int t : {0, 2})
+    for (int64_t z = 0; z < (t == 0 && g.broadcast_a ? 1 : g.batch); ++z) {
+      float* e = entry(c, img, t, z);
+      for (int64_t l = 0; l < c.tensors[static_cast<size_t>(t)].desc.shape[1]; ++l) e[l] *= 2.0f;
+    }
+  return true;
+}
+
+/// "transpose" (square, A not broadcast): op(A') = op(B)^T, op(B') = op(A)^T, C' = C^T per entry.
+bool transpose_inputs(const Case& c, std::vector<unsigned char*>& img) {
+  const Geometry g = geometry_of(c.params);
+  if (g.m != g.n || g.n != g.k || g.broadcast_a) return false;
+  const int64_t n = g.n, lda = g.lda(), ldb = g.ldb();
+  // op(X)[i][p] of a matrix stored row-major with leading dimension ld, transposed or not.
+  auto at = [](float* x, bool trans, int64_t ld, int64_t i, int64_t p) -> float& {
+    return trans ? x[p * ld + i] : x[i * ld + p];
+  };
+  for (int64_t z = 0; z < g.batch; ++z) {
+    float *a = entry(c, img, 0, z), *b = entry(c, img, 1, z), *cc = entry(c, img, 2, z);
+    std::vector<float> oa(static_cast<size_t>(n * n)), ob(oa.size()), oc(static_cast<size_t>(n * n));
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t p = 0; p < n; ++p) {
+        oa[static_cast<size_t>(i * n + p)] = at(a, g.trans_a, lda, i, p);
+        ob[static_cast<size_t>(i * n + p)] = at(b, g.trans_b, ldb, i, p);
+        oc[static_cast<size_t>(i * n + p)] = cc[i * n + p];
+      }
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t p = 0; p < n; ++p) {
+        at(a, g.trans_a, lda, i, p) = ob[static_cast<size_t>(p * n + i)];
+        at(b, g.trans_b, ldb, i, p) = oa[static_cast<size_t>(p * n + i)];
+        cc[i * n + p] = oc[static_cast<size_t>(p * n + i)];
+      }
+  }
+  return true;
+}
+
+bool transform_inputs(const Case& c, std::vector<unsigned char*>& img) {
+  const std::string rel = rowwise::str_or(c, "relation", "");
+  if (rel == kScale2) return scale_inputs(c, img);
+  if (rel == kTranspose) return transpose_inputs(c, img);
+  if (rel != kPermuteBatches) return false;
   const Geometry g = geometry_of(c.params);
   const std::vector<int64_t> perm = permutation(c);
   for (int ti = 0; ti < 3; ++ti) {
@@ -284,10 +347,18 @@ rowwise::RowOpConfig config() {
   cfg.def.op = cfg.name;
   cfg.def.bound_name = "gemm ceiling";
   cfg.def.reference = reference;
-  cfg.def.transform = permute_batches;
+  cfg.def.transform = transform_inputs;
   cfg.def.relate = [](const Case& c, size_t, int64_t i, int64_t j, RelatedElement& e) {
-    e.from_i = permutation(c)[static_cast<size_t>(i)];
-    e.from_j = j;
+    const std::string rel = rowwise::str_or(c, "relation", "");
+    e.from_i = i, e.from_j = j, e.scale = 1;
+    if (rel == kPermuteBatches) {
+      e.from_i = permutation(c)[static_cast<size_t>(i)];
+    } else if (rel == kScale2) {
+      e.scale = 2;
+    } else if (rel == kTranspose) {
+      const int64_t n = geometry_of(c.params).n;
+      e.from_j = (j % n) * n + j / n;
+    }
     return true;
   };
   cfg.registry = &reg();

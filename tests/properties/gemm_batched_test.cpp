@@ -68,7 +68,7 @@ TEST(GemmBatchedGen, MalformedCasesGetOneLineErrors) {
   bad.params["batch"] = 4;  // tensors still for 3
   EXPECT_NE(spec->validate(bad).message().find("tensor A"), std::string::npos);
   bad = c;
-  bad.params["relation"] = "transpose";
+  bad.params["relation"] = "bogus";
   EXPECT_NE(spec->validate(bad).message().find("relation"), std::string::npos);
   for (const Case& x : {bad}) EXPECT_EQ(spec->validate(x).message().find('\n'), std::string::npos);
 }
@@ -111,34 +111,56 @@ TEST(GemmBatchedRef, EachEntryIsItsOwnGemmAndBroadcastSharesA) {
   }
 }
 
-TEST(GemmBatchedRelation, PermuteBatchesMovesEntriesAndRelateMapsThemBack) {
-  Case c = small_case(false, 5);
-  c.params["relation"] = "permute_batches";
+/// The relation's transform on the case's fp32 images, then the reference of the transformed
+/// inputs against relate's mapping of the original reference: equal, element for element
+/// (the transforms are exact: moves, transposes and doublings of small integers).
+void expect_relation_consistent(Case c, const std::string& relation) {
+  c.params["relation"] = relation;
   const TensorOpDef& def = gemm_batched::batched_def();
   Images im = images_of(c);
   std::vector<OutputRef> ref1;
   ASSERT_TRUE(def.reference(c, im.views, ref1).ok());
-  // Transform the raw fp32 images, decode, and compare the transformed reference with the mapped original.
   std::vector<std::vector<float>> raw;
   std::vector<unsigned char*> ptrs;
   for (const auto& d : im.data) raw.emplace_back(d.begin(), d.end());
   for (auto& r : raw) ptrs.push_back(reinterpret_cast<unsigned char*>(r.data()));
-  ASSERT_TRUE(def.transform(c, ptrs));
+  ASSERT_TRUE(def.transform(c, ptrs)) << relation;
   Images im2;
   for (const auto& r : raw) im2.data.emplace_back(r.begin(), r.end());
   for (size_t i = 0; i < c.tensors.size(); ++i)
     im2.views.push_back({im2.data[i].data() + c.tensors[i].desc.offset, view_of(c.tensors[i].desc)});
   std::vector<OutputRef> ref2;
   ASSERT_TRUE(def.reference(c, im2.views, ref2).ok());
-  std::set<int64_t> sources;
-  for (int64_t z = 0; z < 5; ++z)
-    for (int64_t j = 0; j < 6; ++j) {
+  const int64_t batch = c.params["batch"].get<int64_t>(), mn = c.params["m"].get<int64_t>() * c.params["n"].get<int64_t>();
+  std::set<std::pair<int64_t, int64_t>> sources;
+  int64_t moved = 0;
+  for (int64_t z = 0; z < batch; ++z)
+    for (int64_t j = 0; j < mn; ++j) {
       RelatedElement e;
       ASSERT_TRUE(def.relate(c, 0, z, j, e));
-      sources.insert(e.from_i);
-      EXPECT_EQ(ref2[0].ref[static_cast<size_t>(z * 6 + j)], ref1[0].ref[static_cast<size_t>(e.from_i * 6 + e.from_j)]);
+      sources.insert({e.from_i, e.from_j});
+      moved += e.from_i != z || e.from_j != j || e.scale != 1;
+      EXPECT_EQ(ref2[0].ref[static_cast<size_t>(z * mn + j)],
+                e.scale * ref1[0].ref[static_cast<size_t>(e.from_i * mn + e.from_j)])
+          << relation << " at entry " << z << " element " << j;
     }
-  EXPECT_EQ(sources.size(), 5u);  // a permutation
+  EXPECT_EQ(static_cast<int64_t>(sources.size()), batch * mn) << relation << ": relate is a bijection";
+  EXPECT_GT(moved, 0) << relation << " relates nothing but identities";
+}
+
+TEST(GemmBatchedRelation, TransformsAndRelateAgreeOnTheReference) {
+  expect_relation_consistent(small_case(false, 5), "permute_batches");
+  expect_relation_consistent(small_case(true, 3), "scale2");
+  Case sq = small_case(false, 3);
+  sq.params["n"] = 2, sq.params["k"] = 2, sq.params["trans_b"] = true;
+  ValueRecipe r;
+  r.cls = ValueClass::kSmallInt;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      nlohmann::json p = sq.params;
+      p["trans_a"] = ta, p["trans_b"] = tb;
+      expect_relation_consistent(gemm_batched::build_batched_case(p, {r, r, r}, 2, 1), "transpose");
+    }
 }
 
 }  // namespace
