@@ -139,8 +139,9 @@ TEST_F(GemmLargeGpu, DeviceDrawnValuesHaveTheClassPropertiesAndRepeat) {
     }
     EXPECT_EQ(bad, 0);
     EXPECT_EQ(canary_bad, 0);
-    if (r.cls == ValueClass::kPermutation)  // rows <= cols: exactly one 1 per row
+    if (r.cls == ValueClass::kPermutation) {  // rows <= cols: exactly one 1 per row
       for (int64_t c : ones_per_row) ASSERT_EQ(c, 1);
+    }
     // Meant (not promised) to be the host's bits: same Philox, same IEEE operations.
     std::vector<uint32_t> host(img.size());
     materialize(d, r, fnv1a64("A", 1), host.data());
