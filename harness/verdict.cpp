@@ -81,6 +81,7 @@ Verdict Verdict::from_json(const nlohmann::json& j) {
     v.metrics.exact_tier = m.value("exact_tier", false);
     v.metrics.reference = m.value("reference", "");
     v.metrics.key = m.value("key", "");
+    v.metrics.not_run = m.value("not_run", "");
   }
   return v;
 }
@@ -105,6 +106,7 @@ nlohmann::json Verdict::to_json() const {
                   {"exact_tier", metrics.exact_tier},
                   {"reference", metrics.reference},
                   {"key", metrics.key}};
+  if (!metrics.not_run.empty()) j["metrics"]["not_run"] = metrics.not_run;
   return j;
 }
 

@@ -47,6 +47,9 @@ struct Metrics {
   bool exact_tier = false;
   std::string reference;  ///< "host-f64", "device-f64"
   std::string key;        ///< baseline key: dtype and value class, e.g. "fp32/normal"
+  /// Checks sampled out on this case (empty: every check ran), e.g.
+  /// "determinism not rerun, vendor column not run (sampled)".
+  std::string not_run;
 };
 
 struct Verdict {

@@ -63,7 +63,8 @@ nlohmann::json wire_verdict(const Verdict& v) {
           {"d", v.metrics.reference == "device-f64"},
           {"w", v.metrics.vendor_violations},
           {"vr", v.metrics.vendor_max_ratio},
-          {"k", v.metrics.key}};
+          {"k", v.metrics.key},
+          {"n", v.metrics.not_run}};
 }
 
 Verdict unwire_verdict(const nlohmann::json& j) {
@@ -76,6 +77,7 @@ Verdict unwire_verdict(const nlohmann::json& j) {
   v.metrics.vendor_violations = j.value("w", int64_t{0});
   v.metrics.vendor_max_ratio = j["vr"].is_number() ? j["vr"].get<double>() : -1.0;
   v.metrics.key = j.value("k", "");
+  v.metrics.not_run = j.value("n", "");
   return v;
 }
 

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "harness/gpu/cuda_check.h"
+#include "harness/gpu/materialize_device.h"
 
 namespace assay::gpu {
 
@@ -92,7 +93,7 @@ Status Lane::reserve(int64_t device_bytes, int64_t host_bytes) {
   return ok_status();
 }
 
-Status Lane::layout(const std::vector<ArenaTensor>& tensors, int64_t extra_bytes, int64_t scratch_bytes) {
+Status Lane::place(const std::vector<ArenaTensor>& tensors) {
   if (2 * tensors.size() + 1 > static_cast<size_t>(kMaxRegions))
     return invalid_argument(fmt::format("a case may have at most {} tensors", (kMaxRegions - 1) / 2));
   tensors_ = tensors;
@@ -111,6 +112,11 @@ Status Lane::layout(const std::vector<ArenaTensor>& tensors, int64_t extra_bytes
   }
   if (tensors.empty()) at += moat;
   arena_bytes_ = at;
+  return ok_status();
+}
+
+Status Lane::layout(const std::vector<ArenaTensor>& tensors, int64_t extra_bytes, int64_t scratch_bytes) {
+  ASSAY_RETURN_IF_ERROR(place(tensors));
   extra_bytes_ = extra_bytes;
   scratch_bytes_ = scratch_bytes;
   const int64_t device_bytes = 2 * arena_bytes_ + round_up(extra_bytes) + round_up(scratch_bytes);
@@ -129,6 +135,25 @@ Status Lane::layout(const std::vector<ArenaTensor>& tensors, int64_t extra_bytes
   }
   fill(prev, arena_bytes_);
   return ok_status();
+}
+
+Status Lane::layout_on_device(const std::vector<ArenaTensor>& tensors, int64_t scratch_bytes) {
+  ASSAY_RETURN_IF_ERROR(place(tensors));
+  extra_bytes_ = 0;
+  scratch_bytes_ = scratch_bytes;
+  ASSAY_RETURN_IF_ERROR(reserve(2 * arena_bytes_ + round_up(scratch_bytes), 0));
+  // The same guard words and padding bytes as layout(), written into the snapshot.
+  auto fill = [&](int64_t b, int64_t e) { return fill_words_device(dev_snapshot() + b, kGuardWord, (e - b) / 4, stream_); };
+  int64_t prev = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    ASSAY_RETURN_IF_ERROR(fill(prev, offsets_[i]));
+    const int64_t pad_begin = offsets_[i] + sizes_[i];
+    const int64_t pad_end = offsets_[i] + round_up(sizes_[i]);
+    if (pad_end > pad_begin)
+      CUDA_CHECK(cudaMemsetAsync(dev_snapshot() + pad_begin, 0xA5, static_cast<size_t>(pad_end - pad_begin), stream_));
+    prev = pad_end;
+  }
+  return fill(prev, arena_bytes_);
 }
 
 Status Lane::upload() {

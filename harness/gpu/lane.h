@@ -60,6 +60,12 @@ class Lane {
   /// (references) and `scratch_bytes` of device-only scratch. Grows buffers if
   /// needed. Fills guards in the host image; tensor bytes are the caller's.
   Status layout(const std::vector<ArenaTensor>& tensors, int64_t extra_bytes, int64_t scratch_bytes);
+  /// The same for a case whose tensors are written on the device, straight
+  /// into the snapshot (dev_snapshot_tensor): no host image is reserved or
+  /// filled and no extra is uploaded; guards and padding are written into the
+  /// snapshot by a kernel on stream(). host_tensor() and upload() must not be
+  /// used until the next layout().
+  Status layout_on_device(const std::vector<ArenaTensor>& tensors, int64_t scratch_bytes);
 
   unsigned char* host_tensor(int i) { return host_ + offsets_[i]; }
   unsigned char* host_extra() { return host_ + arena_bytes_; }
@@ -90,6 +96,8 @@ class Lane {
   unsigned char* dev_snapshot() { return dev_; }
   unsigned char* dev_arena() { return dev_scratch() + round_up(scratch_bytes_); }
   Status reserve(int64_t device_bytes, int64_t host_bytes);
+  /// Offsets and sizes of `tensors`; sets arena_bytes_.
+  Status place(const std::vector<ArenaTensor>& tensors);
 
   int device_ = 0;
   cudaStream_t stream_ = nullptr;

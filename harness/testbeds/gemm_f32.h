@@ -8,6 +8,23 @@
 // and checked on the GPU (guards, inputs, poison, gaps, bound, NaN/Inf
 // pattern, exact tier, determinism); cuBLAS pedantic runs once for the
 // vendor column. One small download per case carries every verdict.
+//
+// Large cases (m*n*max(k,1) > kDeviceRefWork) draw their values on the
+// device (harness/gpu/materialize_device.h): same classes and parameters,
+// same Philox keys, written straight into the lane's snapshot, so neither a
+// host image nor an upload exists for them. The device generator is a port
+// of the host one and meant to give the same bits, but is promised only to
+// be deterministic: a stored large case replays the same values because the
+// host/device choice is a pure function of the case (gemm_inputs_on_device).
+//
+// Sampling policy (gemm_runs_every_check): for very large cases,
+// m*n*max(k,1) > kSampledChecksWork, the determinism rerun (the second,
+// bitwise-compared launch) and the cuBLAS vendor column run only on a
+// deterministic quarter of the cases (content hash of the case, variant left
+// out, % 4 == 0). Every other check runs on every case. Verdicts of
+// sampled-out cases say so in Metrics::not_run and carry vendor_max_ratio -1.
+// The generator caps cases at 2^31 multiply-adds, so fuzzed cases always get
+// every check; kSampledChecksWork only touches hand-made and bench cases.
 #pragma once
 
 #include <cstdint>
@@ -111,14 +128,28 @@ Case make_gemm_case(int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b,
 
 /// m*n*k above which the fp64 reference runs on the GPU instead of the host.
 inline constexpr int64_t kDeviceRefWork = int64_t{1} << 22;
+/// True when the case's inputs are drawn on the device and its reference is
+/// the device fp64 one: m*n*max(k,1) > kDeviceRefWork. A pure function of the shape.
+bool gemm_inputs_on_device(const GemmParams& g);
+
+/// m*n*max(k,1) above which the determinism rerun and the vendor column are
+/// sampled (see the policy at the top of this file).
+inline constexpr int64_t kSampledChecksWork = int64_t{1} << 32;
+/// True when every check, the determinism rerun and the vendor column
+/// included, runs on `c`: always at or below kSampledChecksWork, else for a
+/// deterministic quarter of the cases (hash of the case without its variant).
+bool gemm_runs_every_check(const Case& c);
 
 /// Runs `c` through the named variants (gemm_f32_variants()) on `lane`.
 StatusOr<std::vector<Verdict>> run_gemm_f32(const Case& c, const std::vector<std::string>& variants, gpu::Lane& lane);
 
-/// Times an m x m x m fp32 GEMM case for `variant`: whole checked run (inputs,
-/// references, two launches, checks, cuBLAS), input preparation on the host,
-/// one launch alone and the device fp64 reference alone (CUDA events, median
-/// of 3). Milliseconds, as JSON.
+/// Times an m x m x m fp32 GEMM case for `variant`: the whole checked run with
+/// every check (full_run_ms: inputs drawn on the device, device reference, two
+/// launches, checks, cuBLAS) and sampled out (sampled_run_ms: one launch, no
+/// cuBLAS), input preparation alone (prepare_ms: device generation + device
+/// reference), one launch alone and the device fp64 reference alone (CUDA
+/// events, median of 3); ratio = full_run_ms / (kernel_ms + reference_ms),
+/// ratio_sampled the same for sampled_run_ms. Milliseconds, as JSON.
 StatusOr<nlohmann::json> gemm_time_large(const std::string& variant, gpu::Lane& lane, int64_t m = 4096);
 
 /// Element-by-element view of C for triage (one launch of `variant`, cuBLAS once).

@@ -1,0 +1,43 @@
+// Device-side input materialisation: a tensor's device image filled straight
+// from its ValueRecipe, so a large case (GEMM: m*n*k > kDeviceRefWork) needs
+// neither a host image nor an upload.
+//
+// The kernels port harness/values.cpp's Expander: the same Philox4x32-10
+// keyed by (seed, tensor stream, logical index), the same value classes with
+// the same parameters, the same special-value injection and gap canary. They
+// use only IEEE basic operations (+, -, *, / and sqrt, correctly rounded on
+// the GPU as on the host), frexp/ldexp/floor, and are compiled with FMA
+// contraction off, so the values are a pure function of the case: the same
+// bits on every run and every GPU. They are meant to match the host path bit
+// for bit as well, but only determinism is promised (a GPU test compares).
+// fp32 tensors only.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "harness/status.h"
+#include "harness/tensor.h"
+#include "harness/values.h"
+
+namespace assay::gpu {
+
+/// True when materialize_device() handles `desc`: fp32, rank 1..8, no
+/// overlapping indices (a stride-0 view's write order is not defined on a GPU).
+bool materialize_device_supports(const TensorDesc& desc);
+
+/// Fills `dst` (device memory, desc.extent() fp32 elements) like materialize():
+/// the recipe's values rounded to fp32 at covered elements, the gap canary
+/// elsewhere. Asynchronous on `stream`; checks the launch error.
+Status materialize_device(const TensorDesc& desc, const ValueRecipe& recipe, uint64_t stream_id, void* dst,
+                          cudaStream_t stream);
+
+/// Fills `dst` like materialize_output(): the output poison at every covered
+/// element, the gap canary elsewhere. Asynchronous on `stream`.
+Status materialize_output_device(const TensorDesc& desc, void* dst, cudaStream_t stream);
+
+/// Writes `word` into `n_words` consecutive 32-bit words at `dst` (4-byte aligned).
+Status fill_words_device(void* dst, uint32_t word, int64_t n_words, cudaStream_t stream);
+
+}  // namespace assay::gpu
