@@ -3,6 +3,7 @@
 # FUZZ_SECONDS each, then optionally the per-kernel bench (BENCH_OPS, --per-variant) and the GEMM
 # throughput (THROUGHPUT=1). Runs from the repository root of a checkout that carries gpu-bundle/
 # (ci/gpu-bundle.sh); logs and failing corpus entries are packed into $OUT/session7.tgz.
+# BENCH_LARGE=1 keeps the bench's large-case breakdown (the 4096^3 wall-time target).
 set -u
 B=gpu-bundle
 O="${OUT:-/tmp/assay-out}"
@@ -21,7 +22,7 @@ for op in ${FUZZ_OPS:-}; do
   echo "fuzz $op rc=$?: $(grep -A12 '^variant' "$L/fuzz_$op.log" | tr -s ' ' | tr '\n' ';' | cut -c1-700)"
 done
 if [ -n "${BENCH_OPS:-}" ]; then
-  timeout "${BENCH_TIMEOUT:-300}" $A bench --ops "$BENCH_OPS" --seconds "${BENCH_SECONDS:-2}" --lanes 8 --per-variant --skip-mutants --skip-large --out "$L/bench" > "$L/bench.log" 2>&1
+  timeout "${BENCH_TIMEOUT:-300}" $A bench --ops "$BENCH_OPS" --seconds "${BENCH_SECONDS:-2}" --lanes 8 --per-variant --skip-mutants $([ "${BENCH_LARGE:-0}" = 1 ] || echo --skip-large) --out "$L/bench" > "$L/bench.log" 2>&1
   echo "bench rc=$?"; grep -E "^\| " "$L/bench.log" | grep -v "^| variants\|---" | head -80
 fi
 if [ "${THROUGHPUT:-0}" = 1 ]; then
