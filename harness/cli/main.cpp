@@ -440,15 +440,13 @@ int cmd_bench(const BenchArgs& a) {
                           r->cases_per_second(), r->failures.size());
       }
     }
-    if (a.skip_mutants) {
-      md += "\n";
-      continue;
-    }
-    md +=
-        "\n| mutant | cases to catch | seconds to catch | shrink steps | shrink seconds | shrunk case "
-        "|\n|---|---:|---:|---:|---:|---|\n";
+    if (!a.skip_mutants)
+      md +=
+          "\n| mutant | cases to catch | seconds to catch | shrink steps | shrink seconds | shrunk case "
+          "|\n|---|---:|---:|---:|---:|---|\n";
     const std::string tmp = a.out + "/mutant-corpus";
     for (const auto& v : spec->variants()) {
+      if (a.skip_mutants) break;
       if (!v.mutant || v.name.rfind("fault_", 0) == 0 || v.name == "mutant_degrades") continue;
       CampaignOptions o;
       o.variants = {v.name};
