@@ -1,5 +1,7 @@
 #include "harness/values.h"
 
+#include "harness/value_core_recipe.h"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -121,285 +123,83 @@ Status validate_recipe(const ValueRecipe& r, const std::string& path) {
   return ok_status();
 }
 
-// Philox4x32-10, constants from Salmon, Moraes, Dror, Shaw, "Parallel random
-// numbers: as easy as 1, 2, 3" (SC'11), identical to Random123 and cuRAND.
-void Philox4x32::block(uint32_t ctr[4], const uint32_t key_in[2]) {
-  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
-  uint32_t key[2] = {key_in[0], key_in[1]};
-  for (int round = 0; round < 10; ++round) {
-    const uint64_t p0 = uint64_t{kM0} * ctr[0];
-    const uint64_t p1 = uint64_t{kM1} * ctr[2];
-    const uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
-    const uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
-    const uint32_t n0 = hi1 ^ ctr[1] ^ key[0];
-    const uint32_t n2 = hi0 ^ ctr[3] ^ key[1];
-    ctr[0] = n0;
-    ctr[1] = lo1;
-    ctr[2] = n2;
-    ctr[3] = lo0;
-    key[0] += kW0;
-    key[1] += kW1;
+static_assert(static_cast<int32_t>(ValueClass::kPermutation) == value_core::kPermutation &&
+              static_cast<int32_t>(ValueClass::kOneHot) == value_core::kOneHot &&
+              static_cast<int32_t>(ValueClass::kNormal) == value_core::kNormal &&
+              static_cast<int32_t>(ValueClass::kSubnormal) == value_core::kSubnormal);
+static_assert(kSpecialNaN == value_core::kSpecialNaN && kSpecialPosInf == value_core::kSpecialPosInf &&
+              kSpecialNegInf == value_core::kSpecialNegInf && kAtFirst == value_core::kAtFirst &&
+              kAtLast == value_core::kAtLast && kAtTile == value_core::kAtTile);
+
+value_core::Recipe core_recipe(const ValueRecipe& recipe, DType dtype) {
+  value_core::Recipe r;
+  r.cls = static_cast<int32_t>(recipe.cls);
+  r.seed = recipe.seed;
+  r.scale = recipe.scale;
+  r.mean = recipe.mean;
+  r.spread = recipe.spread;
+  r.pareto_alpha = recipe.pareto_alpha;
+  r.overflow_factor = recipe.overflow_factor;
+  r.int_range = recipe.int_range;
+  r.exp_min = recipe.exp_min;
+  r.exp_max = recipe.exp_max;
+  r.inject_kinds = recipe.inject.kinds;
+  r.inject_at = recipe.inject.at;
+  r.inject_rate = recipe.inject.rate;
+  r.inject_tile = recipe.inject.tile;
+  r.max_finite = max_finite(dtype);
+  if (dtype_is_float(dtype)) {
+    r.sub_lo = std::ilogb(min_subnormal(dtype));
+    r.sub_bits = std::ilogb(min_normal(dtype)) - r.sub_lo;
   }
+  return r;
+}
+
+// Philox4x32-10 (harness/value_core.h, the one copy host and device share).
+void Philox4x32::block(uint32_t ctr[4], const uint32_t key_in[2]) {
+  value_core::philox_rounds(ctr, key_in);
 }
 
 namespace {
 
-// Uniform in (0, 1) with 53 random bits; never exactly 0 (Box-Muller takes a log).
-double unit_open(uint32_t hi, uint32_t lo) {
-  const uint64_t bits = (uint64_t{hi} << 21) ^ (lo >> 11);  // 53 bits
-  return (static_cast<double>(bits & ((uint64_t{1} << 53) - 1)) + 0.5) * 0x1p-53;
-}
-
-// log and cos from +, -, *, / and frexp only: IEEE basic operations are
-// correctly rounded everywhere, libm's transcendental functions are not (they
-// differ by an ulp between glibc versions), and inputs must be bit-identical
-// on every machine. Accuracy ~1e-13 relative, ample for test data.
-double det_log(double x) {  // x > 0
-  int e = 0;
-  const double m = std::frexp(x, &e);      // x = m * 2^e, m in [0.5, 1)
-  const double s = (m - 1.0) / (m + 1.0);  // log m = 2 atanh(s), |s| <= 1/3
-  const double s2 = s * s;
-  double term = s, sum = 0;
-  for (int k = 1; k <= 27; k += 2) {
-    sum += term / k;
-    term *= s2;
-  }
-  return 2.0 * sum + e * 0.69314718055994530942;
-}
-
-// cos(2*pi*u) for u in [0, 1): quadrant from u, Taylor series on [0, pi/2).
-double det_cos_2pi(double u) {
-  const double t = u * 4.0;
-  const int q = static_cast<int>(t);  // 0..3
-  const double phi = (t - q) * 1.57079632679489661923;
-  const double p2 = phi * phi;
-  double c = 0, sn = 0, tc = 1, ts = phi;
-  for (int k = 0; k < 12; ++k) {
-    c += tc;
-    sn += ts;
-    tc *= -p2 / ((2 * k + 1) * (2 * k + 2));
-    ts *= -p2 / ((2 * k + 2) * (2 * k + 3));
-  }
-  switch (q & 3) {
-    case 0:
-      return c;
-    case 1:
-      return -sn;
-    case 2:
-      return -c;
-    default:
-      return sn;
-  }
-}
-
-constexpr double kLn2 = 0.69314718055994530942;
-
-// 2^t, for the same reason as det_log: floor and ldexp are exact (they only
-// move the exponent), and 2^f for f in [0, 1) is a Taylor series of
-// exp(f ln 2) in +, * and / (22 terms: truncation < 1e-20 relative).
-double det_exp2(double t) {
-  if (std::isnan(t)) return t;
-  t = std::clamp(t, -4096.0, 4096.0);  // 2^+-4096 is Inf or 0 in fp64 anyway
-  const double k = std::floor(t);
-  const double f = (t - k) * kLn2;  // t - k is exact
-  double term = 1.0, sum = 1.0;
-  for (int n = 1; n <= 22; ++n) {
-    term *= f / n;
-    sum += term;
-  }
-  return std::ldexp(sum, static_cast<int>(k));
-}
-
-double det_log2(double x) {
-  return det_log(x) / kLn2;
-}  // x > 0
-
-// Philox block for a 64-bit key and two 64-bit counter words, as one array.
-struct Block {
-  uint32_t w[4];
-  uint64_t u64(int i) const { return (uint64_t{w[i]} << 32) | w[i + 1]; }
-};
-Block philox(uint64_t key, uint64_t c0, uint64_t c1) {
-  Block b{{static_cast<uint32_t>(c0), static_cast<uint32_t>(c0 >> 32), static_cast<uint32_t>(c1),
-           static_cast<uint32_t>(c1 >> 32)}};
-  const uint32_t k[2] = {static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32)};
-  Philox4x32::block(b.w, k);
-  return b;
-}
-
-// Key tweaks: the base value of element i uses key = seed; each other draw
-// about element i (injection, hot column, permutation) uses seed ^ tweak, an
-// independent Philox stream, so adding them never changed the base values.
-constexpr uint64_t kInjectTweak = 0x9E3779B97F4A7C15ull;
-constexpr uint64_t kHotTweak = 0xC2B2AE3D27D4EB4Full;
-constexpr uint64_t kPermTweak = 0x165667B19E3779F9ull;
-
-double with_sign(double mag, uint32_t bits) {
-  return (bits & 1u) != 0 ? -mag : mag;
-}
-
-// A bijection of [0, n) keyed by `key`: a 4-round Feistel network on
-// 2h-bit words (2^(2h) < 4n), cycle-walked until the result lands in [0, n)
-// (Black and Rogaway, "Ciphers with arbitrary finite domains", CT-RSA 2002).
-// Lets a permutation matrix give element (i, j) from i alone, no table.
-uint64_t feistel_permute(uint64_t x, uint64_t n, const Block& key) {
-  const int bits = n <= 1 ? 1 : std::bit_width(n - 1);
-  const int h = (bits + 1) / 2;
-  const uint64_t mask = (uint64_t{1} << h) - 1;
-  const uint64_t k = key.u64(0);
-  do {
-    uint64_t l = x >> h, r = x & mask;
-    for (uint64_t round = 0; round < 4; ++round) {
-      const uint64_t f = philox(k, r, key.u64(2) ^ round).u64(0) & mask;
-      const uint64_t nl = r;
-      r = l ^ f;
-      l = nl;
-    }
-    x = (l << h) | r;
-  } while (x >= n);
-  return x;
-}
-
-// Expands a recipe over one tensor: the class's value, then injection.
-// Keeps the hot column of the last row seen, so materialize() computes a
-// one-hot or permutation row once, not once per element.
+// Expands a recipe over one tensor through harness/value_core.h (the arithmetic the device
+// materialiser shares): the class's value, then injection. Keeps the hot column of the last row
+// seen, so materialize() computes a one-hot or permutation row once, not once per element.
 class Expander {
  public:
   Expander(const ValueRecipe& r, DType dtype, const std::vector<int64_t>& shape, uint64_t stream)
-      : r_(r), dtype_(dtype), stream_(stream) {
+      : r_(core_recipe(r, dtype)), stream_(stream) {
     const size_t rank = shape.size();
-    cols_ = rank >= 1 ? static_cast<uint64_t>(std::max<int64_t>(shape[rank - 1], 1)) : 1;
-    rows_ = rank >= 2 ? static_cast<uint64_t>(std::max<int64_t>(shape[rank - 2], 1)) : 1;
-    has_rows_ = rank >= 2;
-    numel_ = 1;
+    s_.cols = rank >= 1 ? static_cast<uint64_t>(std::max<int64_t>(shape[rank - 1], 1)) : 1;
+    s_.rows = rank >= 2 ? static_cast<uint64_t>(std::max<int64_t>(shape[rank - 2], 1)) : 1;
+    s_.has_rows = rank >= 2;
+    s_.numel = 1;
     for (int64_t e : shape) {
-      if (e <= 0) numel_ = 0;
-      if (numel_ != 0 && __builtin_mul_overflow(numel_, static_cast<uint64_t>(e), &numel_)) numel_ = UINT64_MAX;
+      if (e <= 0) s_.numel = 0;
+      if (s_.numel != 0 && __builtin_mul_overflow(s_.numel, static_cast<uint64_t>(e), &s_.numel))
+        s_.numel = UINT64_MAX;
     }
   }
 
   double value(uint64_t index) {
-    double v = base(index);
-    if (r_.inject.active()) inject(index, v);
+    uint64_t hot = 0;
+    if (r_.cls == value_core::kOneHot || r_.cls == value_core::kPermutation) {
+      const uint64_t row = index / s_.cols;  // global row, batch included
+      if (row != cached_row_) {
+        cached_row_ = row;
+        cached_hot_ = value_core::hot_column(r_, s_, stream_, row);
+      }
+      hot = cached_hot_;
+    }
+    double v = value_core::base_value(r_, s_, stream_, index, hot);
+    if (r_.injects()) value_core::inject(r_, s_, stream_, index, v);
     return v;
   }
 
  private:
-  double base(uint64_t index) {
-    const Block b = philox(r_.seed, index, stream_);
-    const uint32_t* ctr = b.w;
-    switch (r_.cls) {
-      case ValueClass::kNormal: {
-        // Box-Muller, first output only: one element per counter keeps the
-        // mapping element -> value independent of the tensor's size.
-        const double u1 = unit_open(ctr[0], ctr[1]), u2 = unit_open(ctr[2], ctr[3]);
-        return r_.scale * std::sqrt(-2.0 * det_log(u1)) * det_cos_2pi(u2);
-      }
-      case ValueClass::kUniform:
-        return r_.scale * (2.0 * unit_open(ctr[0], ctr[1]) - 1.0);
-      case ValueClass::kSameSign:
-        return r_.scale * unit_open(ctr[0], ctr[1]);
-      case ValueClass::kSmallInt: {
-        const uint64_t span = 2 * static_cast<uint64_t>(r_.int_range) + 1;
-        const uint64_t x = ((uint64_t{ctr[0]} << 32) | ctr[1]) % span;
-        return static_cast<double>(static_cast<int64_t>(x) - r_.int_range);
-      }
-      case ValueClass::kNaN:
-        return std::numeric_limits<double>::quiet_NaN();
-      case ValueClass::kLogUniform: {
-        const double u = unit_open(ctr[0], ctr[1]);
-        const double e = static_cast<double>(r_.exp_min) + u * static_cast<double>(r_.exp_max - r_.exp_min);
-        return with_sign(det_exp2(e), ctr[2]);
-      }
-      case ValueClass::kPareto: {
-        // Inverse CDF: x = x_m * U^(-1/alpha) = x_m * 2^(-log2(U) / alpha).
-        const double u = unit_open(ctr[0], ctr[1]);
-        return with_sign(r_.scale * det_exp2(-det_log2(u) / r_.pareto_alpha), ctr[2]);
-      }
-      case ValueClass::kMeanSpread:
-        return r_.mean + r_.spread * (2.0 * unit_open(ctr[0], ctr[1]) - 1.0);
-      case ValueClass::kNearOverflow: {
-        // Log-uniform in [max / f, max]; clamped, so that rounding in the
-        // series can never step past max (and into Inf after rounding).
-        const double mx = max_finite(dtype_), f = std::max(r_.overflow_factor, 1.0);
-        const double mag = mx * det_exp2(-unit_open(ctr[0], ctr[1]) * det_log2(f));
-        return with_sign(std::clamp(mag, mx / f, mx), ctr[2]);
-      }
-      case ValueClass::kSubnormal: {
-        if (!dtype_is_float(dtype_)) return 0.0;
-        // k * min_subnormal with 1 <= k < 2^bits: every subnormal. The bit
-        // length of k is drawn first, so the tiny ones (k = 1, 2, 3...) are as
-        // frequent as those next to min_normal. ldexp of an integer is exact.
-        const int lo = std::ilogb(min_subnormal(dtype_));
-        const int bits = std::ilogb(min_normal(dtype_)) - lo;
-        const int len = 1 + static_cast<int>(ctr[2] % static_cast<uint32_t>(bits));
-        const uint64_t k = (uint64_t{1} << (len - 1)) | (b.u64(0) & ((uint64_t{1} << (len - 1)) - 1));
-        return with_sign(std::ldexp(static_cast<double>(k), lo), ctr[3]);
-      }
-      case ValueClass::kSignedZero:
-        return with_sign(0.0, ctr[0]);
-      case ValueClass::kOneHot:
-      case ValueClass::kPermutation: {
-        const uint64_t row = index / cols_;  // global row, batch included
-        if (row != cached_row_) {
-          cached_row_ = row;
-          cached_hot_ = hot_column(row);
-        }
-        return index % cols_ == cached_hot_ ? 1.0 : 0.0;
-      }
-    }
-    return 0;
-  }
-
-  // Column holding the 1 of global row `row` (may be >= cols_: no 1).
-  uint64_t hot_column(uint64_t row) const {
-    if (r_.cls == ValueClass::kOneHot) return philox(r_.seed ^ kHotTweak, row, stream_).u64(0) % cols_;
-    // Permutation: pi(i) over [0, max(rows, cols)), one key per matrix of the
-    // batch. rows <= cols: one 1 per row; rows > cols: one per column.
-    const uint64_t batch = row / rows_, i = row % rows_;
-    return feistel_permute(i, std::max(rows_, cols_), philox(r_.seed ^ kPermTweak, batch, stream_));
-  }
-
-  void inject(uint64_t index, double& v) const {
-    const SpecialInjection& in = r_.inject;
-    const uint64_t col = index % cols_, row = (index / cols_) % rows_;
-    auto edge = [&](uint64_t i) {
-      const uint64_t t = static_cast<uint64_t>(in.tile);
-      return i % t == 0 || i % t == t - 1;
-    };
-    const bool structured = ((in.at & kAtFirst) != 0 && index == 0) ||
-                            ((in.at & kAtLast) != 0 && numel_ != 0 && index == numel_ - 1) ||
-                            ((in.at & kAtTile) != 0 && in.tile >= 1 && (edge(col) || (has_rows_ && edge(row))));
-    const Block b = philox(r_.seed ^ kInjectTweak, index, stream_);
-    if (!structured && !(unit_open(b.w[0], b.w[1]) < in.rate)) return;
-    // The k-th set bit of kinds, k uniform.
-    const int n = std::popcount(static_cast<unsigned>(in.kinds));
-    int k = static_cast<int>(b.w[2] % static_cast<uint32_t>(n));
-    uint8_t bit = 1;
-    for (;; bit <<= 1) {
-      if ((in.kinds & bit) != 0 && k-- == 0) break;
-    }
-    switch (bit) {
-      case kSpecialNaN:
-        v = std::numeric_limits<double>::quiet_NaN();
-        break;
-      case kSpecialPosInf:
-        v = std::numeric_limits<double>::infinity();
-        break;
-      case kSpecialNegInf:
-        v = -std::numeric_limits<double>::infinity();
-        break;
-      default:
-        v = -0.0;
-        break;
-    }
-  }
-
-  const ValueRecipe& r_;
-  DType dtype_;
+  value_core::Recipe r_;
   uint64_t stream_;
-  uint64_t rows_ = 1, cols_ = 1, numel_ = 1;
-  bool has_rows_ = false;
+  value_core::Shape s_;
   uint64_t cached_row_ = UINT64_MAX, cached_hot_ = 0;
 };
 

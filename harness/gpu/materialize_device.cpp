@@ -8,6 +8,7 @@
 #include "harness/dtype.h"
 #include "harness/gpu/cuda_check.h"
 #include "harness/gpu/materialize_device_kernels.h"
+#include "harness/value_core_recipe.h"
 
 namespace assay::gpu {
 namespace {
@@ -53,24 +54,7 @@ Status materialize_device(const TensorDesc& desc, const ValueRecipe& recipe, uin
                           cudaStream_t stream) {
   ASSAY_ASSIGN_OR_RETURN(DevView v, view_of(desc));
   ASSAY_RETURN_IF_ERROR(fill_words_device(dst, kGapCanaryF32, desc.extent(), stream));
-  DevRecipe r;
-  r.cls = static_cast<int32_t>(recipe.cls);
-  r.seed = recipe.seed;
-  r.scale = recipe.scale;
-  r.mean = recipe.mean;
-  r.spread = recipe.spread;
-  r.pareto_alpha = recipe.pareto_alpha;
-  r.overflow_factor = recipe.overflow_factor;
-  r.int_range = recipe.int_range;
-  r.exp_min = recipe.exp_min;
-  r.exp_max = recipe.exp_max;
-  r.inject_kinds = recipe.inject.kinds;
-  r.inject_at = recipe.inject.at;
-  r.inject_rate = recipe.inject.rate;
-  r.inject_tile = recipe.inject.tile;
-  r.max_finite = max_finite(DType::kF32);
-  r.sub_lo = std::ilogb(min_subnormal(DType::kF32));
-  r.sub_bits = std::ilogb(min_normal(DType::kF32)) - r.sub_lo;
+  const DevRecipe r = core_recipe(recipe, DType::kF32);
   CUDA_CHECK(detail::launch_materialize(static_cast<float*>(dst), v, r, stream_id, true, stream));
   return ok_status();
 }

@@ -6,22 +6,14 @@
 
 #include <cuda_runtime.h>
 
+#include "harness/value_core.h"
+
 namespace assay::gpu::detail {
 
 inline constexpr int kMaxRank = 8;
 
-/// A ValueRecipe's fields (harness/values.h), plus the fp32 constants the classes read.
-struct DevRecipe {
-  int32_t cls = 0;  ///< ValueClass as int (its numbering is part of the case format)
-  uint64_t seed = 0;
-  double scale = 1, mean = 0, spread = 0, pareto_alpha = 1.5, overflow_factor = 4;
-  int64_t int_range = 2, exp_min = -8, exp_max = 8;
-  uint8_t inject_kinds = 0, inject_at = 0;  ///< kSpecial* and kAt* bits
-  double inject_rate = 0;
-  int64_t inject_tile = 0;
-  double max_finite = 0;       ///< max_finite(kF32)
-  int sub_lo = 0, sub_bits = 0;  ///< ilogb(min_subnormal), ilogb(min_normal) - sub_lo
-};
+/// The recipe, in the plain form the shared generator arithmetic takes.
+using DevRecipe = value_core::Recipe;
 
 /// A strided view: logical row-major index -> offset + sum(idx[d] * strides[d]).
 struct DevView {
