@@ -22,7 +22,7 @@
 namespace assay {
 namespace {
 
-struct Probe {
+struct DetectionProbe {
   std::string name;
   Case c;
 };
@@ -35,8 +35,8 @@ ValueRecipe recipe(ValueClass cls, uint64_t seed) {
   return r;
 }
 
-std::vector<Probe> gemm_probes() {
-  std::vector<Probe> p;
+std::vector<DetectionProbe> gemm_probes() {
+  std::vector<DetectionProbe> p;
   auto add = [&](std::string name, int64_t m, int64_t n, int64_t k, int64_t pad, ValueClass cls, double beta) {
     p.push_back({std::move(name), make_gemm_case(m, n, k, false, false, 1.0, beta, pad, pad, pad, 0, 0, 0,
                                                  recipe(cls, 11), recipe(cls, 12), recipe(ValueClass::kNormal, 13))});
@@ -71,7 +71,7 @@ StatusOr<std::string> detection_table(int device, const std::string& out_dir) {
   ASSAY_ASSIGN_OR_RETURN(auto lane, gpu::Lane::create(device));
   const OpSpec* gemm = find_spec("gemm");
   if (gemm == nullptr) return not_found("the gemm spec is not linked");
-  const std::vector<Probe> probes = gemm_probes();
+  const std::vector<DetectionProbe> probes = gemm_probes();
   std::vector<Row> rows;
   for (const auto& v : gemm->variants()) {
     if (v.name.rfind("fault_", 0) == 0 || v.name == "mutant_degrades") continue;  // crash/hang/repeat: campaign tests
@@ -79,7 +79,7 @@ StatusOr<std::string> detection_table(int device, const std::string& out_dir) {
     row.variant = v.name;
     row.what = v.description;
     row.mutant = v.mutant;
-    for (const Probe& pr : probes) {
+    for (const DetectionProbe& pr : probes) {
       ASSAY_ASSIGN_OR_RETURN(std::vector<Verdict> vs, gemm->run(pr.c, {v.name}, *lane));
       bool fired = false;
       for (const auto& f : vs.front().failures) {
@@ -157,7 +157,7 @@ StatusOr<std::string> detection_table(int device, const std::string& out_dir) {
 
   // ---- report ----------------------------------------------------------------------------
   std::string probes_md;
-  for (const Probe& p : probes) probes_md += fmt::format("- {}: `{}`\n", p.name, p.c.summary());
+  for (const DetectionProbe& p : probes) probes_md += fmt::format("- {}: `{}`\n", p.name, p.c.summary());
   std::string md = fmt::format(
       "# Detection table (assay detection-table)\n\nDevice: {}. Command: `assay detection-table --out DIR`.\n\n"
       "Each fp32 GEMM variant runs on the probe cases below. Element-wise checks count the elements (over all "

@@ -20,6 +20,14 @@ rc::Gen<T> gen_uniform(T lo, T hi) {
   });
 }
 
+}  // namespace
+
+rc::Gen<int64_t> gen_int_uniform(int64_t lo, int64_t hi) {
+  return gen_uniform<int64_t>(lo, hi);
+}
+
+namespace {
+
 /// The full 64-bit range (seeds): uniform, shrinks toward 0.
 rc::Gen<uint64_t> gen_seed() {
   return gen_uniform<uint64_t>(0, UINT64_MAX);

@@ -49,6 +49,9 @@ rc::Gen<T> gen_element(std::vector<T> items) {
   return rc::gen::map(std::move(index), [items = std::move(items)](size_t i) { return items[i]; });
 }
 
+/// Uniform in [lo, hi] (inclusive) whatever the size; shrinks toward lo.
+rc::Gen<int64_t> gen_int_uniform(int64_t lo, int64_t hi);
+
 // ---- value recipes -------------------------------------------------------------
 
 /// Simplicity rank of a class, 0 = simplest; shrinking moves toward lower

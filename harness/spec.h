@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@ namespace assay {
 namespace gpu {
 class Lane;
 }
+class Contract;
+struct Probe;
 
 struct VariantInfo {
   std::string name;
@@ -33,12 +36,15 @@ const char* source_hash(const char* path);
 
 /// Per-run knobs a lane carries to the testbed.
 struct RunOptions {
+  bool probe = false;  ///< run variants on cases outside their contracts (--probe-contract)
   int repeat = 1;  ///< launches of each variant before the checked pair (>= 1): a kernel that degrades after N calls
 };
 
 /// Knobs every generator honours.
 struct GenConfig {
   int64_t max_dim = 2048;  ///< largest extent of any dimension (inclusive)
+  /// The variant whose contract the generator draws inside (empty: the op's whole domain).
+  std::string target;
 };
 
 /// One output of a case, element by element, for triage: the variant's
@@ -105,6 +111,16 @@ class OpSpec {
     (void)value;
     return unavailable(name() + " cannot vary " + key);
   }
+
+  /// The contract of `variant` (nullptr: unknown variant).
+  virtual const Contract* contract(const std::string& variant) const {
+    (void)variant;
+    return nullptr;
+  }
+  /// The first rule of `variant`'s contract that `c` breaks, as one line; nullopt inside.
+  std::optional<std::string> outside(const Case& c, const std::string& variant) const;
+  /// Cases just outside each rule of `variant`'s contract, derived from `inside`.
+  virtual std::vector<Probe> probes(const std::string& variant, const Case& inside) const;
 
   /// Names of the variants that a plain campaign fuzzes (all but mutants).
   std::vector<std::string> default_variants() const;

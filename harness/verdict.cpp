@@ -43,6 +43,7 @@ std::string_view failure_kind_name(FailureKind k) {
 }
 
 std::string Verdict::summary() const {
+  if (!not_applicable.empty()) return "not applicable: outside the contract, " + not_applicable;
   if (passed()) return fmt::format("pass (max error/bound {:.3g})", metrics.max_ratio);
   const auto& f = failures.front();
   std::string s = fmt::format("FAIL {}", failure_kind_name(f.kind));
@@ -62,6 +63,7 @@ std::optional<FailureKind> parse_failure_kind(std::string_view name) {
 Verdict Verdict::from_json(const nlohmann::json& j) {
   Verdict v;
   v.variant = j.value("variant", "");
+  if (auto it = j.find("not_applicable"); it != j.end() && it->is_string()) v.not_applicable = it->get<std::string>();
   if (auto it = j.find("failures"); it != j.end() && it->is_array()) {
     for (const auto& f : *it) {
       auto kind = parse_failure_kind(f.value("kind", ""));
@@ -90,6 +92,7 @@ nlohmann::json Verdict::to_json() const {
   nlohmann::json j;
   j["variant"] = variant;
   j["passed"] = passed();
+  if (!not_applicable.empty()) j["not_applicable"] = not_applicable;
   auto& fs = j["failures"] = nlohmann::json::array();
   for (const auto& f : failures) {
     fs.push_back({{"kind", failure_kind_name(f.kind)},

@@ -54,6 +54,9 @@ struct Metrics {
 
 struct Verdict {
   std::string variant;
+  /// Non-empty: the case is outside this variant's contract (the rule it breaks); the
+  /// variant did not run and this is neither a pass nor a failure.
+  std::string not_applicable;
   std::vector<Failure> failures;
   Metrics metrics;
   bool passed() const { return failures.empty(); }

@@ -18,12 +18,6 @@ namespace assay::rowwise {
 using kernels::rowwise::Act;
 using kernels::rowwise::Dt;
 
-using SoftmaxFwdFn = cudaError_t (*)(Dt, const void*, int64_t, void*, int64_t, int64_t, int64_t, bool, cudaStream_t);
-using SoftmaxBwdFn = cudaError_t (*)(Dt, const void*, int64_t, const void*, int64_t, void*, int64_t, int64_t, int64_t,
-                                     bool, cudaStream_t);
-bool register_softmax_fwd(VariantInfo info, SoftmaxFwdFn fn);
-bool register_softmax_bwd(VariantInfo info, SoftmaxBwdFn fn);
-
 // ---- norms (properties/norms.cpp) ----
 using LayerNormFwdFn = cudaError_t (*)(Dt, const void*, int64_t, const void*, const void*, void*, int64_t, float*,
                                        float*, int64_t, int64_t, float, cudaStream_t);

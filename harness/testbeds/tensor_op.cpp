@@ -39,20 +39,6 @@ void unbounded_where_nan(std::vector<OutputRef>& refs) {
 
 }  // namespace
 
-View2D view_of(const TensorDesc& d) {
-  View2D v;
-  if (d.rank() == 1) {
-    v.rows = 1;
-    v.cols = d.shape[0];
-    v.ld = std::max<int64_t>(d.shape[0], 1);
-  } else {
-    v.rows = d.shape[0];
-    v.cols = d.shape[1];
-    v.ld = d.strides[0];
-  }
-  return v;
-}
-
 TensorSpec make_tensor(const std::string& name, Role role, DType dt, int64_t rows, int64_t cols, int64_t pad,
                        int64_t off, const ValueRecipe& values) {
   TensorSpec s;

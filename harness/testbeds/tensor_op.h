@@ -30,6 +30,7 @@
 #include <cuda_runtime.h>
 
 #include "harness/case.h"
+#include "harness/op.h"
 #include "harness/spec.h"
 #include "harness/verdict.h"
 
@@ -39,50 +40,12 @@ namespace gpu {
 class Lane;
 }
 
-/// A tensor of the case as rows x cols (rank 1: 1 x n), row stride ld, in elements.
-struct View2D {
-  int64_t rows = 0, cols = 0, ld = 0;
-};
-View2D view_of(const TensorDesc& d);
-
-/// Device view handed to a kernel binding: pointer at element [0][0].
-struct DevTensor {
-  void* ptr = nullptr;
-  DType dtype = DType::kF32;
-  View2D v;
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(ptr);
-  }
-};
-
-/// Host view of one tensor decoded to double: element (i, j) at data[i*ld + j].
-struct HostTensor {
-  const double* data = nullptr;
-  View2D v;
-  double at(int64_t i, int64_t j) const { return data[i * v.ld + j]; }
-};
-
-/// The reference of one output: value and absolute tolerance (hard ceiling)
-/// per element, dense rows x cols. tol = +Inf leaves an element unchecked
-/// (documented per op); exact = bitwise comparison (exact tier).
-struct OutputRef {
-  std::vector<double> ref, tol;
-  bool exact = false;
-};
-
 /// A kernel under test: launches on the case's tensors (all of them, in case order).
 using TensorOpLaunch = std::function<cudaError_t(const Case&, const std::vector<DevTensor>&, cudaStream_t)>;
 
 struct TensorOpVariant {
   VariantInfo info;
   TensorOpLaunch launch;
-};
-
-/// Where an element of a metamorphic launch's output comes from in the original launch.
-struct RelatedElement {
-  int64_t from_i = 0, from_j = 0;
-  double scale = 1;
 };
 
 struct TensorOpDef {

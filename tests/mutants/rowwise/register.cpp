@@ -1,6 +1,7 @@
 // Registers the planted row-wise bugs as [mutant] variants of their ops, bound
 // exactly like the kernels they replace (properties/rowwise_registry.h).
 #include "properties/rowwise_registry.h"
+#include "properties/softmax.h"
 #include "tests/mutants/rowwise/mutants.h"
 
 namespace assay::rowwise {
@@ -14,14 +15,22 @@ VariantInfo mutant(const char* name, const char* what, const char* src, bool det
   return {name, what, true, deterministic, src};
 }
 
-[[maybe_unused]] const bool kSoftmaxMutants =
-    register_softmax_fwd(mutant("mutant_softmax_no_max", "exp(x) without subtracting the row max: overflows", kSoftmax),
-                         m::softmax_no_max) &&
-    register_softmax_fwd(
-        mutant("mutant_softmax_vec_tail", "aligned rows skip the vector tail (n % 4 for fp32, n % 8 for fp16/bf16)", kSoftmax),
-        m::softmax_vec_tail) &&
-    register_softmax_bwd(mutant("mutant_softmax_bwd_no_sum", "backward forgets the - sum(y dy) term", kSoftmax),
-                         m::softmax_bwd_no_sum);
+ASSAY_REGISTER(add_variant("softmax", {.name = "mutant_softmax_no_max",
+                                       .description = "exp(x) without subtracting the row max: overflows",
+                                       .launch = softmax_launch(m::softmax_no_max),
+                                       .mutant = true,
+                                       .source = kSoftmax}));
+ASSAY_REGISTER(add_variant("softmax",
+                           {.name = "mutant_softmax_vec_tail",
+                            .description = "aligned rows skip the vector tail (n % 4 for fp32, n % 8 for fp16/bf16)",
+                            .launch = softmax_launch(m::softmax_vec_tail),
+                            .mutant = true,
+                            .source = kSoftmax}));
+ASSAY_REGISTER(add_variant("softmax_bwd", {.name = "mutant_softmax_bwd_no_sum",
+                                           .description = "backward forgets the - sum(y dy) term",
+                                           .launch = softmax_bwd_launch(m::softmax_bwd_no_sum),
+                                           .mutant = true,
+                                           .source = kSoftmax}));
 
 [[maybe_unused]] const bool kNormMutants =
     register_layernorm_fwd(

@@ -1,0 +1,319 @@
+// The op model: one declarative entry per op (OpDef) and per kernel variant
+// (VariantDef with its Contract). assay's own specs under properties/, outside
+// C++ projects through find_package(assay), and the Python package all go
+// through register_op / add_variant; the engine derives generation,
+// validation, shrinking, contract checks, probing and triage from these
+// declarations alone.
+//
+//   OpDef op;
+//   op.name = "softmax";
+//   op.params = {Param::size("rows", 1, 4096), Param::size("n", 1, 16384).aim({32, 128, 1024}),
+//                Param::dtype("dtype", {DType::kF32, DType::kF16, DType::kBF16})};
+//   op.tensors = {{.name = "X", .dims = {"rows", "n"}}, {.name = "Y", .role = Role::kOut, .dims = {"rows", "n"}}};
+//   op.reference = ...; op.bound = ...;
+//   register_op(std::move(op));
+//   add_variant("softmax", {.name = "mine", .launch = ..., .contract = Contract().multiple_of("n", 32)});
+//
+// A case outside a variant's contract is "not applicable" for it, never a
+// failure; the generator draws inside the contract by construction, and
+// `assay fuzz --probe-contract` steps just outside each rule on purpose.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+#include <nlohmann/json.hpp>
+
+#include "harness/case.h"
+#include "harness/dtype.h"
+#include "harness/status.h"
+#include "harness/values.h"
+#include "harness/verdict.h"
+
+namespace assay {
+
+// ---- parameters ------------------------------------------------------------------------------
+
+/// Read access to a case's params (a JSON object) with defaults; the model has already
+/// type-checked every declared param before any op code sees it.
+class Params {
+ public:
+  explicit Params(const nlohmann::json& j) : j_(j) {}
+  bool has(const std::string& k) const { return j_.contains(k); }
+  int64_t i(const std::string& k, int64_t dflt = 0) const;
+  double r(const std::string& k, double dflt = 0) const;
+  bool b(const std::string& k, bool dflt = false) const;
+  std::string s(const std::string& k, const std::string& dflt = "") const;
+  DType dt(const std::string& k, DType dflt = DType::kF32) const;
+  const nlohmann::json& json() const { return j_; }
+
+ private:
+  const nlohmann::json& j_;
+};
+
+enum class ParamKind : uint8_t { kInt, kReal, kBool, kChoice, kDType };
+
+/// One typed parameter of an op. Ints are drawn edge-biased inside [lo, hi] (and inside
+/// every contract rule), aiming at `edges` and their neighbours; other kinds pick one of
+/// their values by weight, the first value being the simplest (shrinking goes there).
+struct ParamDef {
+  std::string name;
+  ParamKind kind = ParamKind::kInt;
+  int64_t lo = 0, hi = 0;                                ///< kInt: inclusive range
+  bool size = false;                                     ///< kInt: an extent, capped by --max-dim
+  std::function<int64_t(const Params&)> hi_of;           ///< kInt: tighter cap from earlier params (element budget)
+  std::vector<int64_t> edges;                            ///< kInt: values the generator aims at (tile widths)
+  std::vector<nlohmann::json> values;                    ///< kReal / kBool / kChoice / kDType: simplest first
+  std::vector<size_t> weights;                           ///< per value (empty: uniform)
+  std::function<bool(const Params&)> when;               ///< present only where this holds (earlier params)
+  int absent_weight = 0;                                 ///< > 0: optional, absent with this weight against 1 present
+  std::string doc;
+
+  static ParamDef integer(std::string name, int64_t lo, int64_t hi);
+  /// An extent (tensor dimension): kInt, capped by the campaign's --max-dim.
+  static ParamDef extent(std::string name, int64_t lo, int64_t hi);
+  static ParamDef real(std::string name, std::vector<double> values);
+  static ParamDef flag(std::string name);
+  static ParamDef choice(std::string name, std::vector<std::string> values);
+  static ParamDef dtype(std::string name, std::vector<DType> values);
+  ParamDef& aim(std::vector<int64_t> e) { edges = std::move(e); return *this; }
+  ParamDef& cap(std::function<int64_t(const Params&)> f) { hi_of = std::move(f); return *this; }
+  ParamDef& weigh(std::vector<size_t> w) { weights = std::move(w); return *this; }
+  ParamDef& only_when(std::function<bool(const Params&)> f) { when = std::move(f); return *this; }
+  ParamDef& optional(int absent = 3) { absent_weight = absent; return *this; }
+  ParamDef& describe(std::string d) { doc = std::move(d); return *this; }
+};
+
+// ---- tensors ------------------------------------------------------------------------------------
+
+/// How a tensor's values are drawn (see harness/generators.h gen_value_recipe).
+struct ValueSpec {
+  std::vector<ValueClass> classes;  ///< empty: every class that suits activations
+  uint8_t specials = 0;             ///< OR of kSpecial*: NaN / Inf injection allowed
+  int inject_percent = 15;
+  double int_hi = 0;                ///< > 0 for integer tensors: values in [0, int_hi), with int_hi_param overriding
+  std::string int_hi_param;         ///< integer tensors: the param giving the exclusive upper bound (e.g. "vocab")
+};
+
+/// One tensor: rank-N, its extents named by params (or integer literals), its dtype a
+/// dtype param or a fixed dtype name. Each tensor draws its own row padding and offset.
+struct TensorDef {
+  std::string name;
+  Role role = Role::kIn;
+  std::vector<std::string> dims;  ///< param names or integer literals, outermost first; empty: a scalar [1]
+  std::string dtype = "dtype";    ///< a kDType param, or a dtype name ("fp32", "i32")
+  ValueSpec values;
+  bool padded = true;             ///< may draw a padded row stride and an offset
+};
+
+// ---- host and device views ------------------------------------------------------------------------
+
+/// A tensor as rows x cols, row stride ld (elements): rank 1 is 1 x n; rank >= 3 folds the
+/// outer dims into rows (they are laid out densely over the padded rows).
+struct View2D {
+  int64_t rows = 0, cols = 0, ld = 0;
+};
+View2D view_of(const TensorDesc& d);
+
+/// A tensor handed to a launcher: pointer at element [0, ..., 0], shape and strides (elements).
+struct DevTensor {
+  void* ptr = nullptr;
+  DType dtype = DType::kF32;
+  View2D v;
+  std::vector<int64_t> shape, strides;
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr);
+  }
+};
+
+/// A tensor decoded to double: element (i, j) at data[i * ld + j].
+struct HostTensor {
+  const double* data = nullptr;
+  View2D v;
+  double at(int64_t i, int64_t j) const { return data[i * v.ld + j]; }
+};
+
+/// The expected value of one output, dense rows x cols: `ref` from the reference, `tol` (the
+/// hard ceiling; +Inf: unchecked, as the op documents) from the bound, `exact` for the exact
+/// tier (bitwise comparison). `aux` carries per-element magnitudes from the reference to the
+/// bound (e.g. sum |a||b|), so the bound need not recompute them.
+struct OutputRef {
+  std::vector<double> ref, tol;
+  std::vector<std::vector<double>> aux;
+  bool exact = false;
+};
+
+// ---- the kernel's declared arithmetic ---------------------------------------------------------------
+
+/// What a variant's build does to the arithmetic the bound assumes. The defaults are IEEE
+/// round-to-nearest with the CUDA libm accuracy of the CUDA C Programming Guide's table.
+struct Arithmetic {
+  bool fast_math = false;  ///< --use_fast_math: __expf, __logf, __tanhf, __fdividef (intrinsic table)
+  bool ftz = false;        ///< subnormal inputs and results flushed to zero
+  std::map<std::string, int64_t> tiles;  ///< tile sizes the error analysis depends on ("kv_tile" = 64)
+  bool operator==(const Arithmetic&) const = default;
+  int64_t tile(const std::string& k, int64_t dflt) const {
+    auto it = tiles.find(k);
+    return it == tiles.end() ? dflt : it->second;
+  }
+  std::string describe() const;
+};
+
+// ---- contracts -----------------------------------------------------------------------------------------
+
+/// One rule of a contract; `text()` names it in one line ("n % 32 == 0").
+struct Rule {
+  enum class Kind : uint8_t { kMultiple, kMin, kMax, kEqual, kOneOf, kContiguous, kAligned };
+  Kind kind = Kind::kMin;
+  std::string param, other;          ///< param (and the other param of kEqual)
+  int64_t value = 0;                 ///< multiple, bound or alignment in bytes
+  std::vector<nlohmann::json> allowed;  ///< kOneOf
+  std::string text() const;
+};
+
+/// What a kernel supports and how it behaves. Built fluently:
+///   Contract().dtypes({DType::kF32}).multiple_of("m", 64).min("k", 8).aligned(16).reads_c_when_beta0()
+class Contract {
+ public:
+  Contract& multiple_of(const std::string& p, int64_t m);
+  Contract& min(const std::string& p, int64_t v);
+  Contract& max(const std::string& p, int64_t v);
+  Contract& equal(const std::string& p, const std::string& q);
+  /// A param restricted to these values (choices, flags, reals, ints).
+  Contract& only(const std::string& p, std::vector<nlohmann::json> values);
+  Contract& dtypes(std::vector<DType> d, const std::string& param = "dtype");
+  /// Every tensor dense: no padded rows, no offset.
+  Contract& contiguous();
+  /// Every tensor's first element and row stride a multiple of `bytes`.
+  Contract& aligned(int64_t bytes);
+  /// The kernel switches configuration at these values of `p` (a size-dependent tile
+  /// choice): the generator aims at both sides of each.
+  Contract& switches_at(const std::string& p, std::vector<int64_t> at);
+  /// The kernel adds its result into `tensor` (+=) instead of overwriting it: the tensor
+  /// is prefilled from its recipe and the expectation is prefill + reference.
+  Contract& accumulates(const std::string& tensor);
+  /// The kernel writes `tensor` only where `written(params, i, j)` holds (a triangle, a
+  /// block); elsewhere the output must keep its poison (no element checked there).
+  Contract& writes_only(const std::string& tensor, std::function<bool(const Params&, int64_t, int64_t)> written,
+                        std::string what);
+  /// A convention the op defines (OpDef::conventions), e.g. "reads_c_when_beta0".
+  Contract& convention(const std::string& name);
+  Contract& reads_c_when_beta0() { return convention("reads_c_when_beta0"); }
+  Contract& fast_math() { arith_.fast_math = true; arith_.ftz = true; return *this; }
+  Contract& ftz() { arith_.ftz = true; return *this; }
+  Contract& tile(const std::string& name, int64_t v) { arith_.tiles[name] = v; return *this; }
+
+  const std::vector<Rule>& rules() const { return rules_; }
+  const std::map<std::string, std::vector<int64_t>>& switches() const { return switches_; }
+  const std::vector<std::string>& accumulated() const { return accumulates_; }
+  const std::vector<std::string>& conventions() const { return conventions_; }
+  const Arithmetic& arithmetic() const { return arith_; }
+  struct Partial {
+    std::string tensor, what;
+    std::function<bool(const Params&, int64_t, int64_t)> written;
+  };
+  const std::vector<Partial>& partial() const { return partial_; }
+  bool has_convention(const std::string& n) const;
+  bool empty() const;
+  /// Every rule and convention, one per line, for `assay list`.
+  std::vector<std::string> describe() const;
+
+ private:
+  std::vector<Rule> rules_;
+  std::map<std::string, std::vector<int64_t>> switches_;
+  std::vector<std::string> accumulates_, conventions_;
+  std::vector<Partial> partial_;
+  Arithmetic arith_;
+};
+
+/// The first rule of `contract` that case `c` breaks, as a line; nullopt inside.
+std::optional<std::string> outside_contract(const Contract& contract, const Case& c);
+
+// ---- ops and variants -------------------------------------------------------------------------------------
+
+/// A launcher: runs the kernel on the case's tensors (in OpDef order) on `stream`. A
+/// non-success return on a case inside the contract is a launch-error failure; outside it
+/// (probing), a clean rejection.
+using Launch = std::function<cudaError_t(const Params&, const std::vector<DevTensor>&, cudaStream_t)>;
+
+struct VariantDef {
+  std::string name;
+  std::string description;
+  Launch launch;
+  Contract contract;
+  bool deterministic = true;  ///< false: a second launch may differ bitwise (atomics)
+  bool mutant = false;        ///< a planted bug (tests/mutants): fuzzed only when named
+  std::string source;         ///< kernel source, relative to its project (hashed by the build)
+};
+
+using HostFn = std::function<Status(const Case&, const std::vector<HostTensor>&, std::vector<OutputRef>&)>;
+using BoundFn =
+    std::function<Status(const Case&, const Arithmetic&, const std::vector<HostTensor>&, std::vector<OutputRef>&)>;
+
+/// Where an element of a metamorphic launch's output comes from in the original launch.
+struct RelatedElement {
+  int64_t from_i = 0, from_j = 0;
+  double scale = 1;
+};
+
+struct OpDef {
+  std::string name;
+  std::string description;
+  std::vector<ParamDef> params;
+  std::vector<TensorDef> tensors;
+  /// Conventions a variant may declare (name -> what it means); the op's hooks read them
+  /// from the case's "conventions" param, which the engine sets per variant.
+  std::map<std::string, std::string> conventions;
+  /// Cross-param checks the declarations cannot express (one line naming the rule).
+  std::function<Status(const Params&)> check;
+  /// Edits input host images after materialisation (mask rows, place indices): a pure
+  /// function of the case. images[t] is tensor t's allocation in its dtype.
+  std::function<void(const Case&, std::vector<unsigned char*>& images)> prepare;
+  /// fp64 reference of every output (kOut and kInOut, in order): fills ref (and aux);
+  /// kInOut tensors arrive holding their prefill.
+  HostFn reference;
+  /// The hard ceiling of every output under the variant's declared arithmetic: fills tol
+  /// (and exact). May be empty only if `reference` fills tol itself.
+  BoundFn bound;
+  std::string bound_name = "ceiling";
+  /// Host-side properties of the outputs for case param "relation" (appends kProperty).
+  std::function<void(const Case&, const std::vector<HostTensor>& in, const std::vector<HostTensor>& out,
+                     const std::vector<OutputRef>&, std::vector<Failure>&)>
+      properties;
+  /// Metamorphic transform of the inputs for case param "relation"; false: none.
+  std::function<bool(const Case&, std::vector<unsigned char*>& images)> transform;
+  /// How the transformed launch's outputs correspond to the original ones (moved, scaled).
+  std::function<bool(const Case&, size_t o, int64_t i, int64_t j, RelatedElement&)> relate;
+  /// CPU self-check of the host reference (no GPU); appends lines to `report`.
+  std::function<Status(std::string& report)> self_check;
+  std::string backward;  ///< the backward op's name, if any
+};
+
+/// Registers an op; an error if the name is taken or the declaration is inconsistent
+/// (a tensor naming an unknown param, a dtype param of the wrong kind).
+Status register_op(OpDef op);
+/// Adds a kernel variant to a registered op; an error if the op is unknown, the name is
+/// taken, or the contract names an unknown param, tensor or convention.
+Status add_variant(const std::string& op, VariantDef v);
+
+/// For static registration: records `s` if it is an error (a broken declaration); the
+/// CLI reports every recorded error on start-up and exits 2 before any campaign runs.
+bool registered(const Status& s, const char* what);
+/// Errors recorded by registered(), and variants added to an op nobody registered.
+std::vector<std::string> registration_errors();
+
+}  // namespace assay
+
+#define ASSAY_OP_CONCAT2_(a, b) a##b
+#define ASSAY_OP_CONCAT1_(a, b) ASSAY_OP_CONCAT2_(a, b)
+/// In a spec file: ASSAY_REGISTER(register_op(make_softmax()));
+#define ASSAY_REGISTER(expr)                                                              \
+  [[maybe_unused]] static const bool ASSAY_OP_CONCAT1_(assay_registered_, __LINE__) = \
+      ::assay::registered((expr), #expr)
