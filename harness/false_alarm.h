@@ -38,7 +38,7 @@ enum class FaLibrary : uint8_t { kCublas, kCublasLt };
 
 /// The layouts a configuration's cases are drawn from: the library's documented requirements
 /// for that path (cases outside them would only be declined, and fuzz nothing). Row-major
-/// terms: our m and n are cuBLAS's n and m (C^T = B^T A^T, see references/vendor/cublas_gemm.h).
+/// terms: our m and n are cuBLAS's n and m (C^T = B^T A^T, see references/library/cublas_gemm.h).
 /// All multiples are in elements; 1 everywhere is "any layout".
 struct FaLayoutRule {
   bool tn = false;                          ///< trans_a = false, trans_b = true (the library's "TN")

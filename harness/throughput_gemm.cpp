@@ -13,8 +13,8 @@
 #include "kernels/gemm/gemm_epilogue.h"
 #include "kernels/gemm/gemm_quant.h"
 #include "kernels/gemm/gemm_tc.h"
-#include "references/vendor/cublas_gemm.h"
-#include "references/vendor/cublaslt_gemm.h"
+#include "references/library/cublas_gemm.h"
+#include "references/library/cublaslt_gemm.h"
 
 namespace assay::tput_detail {
 namespace {

@@ -1,4 +1,4 @@
-#include "references/vendor/cublas_gemm.h"
+#include "references/library/cublas_gemm.h"
 
 #include <cmath>
 #include <cstring>

@@ -28,7 +28,7 @@
 
 #include "harness/dtype.h"
 #include "harness/status.h"
-#include "references/vendor/cublas_gemm.h"
+#include "references/library/cublas_gemm.h"
 
 namespace assay::vendor {
 

@@ -1,4 +1,4 @@
-#include "references/vendor/cublaslt_gemm.h"
+#include "references/library/cublaslt_gemm.h"
 
 #include <cmath>
 #include <cstring>

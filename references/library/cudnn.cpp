@@ -1,4 +1,4 @@
-#include "references/vendor/cudnn.h"
+#include "references/library/cudnn.h"
 
 #include <fmt/format.h>
 
