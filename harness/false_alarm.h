@@ -1,4 +1,4 @@
-// assay false-alarm (issue 3, "measured, not assumed"): a campaign that fuzzes
+// assay false-alarm (bound models measured, not assumed): a campaign that fuzzes
 // the vendor GEMMs (cuBLAS fp32 pedantic, tf32, fp16, bf16; cuBLASLt fp8 e4m3
 // and e5m2 with and without fast accumulation and with per-tensor scales;
 // int8 -> int32) against the host fp64 reference (references/host/gemm.h) on

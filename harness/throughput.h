@@ -1,4 +1,4 @@
-// assay throughput (issue 9): the speed of each convolution and attention kernel against the
+// assay throughput: the speed of each convolution and attention kernel against the
 // vendor library or a composite of vendor calls in the same precision, written in the repo.
 //   conv:      kernels/conv (direct, implicit GEMM; forward, backward-data, backward-filter)
 //              against cuDNN (references/library/cudnn.h) with CUDNN_FMA_MATH and with

@@ -1,4 +1,4 @@
-// assay throughput --ops gemm (issue 7): every GEMM-family kernel against cuBLAS / cuBLASLt on the
+// assay throughput --ops gemm: every GEMM-family kernel against cuBLAS / cuBLASLt on the
 // same device buffers, at a small, a medium and a large size (256, 1024, 4096; the batched problems
 // at 64 x 64 x 64 with batch 512 and 256 x 256 x 256 with batch 64). Row-major problems, no
 // transposes ("NN"; int8 and fp8 are "TN", A m x k and B n x k, as cuBLASLt requires), alpha 1,
