@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# Packs stripped binaries into gpu-bundle/ (git-ignored) for a GPU machine
-# that cannot build: carry it, then run ci/gpu-checks.sh there.
+# Packs what a GPU machine that cannot build needs into a bundle folder: assay and assay_tests,
+# stripped and gzipped (the device tool carries at most 64 MiB; the attention kernels'
+# instantiations alone make each unstripped binary ~40 MiB), and the PTX of the driver-API test.
+# Carry the bundle with the checkout, then run `bash ci/gpu-checks.sh BUNDLE OUT` there.
+#
+#   bash ci/gpu-bundle.sh [BUILD_DIR [BUNDLE_DIR]]      # defaults: build, gpu-bundle
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake --build build -j"$(nproc)"
-rm -rf gpu-bundle && mkdir -p gpu-bundle
-# Compressed: the device tool carries at most 64 MiB, and the attention kernels'
-# instantiations alone make each binary ~40 MiB; ci/gpu-session*.sh unpack them.
-for b in assay assay_tests; do strip -o gpu-bundle/$b build/$b && gzip -6 gpu-bundle/$b; done
-du -sh gpu-bundle
+build="${1:-build}"
+bundle="${2:-gpu-bundle}"
+cmake --build "$build" -j"$(nproc)" --target assay assay_tests
+rm -rf "$bundle" && mkdir -p "$bundle"
+for b in assay assay_tests; do strip -o "$bundle/$b" "$build/$b" && gzip -6 "$bundle/$b"; done
+[[ -f "$build/module_kernel.ptx" ]] && cp "$build/module_kernel.ptx" "$bundle/"
+du -sh "$bundle"

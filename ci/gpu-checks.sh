@@ -1,68 +1,183 @@
 #!/usr/bin/env bash
-# Every GPU check of a session in one run: the full test suite, a 60 s fuzz
-# of the correct GEMM variants, a campaign against each mutant, and the
-# small-case throughput at several lane counts. Logs and the JSON reports go
-# to $OUT/results.tgz; a summary is printed last.
+# Every GPU check of assay in one run, on a machine with a GPU:
+#
+#   tests       assay_tests (the GPU suites; the CPU ones run too)      reports/tests.xml
+#   fuzz        every op, one total budget split across them             reports/fuzz-<op>.{xml,json}
+#   replay      every stored case of corpora/                            reports/replay.{xml,json}
+#   mutants     every planted mutant must be caught (a race that plain   reports/mutant-<op>-<v>.{xml,json}
+#               fuzzing misses gets a racecheck try, a kernel that
+#               degrades gets a --repeat try)
+#   bench       cases/s per size class, time to catch each mutant        bench/bench.{md,json}
+#   gradcheck, exhaustive, false-alarm, baseline: on request (STEPS=all or by name)
+#
+#   bash ci/gpu-checks.sh [DIR [OUT]]
+#
+# DIR holds assay and assay_tests: a build folder, or a bundle from ci/gpu-bundle.sh (gzipped
+# binaries, unpacked into OUT/bin). Default: gpu-bundle when present, else build. OUT (default
+# $OUT, else /tmp/assay-out) receives logs/, reports/, corpus-*/, bench/ and summary.txt.
+#
+# Environment: STEPS (comma-separated, default tests,fuzz,replay,mutants,bench; "all" adds the
+# rest), FUZZ_SECONDS (total fuzz budget, default 600), SEED (default 1), MUTANT_CASES (default
+# 2000), BENCH_SECONDS (default 2). Exit status: 0 when every step passed, else the worst step's
+# (1 failures, 2 input error, 3 infrastructure error, 124 a step timed out).
 set -u
-B="${BUNDLE:-gpu-bundle}"
-O="${OUT:-/tmp/assay-out}"
-L="$O/logs"
-mkdir -p "$L"
-export ASSAY_BINARY="$PWD/$B/assay"
-export PATH="$PATH:/usr/local/cuda/bin"
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-summary="$L/summary.txt"
+cd "$(dirname "$0")/.."
+dir="${1:-}"
+if [[ -z "$dir" ]]; then
+  if [[ -d gpu-bundle ]]; then dir=gpu-bundle; else dir=build; fi
+fi
+out="${2:-${OUT:-/tmp/assay-out}}"
+steps="${STEPS:-tests,fuzz,replay,mutants,bench}"
+[[ "$steps" == all ]] && steps="tests,fuzz,replay,mutants,bench,gradcheck,exhaustive,false-alarm,baseline"
+fuzz_total="${FUZZ_SECONDS:-600}"
+seed="${SEED:-1}"
+mutant_cases="${MUTANT_CASES:-2000}"
+bench_seconds="${BENCH_SECONDS:-2}"
+mkdir -p "$out/logs" "$out/reports"
+out="$(cd "$out" && pwd)"
+summary="$out/summary.txt"
 : > "$summary"
 note() { echo "$*" | tee -a "$summary"; }
+has() { [[ ",$steps," == *",$1,"* ]]; }
 
-nvidia-smi > "$L/nvidia-smi.txt" 2>&1
-note "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)"
+# The binaries: a bundle's are gzipped.
+bin="$dir"
+if compgen -G "$dir/*.gz" > /dev/null; then
+  bin="$out/bin"
+  mkdir -p "$bin"
+  for z in "$dir"/*.gz; do gunzip -c "$z" > "$bin/$(basename "$z" .gz)" && chmod +x "$bin/$(basename "$z" .gz)"; done
+  [[ -f "$dir/module_kernel.ptx" ]] && cp "$dir/module_kernel.ptx" "$bin/"
+fi
+assay="$(cd "$bin" && pwd)/assay"
+tests="$(cd "$bin" && pwd)/assay_tests"
+[[ -x "$assay" ]] || { echo "gpu-checks: no assay executable in $dir" >&2; exit 2; }
+export ASSAY_BINARY="$assay"  # the test suite starts its workers from it
+[[ -f "$bin/module_kernel.ptx" ]] && export ASSAY_MODULE_TEST_PTX="$(cd "$bin" && pwd)/module_kernel.ptx"
+export PATH="$PATH:/usr/local/cuda/bin"
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 
-run() {  # name, timeout, command...
-  local name=$1 t=$2; shift 2
-  local t0=$(date +%s.%N)
-  timeout "$t" "$@" > "$L/$name.log" 2>&1
-  local rc=$?
-  note "$name: rc=$rc $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f s", b-a}')"
+worst=0
+run() {  # name timeout_s command...: log to logs/<name>.log, note the exit status and time
+  local name=$1 t=$2
+  shift 2
+  local t0 rc
+  t0=$(date +%s.%N)
+  timeout "$t" "$@" > "$out/logs/$name.log" 2>&1
+  rc=$?
+  note "$name: rc=$rc $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f s", b - a }')"
+  return $rc
 }
+record() { (( $1 > worst )) && worst=$1; return 0; }
 
-if [[ "${STEPS:-all}" == *tests* || "${STEPS:-all}" == all ]]; then
-  run tests 400 "$B/assay_tests" --gtest_output="xml:$L/tests.xml"
-  grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$L/tests.log" | tee -a "$summary"
-  grep -E "^\[  FAILED  \]" "$L/tests.log" | head -20 | tee -a "$summary"
+note "assay: $("$assay" --version 2>&1)"
+note "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)"
+nvidia-smi > "$out/logs/nvidia-smi.txt" 2>&1
+
+# Ops and variants, from the tool itself.
+"$assay" list --json --mutants > "$out/logs/list.json" || { echo "gpu-checks: assay list failed" >&2; exit 3; }
+ops_of() {  # all | mutants: "op" or "op variant" lines
+  python3 - "$out/logs/list.json" "$1" <<'PY'
+import json, sys
+for o in json.load(open(sys.argv[1])):
+    if sys.argv[2] == "all":
+        print(o["op"])
+    else:
+        for v in o["variants"]:
+            if v["mutant"]:
+                print(o["op"], v["name"])
+PY
+}
+mapfile -t ops < <(ops_of all)
+
+if has tests && [[ -x "$tests" ]]; then
+  run tests 1800 "$tests" --gtest_output="xml:$out/reports/tests.xml"
+  record $?
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$out/logs/tests.log" | tee -a "$summary"
+  grep -E "^\[  FAILED  \] [A-Za-z]" "$out/logs/tests.log" | sort -u | head -40 | tee -a "$summary"
 fi
-if [[ "${STEPS:-all}" == *fuzz* || "${STEPS:-all}" == all ]]; then
-  run fuzz60 120 "$B/assay" fuzz gemm --time 60 --seed 1 --corpus "$O/corpus-correct" --json "$L/fuzz60.json" \
-    --junit "$L/fuzz60.junit.xml"
-  tail -4 "$L/fuzz60.log" | tee -a "$summary"
-fi
-if [[ "${STEPS:-all}" == *mutants* ]]; then
-  for m in mutant_tail_guard mutant_wrong_ld mutant_fp16_acc mutant_beta0_reads_c mutant_k_tail \
-           mutant_writes_input mutant_skips_last_row mutant_writes_past_end mutant_missing_sync; do
-    run "$m" 120 "$B/assay" fuzz gemm --variant "$m" --cases 20000 --seed 1 --corpus "$O/corpus-mutants" \
-      --json "$L/$m.json"
-    grep -E "^FAIL|shrunk in" "$L/$m.log" | head -2 | tee -a "$summary"
+
+if has fuzz; then
+  per=$(( fuzz_total / ${#ops[@]} )); (( per < 1 )) && per=1
+  note "fuzz: ${#ops[@]} ops, $per s each (FUZZ_SECONDS=$fuzz_total in all), seed $seed"
+  for op in "${ops[@]}"; do
+    run "fuzz-$op" $(( per + 300 )) "$assay" fuzz "$op" --time "$per" --seed "$seed" --require-gpu --keep-going \
+      --corpus "$out/corpus-fuzz" --junit "$out/reports/fuzz-$op.xml" --json "$out/reports/fuzz-$op.json"
+    record $?
+    grep -E "^FAIL|cases/s" "$out/logs/fuzz-$op.log" | head -4 | tee -a "$summary"
   done
 fi
-if [[ "${STEPS:-all}" == *rate* || "${STEPS:-all}" == all ]]; then
-  for lanes in 4 8 16; do
-    run "rate64_lanes$lanes" 60 "$B/assay" fuzz gemm --max-dim 64 --time 10 --lanes "$lanes" --seed 2 --corpus "" \
-      --json "$L/rate64_lanes$lanes.json"
-    grep -E "cases/s" "$L/rate64_lanes$lanes.log" | head -1 | tee -a "$summary"
+
+if has replay; then
+  run replay 1800 "$assay" replay corpora --require-gpu --junit "$out/reports/replay.xml" \
+    --json "$out/reports/replay.json"
+  record $?
+  tail -1 "$out/logs/replay.log" | tee -a "$summary"
+fi
+
+if has mutants; then
+  caught=0 missed=()
+  while read -r op v; do
+    name="mutant-$op-$v"
+    args=(fuzz "$op" --variant "$v" --seed "$seed" --corpus "$out/corpus-mutants" --require-gpu)
+    run "$name" 600 "$assay" "${args[@]}" --cases "$mutant_cases" --junit "$out/reports/$name.xml" \
+      --json "$out/reports/$name.json"
+    rc=$?
+    # A race may not show as wrong values at small shapes; a kernel may degrade only after many calls.
+    if (( rc == 0 )); then
+      run "$name-racecheck" 900 "$assay" "${args[@]}" --sanitize racecheck --cases 10 --max-dim 96 --lanes 1 \
+        --junit "$out/reports/$name-racecheck.xml"
+      rc=$?
+    fi
+    if (( rc == 0 )); then
+      run "$name-repeat" 600 "$assay" "${args[@]}" --repeat 250 --cases 20 --junit "$out/reports/$name-repeat.xml"
+      rc=$?
+    fi
+    if (( rc == 1 )); then caught=$((caught + 1)); else missed+=("$op/$v (rc=$rc)"); fi
+  done < <(ops_of mutants)
+  note "mutants: $caught caught, ${#missed[@]} missed${missed:+: ${missed[*]}}"
+  (( ${#missed[@]} > 0 )) && record 1
+fi
+
+if has bench; then
+  run bench 1800 "$assay" bench --seconds "$bench_seconds" --lanes 8 --out "$out/bench"
+  record $?
+  grep -E "^## |^\| (small|medium|large) " "$out/bench/bench.md" 2> /dev/null | tee -a "$summary"
+fi
+
+if has gradcheck; then
+  for op in "${ops[@]}"; do
+    [[ "$op" == *_bwd* ]] || continue
+    run "gradcheck-$op" 600 "$assay" gradcheck "$op" --time 20 --seed "$seed" --require-gpu \
+      --corpus "$out/corpus-gradcheck" --junit "$out/reports/gradcheck-$op.xml" --json "$out/reports/gradcheck-$op.json"
+    record $?
   done
 fi
-if [[ "${STEPS:-all}" == *sanitize* || "${STEPS:-all}" == all ]]; then
-  run sanitize_racecheck 300 "$B/assay" fuzz gemm --variant mutant_missing_sync --sanitize racecheck --cases 10 \
-    --max-dim 48 --lanes 1 --seed 3 --corpus "$O/corpus-sanitize" --json "$L/sanitize_racecheck.json"
-  grep -E "^FAIL|shrunk in" "$L/sanitize_racecheck.log" | head -2 | tee -a "$summary"
-  run sanitize_memcheck_correct 300 "$B/assay" fuzz gemm --sanitize memcheck --cases 40 --max-dim 48 --lanes 1 \
-    --seed 4 --corpus "" --json "$L/sanitize_memcheck_correct.json"
-  grep -E "cases/s|^FAIL" "$L/sanitize_memcheck_correct.log" | head -2 | tee -a "$summary"
+
+if has exhaustive; then
+  for dt in fp16 bf16; do
+    for dir in "" --backward; do
+      run "exhaustive-activation-$dt${dir}" 900 "$assay" exhaustive activation --dtype "$dt" $dir \
+        --junit "$out/reports/exhaustive-activation-$dt${dir}.xml" --json "$out/reports/exhaustive-activation-$dt${dir}.json"
+      record $?
+      tail -1 "$out/logs/exhaustive-activation-$dt${dir}.log" | tee -a "$summary"
+    done
+  done
 fi
-if [[ "${STEPS:-all}" == *bench* || "${STEPS:-all}" == all ]]; then
-  run bench 420 "$B/assay" bench --seconds 10 --lanes 8 --out "$O/bench"
-  cp "$O/bench/bench.md" "$O/bench/bench.json" "$L/" 2>/dev/null
-  grep -E "^\| (small|medium|large) |^Large" "$L/bench.md" | tee -a "$summary"
+
+if has false-alarm; then
+  run false-alarm 900 "$assay" false-alarm --cases 120000 --seed "$seed" --out "$out/false-alarm" \
+    --junit "$out/reports/false-alarm.xml" --json "$out/reports/false-alarm.json"
+  record $?
 fi
-tar czf "$O/results.tgz" -C "$O" logs $(cd "$O" && ls -d corpus-* 2>/dev/null)
-cat "$summary"
+
+if has baseline; then
+  for op in "${ops[@]}"; do
+    [[ -f "corpora/baselines/$op.json" ]] || continue
+    run "baseline-$op" 900 "$assay" baseline check "$op" --corpus corpora \
+      --junit "$out/reports/baseline-$op.xml" --json "$out/reports/baseline-$op.json"
+    record $?
+  done
+fi
+
+note "gpu-checks: exit $worst (logs, reports and corpora under $out)"
+exit "$worst"

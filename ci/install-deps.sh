@@ -10,7 +10,7 @@ if [[ ! -x "${cuda_home}/bin/nvcc" ]]; then
   echo "install-deps: CUDA toolkit not found: ${cuda_home}/bin/nvcc is missing (set CUDA_HOME)" >&2
   exit 1
 fi
-# cuDNN 9 (required by references/vendor/cudnn.cpp): beside the toolkit, or where NVIDIA's
+# cuDNN 9 (required by references/library/cudnn.cpp): beside the toolkit, or where NVIDIA's
 # Debian packages (cudnn9-cuda-<major>) put it. CMakeLists.txt looks in the same places.
 cudnn_inc="" cudnn_lib=""
 for d in "${cuda_home}/include" /usr/include /usr/include/x86_64-linux-gnu; do

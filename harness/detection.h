@@ -1,4 +1,4 @@
-// assay detection-table: which check catches which planted bug (issue 3).
+// assay detection-table: which check catches which planted bug, so that each check earns its place.
 // Every fp32 GEMM mutant (tests/mutants/gemm, the synthetic errors "one
 // dropped k-term" and "tf32 where fp32 was promised" among them) and the
 // correct kernels as controls run on fixed probe cases; per probe the

@@ -1,4 +1,4 @@
-// assay false-alarm (issue 3, "measured, not assumed"): a campaign that fuzzes
+// assay false-alarm (bound models measured, not assumed): a campaign that fuzzes
 // the vendor GEMMs (cuBLAS fp32 pedantic, tf32, fp16, bf16; cuBLASLt fp8 e4m3
 // and e5m2 with and without fast accumulation and with per-tensor scales;
 // int8 -> int32) against the host fp64 reference (references/host/gemm.h) on
@@ -38,7 +38,7 @@ enum class FaLibrary : uint8_t { kCublas, kCublasLt };
 
 /// The layouts a configuration's cases are drawn from: the library's documented requirements
 /// for that path (cases outside them would only be declined, and fuzz nothing). Row-major
-/// terms: our m and n are cuBLAS's n and m (C^T = B^T A^T, see references/vendor/cublas_gemm.h).
+/// terms: our m and n are cuBLAS's n and m (C^T = B^T A^T, see references/library/cublas_gemm.h).
 /// All multiples are in elements; 1 everywhere is "any layout".
 struct FaLayoutRule {
   bool tn = false;                          ///< trans_a = false, trans_b = true (the library's "TN")

@@ -9,8 +9,8 @@
 #include "harness/false_alarm.h"
 #include "harness/gpu/cuda_check.h"
 #include "harness/gpu/lane.h"
-#include "references/vendor/cublas_gemm.h"
-#include "references/vendor/cublaslt_gemm.h"
+#include "references/library/cublas_gemm.h"
+#include "references/library/cublaslt_gemm.h"
 
 namespace assay {
 namespace {

@@ -24,7 +24,7 @@
 #include "kernels/attention/attention.h"
 #include "kernels/conv/conv.h"
 #include "references/host/conv.h"
-#include "references/vendor/cudnn.h"
+#include "references/library/cudnn.h"
 
 namespace assay {
 namespace {

@@ -1,7 +1,7 @@
-// assay throughput (issue 9): the speed of each convolution and attention kernel against the
+// assay throughput: the speed of each convolution and attention kernel against the
 // vendor library or a composite of vendor calls in the same precision, written in the repo.
 //   conv:      kernels/conv (direct, implicit GEMM; forward, backward-data, backward-filter)
-//              against cuDNN (references/vendor/cudnn.h) with CUDNN_FMA_MATH and with
+//              against cuDNN (references/library/cudnn.h) with CUDNN_FMA_MATH and with
 //              CUDNN_DEFAULT_MATH, deterministic algorithms.
 //   attention: kernels/attention flash_fwd / flash_bwd against a cuBLAS composite in the same
 //              storage type (cublasGemmStridedBatchedEx, fp32 compute, scores in fp32, a row

@@ -1,4 +1,4 @@
-// assay throughput --ops gemm (issue 7): every GEMM-family kernel against cuBLAS / cuBLASLt on the
+// assay throughput --ops gemm: every GEMM-family kernel against cuBLAS / cuBLASLt on the
 // same device buffers, at a small, a medium and a large size (256, 1024, 4096; the batched problems
 // at 64 x 64 x 64 with batch 512 and 256 x 256 x 256 with batch 64). Row-major problems, no
 // transposes ("NN"; int8 and fp8 are "TN", A m x k and B n x k, as cuBLASLt requires), alpha 1,
@@ -13,8 +13,8 @@
 #include "kernels/gemm/gemm_epilogue.h"
 #include "kernels/gemm/gemm_quant.h"
 #include "kernels/gemm/gemm_tc.h"
-#include "references/vendor/cublas_gemm.h"
-#include "references/vendor/cublaslt_gemm.h"
+#include "references/library/cublas_gemm.h"
+#include "references/library/cublaslt_gemm.h"
 
 namespace assay::tput_detail {
 namespace {

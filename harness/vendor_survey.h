@@ -1,6 +1,6 @@
 // assay vendor-survey: how far cuBLAS is from the fp64 reference, per input
 // dtype, value class and reduction length, on the very same rounded inputs.
-// A measurement that feeds the bound models of issue 3 (which accumulation
+// A measurement that feeds the bound models of harness/bounds.h (which accumulation
 // model each dtype's tensor-core path needs), not a pass/fail check.
 #pragma once
 

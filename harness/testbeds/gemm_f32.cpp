@@ -22,7 +22,7 @@
 #include "harness/shrink.h"
 #include "references/device/gemm_f64.h"
 #include "references/host/gemm.h"
-#include "references/vendor/cublas_gemm.h"
+#include "references/library/cublas_gemm.h"
 
 namespace assay {
 namespace {

@@ -1,5 +1,5 @@
 // Quantised GEMM kernels under test (properties/gemm_quant.cpp). Both take the "TN" layout
-// cuBLASLt needs for int8 and fp8 (references/vendor/cublaslt_gemm.h): A is m x k and B is n x k,
+// cuBLASLt needs for int8 and fp8 (references/library/cublaslt_gemm.h): A is m x k and B is n x k,
 // k contiguous in both, row i of A at a + i*lda, row j of B at b + j*ldb; outputs m x n row-major.
 //
 // int8: Acc[i][j] = sum_p A[i][p] B[j][p] in int32 (exact: k <= kInt8MaxK keeps |acc| <= 2^14 k

@@ -11,7 +11,7 @@
 #include <cuda_runtime.h>
 
 #include "harness/status.h"
-#include "references/vendor/cublas_gemm.h"
+#include "references/library/cublas_gemm.h"
 
 namespace assay::device_ref {
 

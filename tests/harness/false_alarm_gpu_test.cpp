@@ -23,7 +23,7 @@
 #include "harness/false_alarm.h"
 #include "harness/gpu/lane.h"
 #include "references/host/gemm.h"
-#include "references/vendor/cublaslt_gemm.h"
+#include "references/library/cublaslt_gemm.h"
 #include "tests/gpu_test_env.h"
 
 namespace assay {

@@ -213,7 +213,7 @@ FaOptions small_options(int64_t cases, uint64_t seed = 11) {
 
 // ---- configurations and their models ------------------------------------------------------------------
 
-TEST(FalseAlarm, ConfigsCoverTheIssue) {
+TEST(FalseAlarm, ConfigsCoverEveryVendorPath) {
   // cuBLAS fp32 pedantic, tf32, fp16, bf16; cuBLASLt fp8 e4m3 and e5m2, fast accumulation
   // on and off, fp32 and bf16 outputs, with scales; int8 -> int32 through both libraries.
   for (const char* name : {"fp32_pedantic", "tf32", "fp16", "fp16_out_fp16", "bf16", "bf16_out_bf16", "e4m3",

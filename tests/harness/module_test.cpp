@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -245,11 +246,17 @@ class ModuleGpu : public ::testing::Test {
   void SetUp() override {
     auto n = device_count();
     if (!n.ok()) GTEST_SKIP() << "GPU test skipped: " << n.status().message();
+    // $ASSAY_MODULE_TEST_PTX first: binaries carried to another machine (ci/gpu-bundle.sh) find
+    // the PTX beside them, not at the build machine's path.
+    if (const char* env = std::getenv("ASSAY_MODULE_TEST_PTX"); env != nullptr && *env != 0) {
+      ptx_ = env;
+    } else {
 #ifndef ASSAY_MODULE_TEST_PTX
-    GTEST_SKIP() << "GPU test skipped: built without ASSAY_MODULE_TEST_PTX (the PTX of tests/harness/module_kernel.cu)";
+      GTEST_SKIP() << "GPU test skipped: built without ASSAY_MODULE_TEST_PTX (the PTX of tests/harness/module_kernel.cu)";
 #else
-    ptx_ = ASSAY_MODULE_TEST_PTX;
+      ptx_ = ASSAY_MODULE_TEST_PTX;
 #endif
+    }
     ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
     ASSERT_EQ(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), cudaSuccess);
   }

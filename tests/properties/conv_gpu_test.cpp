@@ -21,7 +21,7 @@
 #include "tests/properties/campaign_checks.h"
 #include "tests/properties/device_buffers.h"
 #include "properties/conv_registry.h"
-#include "references/vendor/cudnn.h"
+#include "references/library/cudnn.h"
 
 namespace assay {
 namespace {

@@ -15,7 +15,7 @@
 #include "harness/gpu/lane.h"
 #include "properties/gemm_batched_registry.h"
 #include "references/host/gemm.h"
-#include "references/vendor/cublaslt_gemm.h"
+#include "references/library/cublaslt_gemm.h"
 #include "tests/properties/campaign_checks.h"
 
 namespace assay {

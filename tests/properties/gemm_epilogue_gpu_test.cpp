@@ -18,7 +18,7 @@
 #include "harness/dtype.h"
 #include "harness/gpu/lane.h"
 #include "properties/gemm_epilogue_registry.h"
-#include "references/vendor/cublaslt_gemm.h"
+#include "references/library/cublaslt_gemm.h"
 #include "tests/properties/campaign_checks.h"
 #include "tests/properties/device_buffers.h"
 

@@ -19,7 +19,7 @@
 #include "harness/gpu/lane.h"
 #include "properties/gemm_quant_registry.h"
 #include "references/host/gemm_quant.h"
-#include "references/vendor/cublaslt_gemm.h"
+#include "references/library/cublaslt_gemm.h"
 #include "tests/properties/campaign_checks.h"
 #include "tests/properties/device_buffers.h"
 

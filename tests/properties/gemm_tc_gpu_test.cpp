@@ -19,7 +19,7 @@
 #include "harness/dtype.h"
 #include "harness/gpu/lane.h"
 #include "properties/gemm_tc_registry.h"
-#include "references/vendor/cublaslt_gemm.h"
+#include "references/library/cublaslt_gemm.h"
 #include "harness/worker.h"
 #include "tests/gpu_test_env.h"
 #include "tests/properties/campaign_checks.h"

@@ -25,7 +25,7 @@
 #include "kernels/rowwise/rowwise.h"
 #include "references/host/backward.h"
 #include "references/host/softmax.h"
-#include "references/vendor/cudnn.h"
+#include "references/library/cudnn.h"
 
 namespace assay {
 namespace {

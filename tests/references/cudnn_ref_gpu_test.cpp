@@ -1,4 +1,4 @@
-// cuDNN vendor references (references/vendor/cudnn.h) against the host references on the same
+// cuDNN vendor references (references/library/cudnn.h) against the host references on the same
 // rounded inputs, under the bounds of harness/bounds.h or bounds derived here:
 //   softmax / log-softmax forward   softmax_bounds / log_softmax_bounds (fp32, fp16, bf16); softmax
 //                                   fp16/bf16 with the rounded exponentials of cuDNN's narrow path
@@ -15,7 +15,7 @@
 // (the GPU machines carry an older 9.x than the build machine) lacks a feature: a feature
 // missing for the first case of a test skips it, missing after a case ran fails it.
 // The CudnnVersion and CudnnStatus suites need the library, not a GPU.
-#include "references/vendor/cudnn.h"
+#include "references/library/cudnn.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// cuDNN fused attention (SDPA forward, references/vendor/cudnn.h cudnn_sdpa_forward, built with
+// cuDNN fused attention (SDPA forward, references/library/cudnn.h cudnn_sdpa_forward, built with
 // the backend C API) against the fp64 host reference of the attention spec
 // (properties/attention_registry.h attention_fwd_reference) and against the repo's flash kernel
 // (kernels/attention flash_fwd), on the same rounded inputs, B = 2, H = 4, S = 113 / 128 / 256,
@@ -46,7 +46,7 @@
 #include "harness/values.h"
 #include "kernels/attention/attention.h"
 #include "properties/attention_registry.h"
-#include "references/vendor/cudnn.h"
+#include "references/library/cudnn.h"
 
 namespace assay {
 namespace {
