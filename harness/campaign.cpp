@@ -61,7 +61,7 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
   for (int d : opts.devices)
     if (d < 0 || d >= ndev) return invalid_argument(fmt::format("device {} does not exist ({} visible)", d, ndev));
 
-  const GenPlan plan{opts.seed, opts.gen};
+  const GenPlan plan{opts.seed, opts.gen, opts.variants};
   std::unique_ptr<Executor> exec;
   if (opts.worker_binary.empty()) {
     if (!opts.sanitize.empty()) return invalid_argument("--sanitize needs worker processes");
@@ -197,6 +197,10 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
     bool first = true;
     for (const auto& v : r.verdicts) {
       auto& st = report.per_variant[v.variant];
+      if (!v.not_applicable.empty()) {  // outside this variant's contract: neither pass nor failure
+        ++st.not_applicable;
+        continue;
+      }
       ++st.cases;
       if (first) {
         report.exact_cases += v.metrics.exact_tier ? 1 : 0;

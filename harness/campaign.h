@@ -62,7 +62,8 @@ struct FoundFailure {
 };
 
 struct VariantStats {
-  int64_t cases = 0;
+  int64_t cases = 0;           ///< cases inside the variant's contract
+  int64_t not_applicable = 0;  ///< cases outside it (drawn for another variant)
   int64_t failures = 0;
   double max_ratio = 0;  ///< worst error/bound over passing cases
 };

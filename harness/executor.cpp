@@ -1,5 +1,7 @@
 #include "harness/executor.h"
 
+#include <map>
+
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -111,15 +113,16 @@ Case generate_case(const OpSpec& spec, const GenPlan& plan, int64_t index) {
   // with "operator* is not allowed in this context"). It takes microseconds.
   static std::mutex mu;
   std::lock_guard lk(mu);
+  GenConfig cfg = plan.gen;
+  if (!plan.targets.empty())
+    cfg.target = plan.targets[static_cast<size_t>(index % static_cast<int64_t>(plan.targets.size()))];
   static const OpSpec* cached_spec = nullptr;
-  static int64_t cached_max_dim = -1;
-  static std::optional<rc::Gen<Case>> gen;
-  if (cached_spec != &spec || cached_max_dim != plan.gen.max_dim || !gen) {
-    gen.emplace(spec.generator(plan.gen));
-    cached_spec = &spec;
-    cached_max_dim = plan.gen.max_dim;
-  }
-  return (*gen)(rc::Random(mix(plan.seed, static_cast<uint64_t>(index))), static_cast<int>(index % 100)).value();
+  static std::map<std::pair<int64_t, std::string>, rc::Gen<Case>> gens;
+  if (cached_spec != &spec) gens.clear(), cached_spec = &spec;
+  auto key = std::make_pair(cfg.max_dim, cfg.target);
+  auto it = gens.find(key);
+  if (it == gens.end()) it = gens.emplace(key, spec.generator(cfg)).first;
+  return it->second(rc::Random(mix(plan.seed, static_cast<uint64_t>(index))), static_cast<int>(index % 100)).value();
 }
 
 StatusOr<std::unique_ptr<Executor>> make_in_process_executor(const OpSpec& spec, const GenPlan& plan, int lanes,

@@ -22,9 +22,12 @@ namespace assay {
 struct GenPlan {
   uint64_t seed = 1;
   GenConfig gen;
+  /// The campaign's variants: case `index` is drawn inside the contract of
+  /// targets[index % size] (empty: the op's whole domain).
+  std::vector<std::string> targets;
 };
 /// The case a campaign draws at `index` (RapidCheck Random keyed by seed and
-/// index, size ramping 0..99 as in RapidCheck).
+/// index, size ramping 0..99 as in RapidCheck), inside its target's contract.
 Case generate_case(const OpSpec& spec, const GenPlan& plan, int64_t index);
 
 struct Job {

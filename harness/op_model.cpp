@@ -448,23 +448,34 @@ struct IntDomain {
   std::vector<int64_t> allowed;         ///< a kOneOf rule
 };
 
-IntDomain int_domain(const ParamDef& d, const Params& p, const Contract* k, const GenConfig& cfg, bool in_contract) {
+IntDomain int_domain(const OpDef& op, const ParamDef& d, const Params& p, const Contract* k, const GenConfig& cfg,
+                     bool in_contract) {
   IntDomain r;
   r.lo = d.lo;
   r.hi = d.hi;
   if (d.hi_of) r.hi = std::min(r.hi, d.hi_of(p));
   if (d.size) r.hi = std::min(r.hi, std::max(cfg.max_dim, r.lo));
   if (k == nullptr || !in_contract) return r;
-  for (const auto& rule : k->rules()) {
-    if (rule.kind == Rule::Kind::kEqual) {
-      if (rule.param == d.name && p.has(rule.other)) r.fixed = p.json()[rule.other];
-      if (rule.other == d.name && p.has(rule.param)) r.fixed = p.json()[rule.param];
+  // Params tied to this one by equalities share its rules and its range.
+  std::set<std::string> group = {d.name};
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const auto& rule : k->rules())
+      if (rule.kind == Rule::Kind::kEqual && (group.count(rule.param) != group.count(rule.other)))
+        grew = group.insert(group.count(rule.param) ? rule.other : rule.param).second || grew;
+  }
+  for (const auto& other : op.params)
+    if (other.name != d.name && group.count(other.name) && other.kind == ParamKind::kInt) {
+      if (p.has(other.name)) r.fixed = p.json()[other.name];
+      r.lo = std::max(r.lo, other.lo);
+      r.hi = std::min(r.hi, other.hi);
     }
-    if (rule.param != d.name) continue;
+  for (const auto& rule : k->rules()) {
+    if (!group.count(rule.param)) continue;
     if (rule.kind == Rule::Kind::kMin) r.lo = std::max(r.lo, rule.value);
     if (rule.kind == Rule::Kind::kMax) r.hi = std::min(r.hi, rule.value);
     if (rule.kind == Rule::Kind::kMultiple) r.step = std::lcm(r.step, rule.value);
-    if (rule.kind == Rule::Kind::kOneOf)
+    if (rule.kind == Rule::Kind::kOneOf && rule.param == d.name)
       for (const auto& a : rule.allowed)
         if (a.is_number_integer()) r.allowed.push_back(a.get<int64_t>());
   }
@@ -539,7 +550,7 @@ rc::Gen<Case> model_generator(const OpDef& op, const Contract* contract, const G
       if (d.when && !d.when(p)) continue;
       if (d.absent_weight > 0 && *gen_weighted_index({static_cast<size_t>(d.absent_weight), 1}) == 0) continue;
       if (d.kind == ParamKind::kInt) {
-        const IntDomain dom = int_domain(d, p, contract, cfg, true);
+        const IntDomain dom = int_domain(op, d, p, contract, cfg, true);
         if (dom.fixed) {
           j[d.name] = *dom.fixed;
           continue;
@@ -633,16 +644,17 @@ std::vector<Case> model_shrink(const OpDef& op, const Contract* contract, const 
     if (!c.params.contains(d.name)) continue;
     const auto& v = c.params[d.name];
     if (d.kind == ParamKind::kInt && v.is_number_integer()) {
-      int64_t step = 1;
+      int64_t step = 1, lo = d.lo;
       std::vector<std::string> tied;
       if (contract != nullptr)
         for (const auto& r : contract->rules()) {
           if (r.param == d.name && r.kind == Rule::Kind::kMultiple) step = std::lcm(step, r.value);
+          if (r.param == d.name && r.kind == Rule::Kind::kMin) lo = std::max(lo, r.value);
           if (r.kind == Rule::Kind::kEqual && (r.param == d.name || r.other == d.name))
             tied.push_back(r.param == d.name ? r.other : r.param);
         }
       const int64_t x = v.get<int64_t>();
-      for (int64_t q : smaller_values(x / step, ceil_div(d.lo, step))) {
+      for (int64_t q : smaller_values(x / step, ceil_div(lo, step))) {
         nlohmann::json p = c.params;
         p[d.name] = q * step;
         for (const auto& t : tied)

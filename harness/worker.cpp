@@ -312,6 +312,12 @@ class ProcessExecutor final : public Executor {
     args.insert(args.end(), {opts_.binary, "worker", "--op", op_, "--seed", std::to_string(plan_.seed), "--max-dim",
                              std::to_string(plan_.gen.max_dim), "--lanes", std::to_string(opts_.lanes), "--device",
                              std::to_string(w.device), "--repeat", std::to_string(opts_.run.repeat)});
+    if (!plan_.targets.empty()) {
+      std::string t;
+      for (const auto& v : plan_.targets) t += (t.empty() ? "" : ",") + v;
+      args.insert(args.end(), {"--targets", t});
+    }
+    if (opts_.run.probe) args.push_back("--probe");
     const pid_t pid = ::fork();
     if (pid < 0) return internal_error(fmt::format("cannot fork a worker: {}", std::strerror(errno)));
     if (pid == 0) {

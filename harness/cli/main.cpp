@@ -20,6 +20,8 @@
 
 #include "harness/baseline.h"
 #include "harness/campaign.h"
+#include "harness/cli/probe.h"
+#include "harness/op.h"
 #include "harness/corpus.h"
 #include "harness/false_alarm.h"
 #include "harness/gpu/lane.h"
@@ -88,6 +90,7 @@ struct FuzzArgs {
   bool require_gpu = false;
   std::string json;
   std::string junit;
+  bool probe_contract = false;
 };
 
 // Path of this executable: workers are started from it.
@@ -154,6 +157,19 @@ int cmd_fuzz(const FuzzArgs& a) {
       shard_i >= shard_n)
     return error(invalid_argument(fmt::format("--shard '{}' is not of the form i/N with 0 <= i < N", a.shard)));
   auto ndev = gpu::device_count();
+  if (a.probe_contract) {
+    if (!ndev.ok()) return error(ndev.status());
+    ProbeOptions po;
+    po.variants = a.variants;
+    po.seed = a.seed;
+    po.max_dim = std::min<int64_t>(a.max_dim, 512);
+    po.device = a.devices.empty() ? 0 : a.devices.front();
+    po.case_timeout_s = a.case_timeout;
+    po.json = a.json;
+    if (!a.in_process) po.worker_binary = self_path();
+    auto r = probe_contracts(*spec, po);
+    return r.ok() ? kExitPass : error(r.status());
+  }
   if (!ndev.ok()) {
     fmt::print(stderr, "assay: {}\n", ndev.status().message());
     if (a.require_gpu) return kExitInfra;
@@ -211,9 +227,11 @@ int cmd_fuzz(const FuzzArgs& a) {
       "reference {}, cuBLAS outside the bound {}\n",
       r.op, r.device, r.lanes, a.seed, r.cases, r.seconds, r.cases_per_second(), r.exact_cases, r.device_ref_cases,
       r.vendor_disagreements);
-  fmt::print("{:<28} {:>10} {:>9} {:>16}\n", "variant", "cases", "failures", "max err/bound");
+  fmt::print("{:<28} {:>10} {:>9} {:>16} {:>14}\n", "variant", "cases", "failures", "max err/bound",
+             "not applicable");
   for (const auto& [name, st] : r.per_variant)
-    fmt::print("{:<28} {:>10} {:>9} {:>16.4g}\n", name, st.cases, st.failures, st.max_ratio);
+    fmt::print("{:<28} {:>10} {:>9} {:>16.4g} {:>14}\n", name, st.cases, st.failures, st.max_ratio,
+               st.not_applicable);
   for (const auto& f : r.failures) {
     fmt::print("FAIL {}: {}\n  first failing case #{} after {:.2f} s; shrunk in {} steps ({} runs, {:.2f} s) to: {}\n",
                f.variant, f.verdict.summary(), f.case_index, f.seconds_to_find, f.shrink_steps, f.shrink_evals,
@@ -233,7 +251,10 @@ int cmd_fuzz(const FuzzArgs& a) {
     j["device_ref_cases"] = r.device_ref_cases;
     j["vendor_disagreements"] = r.vendor_disagreements;
     for (const auto& [name, st] : r.per_variant)
-      j["variants"][name] = {{"cases", st.cases}, {"failures", st.failures}, {"max_ratio", st.max_ratio}};
+      j["variants"][name] = {{"cases", st.cases},
+                             {"failures", st.failures},
+                             {"max_ratio", st.max_ratio},
+                             {"not_applicable", st.not_applicable}};
     j["failures"] = nlohmann::json::array();
     for (const auto& f : r.failures) {
       nlohmann::json jf = found_json(f, r.device, *spec, o);
@@ -317,6 +338,14 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
         fmt::print(stderr, "assay: error: {}: $.case.variant: op '{}' has no variant '{}'\n", path, e->c.op, v);
         ++bad;
         variants.clear();
+        break;
+      }
+    if (!e->c.variant.empty() && !variants.empty())
+      if (auto rule = spec->outside(e->c, e->c.variant)) {
+        fmt::print(stderr, "assay: error: {}: outside the contract of {} [{}]: {} (not a kernel failure)\n", path,
+                   e->c.op, e->c.variant, *rule);
+        ++bad;
+        continue;
       }
     if (variants.empty() || !ndev.ok()) continue;
     auto ex = executor_for(*spec);
@@ -327,6 +356,10 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
     const bool was_failure =
         e->found.is_object() && e->found.contains("verdict") && e->found["verdict"].value("passed", true) == false;
     for (const auto& v : r.verdicts) {
+      if (!v.not_applicable.empty()) {
+        fmt::print("n/a {} [{}]: {}\n", path, v.variant, v.summary());
+        continue;
+      }
       if (!v.passed()) {
         ++failing;
         fmt::print("FAIL {} [{}]: {}\n", path, v.variant, v.summary());
@@ -515,6 +548,14 @@ int cmd_triage(const std::string& path, const std::string& variant, int device, 
   }
   const OpSpec* spec = find_spec(c.op);
   if (spec == nullptr) return error(not_found(fmt::format("{}: unknown op '{}'", path, c.op)));
+  if (auto s = spec->validate(c); !s.ok()) return error(invalid_argument(fmt::format("{}: {}", path, s.message())));
+  const std::string tv = variant.empty() ? c.variant : variant;
+  if (!tv.empty()) {
+    if (!spec->has_variant(tv)) return error(not_found(fmt::format("{}: op '{}' has no variant '{}'", path, c.op, tv)));
+    if (auto rule = spec->outside(c, tv))
+      return error(invalid_argument(
+          fmt::format("{}: outside the contract of {} [{}]: {} (not a kernel failure)", path, c.op, tv, *rule)));
+  }
   auto ndev = gpu::device_count();
   if (!ndev.ok()) return error(ndev.status());
   ProcessOptions po;
@@ -677,6 +718,8 @@ int main(int argc, char** argv) {
   fuzz->add_flag("--keep-going", fa.keep_going, "Keep fuzzing a variant after its first failure");
   fuzz->add_flag("--require-gpu", fa.require_gpu, "Exit 3 instead of self-checking when no GPU is present");
   fuzz->add_option("--json", fa.json, "Write the campaign report as JSON to this file");
+  fuzz->add_flag("--probe-contract", fa.probe_contract,
+                 "Run cases just outside each rule of the variants' contracts and report what the kernel does there");
 
   std::vector<std::string> replay_paths;
   int replay_device = 0;
@@ -814,7 +857,15 @@ int main(int argc, char** argv) {
   worker->add_option("--lanes", wc.lanes);
   worker->add_option("--device", wc.device);
   worker->add_option("--repeat", wc.run.repeat);
+  std::string worker_targets;
+  worker->add_option("--targets", worker_targets);
+  worker->add_flag("--probe", wc.run.probe);
 
+  // A broken op or variant declaration is found before any command runs.
+  if (const auto errs = registration_errors(); !errs.empty()) {
+    for (const auto& e : errs) fmt::print(stderr, "assay: error: {}\n", e);
+    return kExitUsage;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -829,8 +880,11 @@ int main(int argc, char** argv) {
   if (list->parsed()) {
     for (const OpSpec* s : all_specs()) {
       fmt::print("{}: {}\n", s->name(), s->description());
-      for (const auto& v : s->variants())
+      for (const auto& v : s->variants()) {
         fmt::print("  {:<26} {}{}\n", v.name, v.mutant ? "[mutant] " : "", v.description);
+        if (const Contract* k = s->contract(v.name); k != nullptr && !k->empty())
+          for (const auto& line : k->describe()) fmt::print("  {:<26}   contract: {}\n", "", line);
+      }
     }
     return kExitPass;
   }
@@ -842,7 +896,14 @@ int main(int argc, char** argv) {
   }
   if (replay->parsed()) return cmd_replay(replay_paths, replay_device, replay_require_gpu, replay_in_process);
   if (selfcheck->parsed()) return self_check(all_specs());
-  if (worker->parsed()) return run_worker(wc);
+  if (worker->parsed()) {
+    for (size_t b = 0; !worker_targets.empty() && b <= worker_targets.size();) {
+      const size_t e = std::min(worker_targets.find(',', b), worker_targets.size());
+      wc.plan.targets.push_back(worker_targets.substr(b, e - b));
+      b = e + 1;
+    }
+    return run_worker(wc);
+  }
   if (bench->parsed()) return cmd_bench(ba);
   if (survey->parsed()) {
     auto ndev = gpu::device_count();
