@@ -192,6 +192,24 @@ function(_assay_add_kernel_spec)
     add_dependencies(${objs} ${A_NAME}_images)
   endif()
 
+  # The kernel sources' SHA-256, recorded in every corpus entry a failure of theirs writes.
+  set(hashed "")
+  foreach(src IN LISTS A_KERNELS A_IMAGES)
+    get_filename_component(abs "${src}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+    file(RELATIVE_PATH rel "${CMAKE_CURRENT_SOURCE_DIR}" "${abs}")
+    list(APPEND hashed "${rel}")
+  endforeach()
+  if(hashed)
+    list(TRANSFORM hashed PREPEND "${CMAKE_CURRENT_SOURCE_DIR}/" OUTPUT_VARIABLE hashed_abs)
+    string(REPLACE ";" "," hashed_csv "${hashed}")
+    set(hash_cpp "${CMAKE_CURRENT_BINARY_DIR}/${A_NAME}_source_hashes.cpp")
+    add_custom_command(OUTPUT "${hash_cpp}"
+      COMMAND ${CMAKE_COMMAND} -DROOT=${CMAKE_CURRENT_SOURCE_DIR} -DOUT=${hash_cpp} -DFILES=${hashed_csv} -DREGISTER=ON
+              -P "${ASSAY_CMAKE_DIR}/hash_sources.cmake"
+      DEPENDS ${hashed_abs} "${ASSAY_CMAKE_DIR}/hash_sources.cmake" VERBATIM)
+    target_sources(${objs} PRIVATE "${hash_cpp}")
+  endif()
+
   # The executable: assay's own CLI main with these specs linked in.
   add_executable(${A_NAME} "${ASSAY_CLI_MAIN}")
   target_link_libraries(${A_NAME} PRIVATE ${objs} assay::gpu CLI11::CLI11)

@@ -41,7 +41,7 @@ nlohmann::json found_json(const FoundFailure& f, const std::string& device, cons
             {"case_index", f.case_index},
             {"max_dim", opts.gen.max_dim},
             {"original_id", f.original.id()},
-            {"regenerate", fmt::format("assay fuzz {} --variant {} --seed {} --max-dim {} (case #{})", spec.name(),
+            {"regenerate", fmt::format("{} fuzz {} --variant {} --seed {} --max-dim {} (case #{})", program_name(), spec.name(),
                                        f.variant, opts.seed, opts.gen.max_dim, f.case_index)}}},
           {"shrink", {{"steps", f.shrink_steps}, {"evaluations", f.shrink_evals}}}};
 }

@@ -1,4 +1,5 @@
 #include "harness/corpus.h"
+#include "harness/spec.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -65,7 +66,7 @@ StatusOr<std::string> write_entry(const std::string& root, const Case& c, const 
   j["assay_entry"] = kEntryFormat;
   j["case"] = c.to_json();
   j["found"] = found;
-  j["replay"] = "assay replay " + path;
+  j["replay"] = program_name() + " replay " + path;
   ASSAY_RETURN_IF_ERROR(write_file_atomic(path, j.dump(2) + "\n"));
   return path;
 }

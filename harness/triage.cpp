@@ -154,7 +154,7 @@ StatusOr<TriageResult> triage(const OpSpec& spec, const Case& c, Executor& exec,
   if (!opts.html_path.empty()) {
     TriageReport r =
         make_triage_report(c, metrics, errors.rows > 0 || errors.cols > 0 ? errors : ErrorMatrix::zeros(0, 0));
-    r.replay = "assay replay <entry>";
+    r.replay = program_name() + " replay <entry>";
     ASSAY_RETURN_IF_ERROR(write_triage_report(r, opts.html_path, opts.svg_path));
     t += fmt::format("report: {}{}\n", opts.html_path, opts.svg_path.empty() ? "" : " and " + opts.svg_path);
   }

@@ -138,8 +138,9 @@ std::string junit_xml(const CampaignReport& r) {
                      r.seconds);
     for (const auto& f : r.failures) {
       if (f.variant != name) continue;
-      x += fmt::format("\n    <failure message=\"{}\">{}\nreplay: assay replay {}</failure>\n  ",
-                       xml_escape(f.verdict.summary()), xml_escape(f.shrunk.summary()), xml_escape(f.path));
+      x += fmt::format("\n    <failure message=\"{}\">{}\nreplay: {} replay {}</failure>\n  ",
+                       xml_escape(f.verdict.summary()), xml_escape(f.shrunk.summary()), xml_escape(program_name()),
+                       xml_escape(f.path));
     }
     x += fmt::format("<system-out>{} cases, max error/bound {:.4g}</system-out></testcase>\n", st.cases, st.max_ratio);
   }
@@ -236,7 +237,7 @@ int cmd_fuzz(const FuzzArgs& a) {
     fmt::print("FAIL {}: {}\n  first failing case #{} after {:.2f} s; shrunk in {} steps ({} runs, {:.2f} s) to: {}\n",
                f.variant, f.verdict.summary(), f.case_index, f.seconds_to_find, f.shrink_steps, f.shrink_evals,
                f.seconds_to_shrink, f.shrunk.summary());
-    if (!f.path.empty()) fmt::print("  stored: {}\n  replay: assay replay {}\n", f.path, f.path);
+    if (!f.path.empty()) fmt::print("  stored: {}\n  replay: {} replay {}\n", f.path, program_name(), f.path);
   }
   if (!a.json.empty()) {
     nlohmann::json j;
@@ -861,6 +862,7 @@ int main(int argc, char** argv) {
   worker->add_option("--targets", worker_targets);
   worker->add_flag("--probe", wc.run.probe);
 
+  if (argc > 0) set_program_name(argv[0]);
   // A broken op or variant declaration is found before any command runs.
   if (const auto errs = registration_errors(); !errs.empty()) {
     for (const auto& e : errs) fmt::print(stderr, "assay: error: {}\n", e);
