@@ -1,5 +1,6 @@
 # cli.list_json: `assay list --json` is a JSON array of ops, each with its variants; mutants
 # appear only with --mutants, and --op filters. Run as cmake -DASSAY=<assay> -P list_json.cmake.
+cmake_policy(VERSION 3.25)
 function(list_json out)
   execute_process(COMMAND ${ASSAY} list --json ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE json)
   if(NOT rc EQUAL 0)
@@ -39,7 +40,8 @@ if(NOT mutants EQUAL 0 OR all LESS 1)
 endif()
 list_json(with --mutants)
 count("${with}" all_m mutants_m)
-if(mutants_m LESS 1 OR NOT all_m EQUAL all + mutants_m)
+math(EXPR expected "${all} + ${mutants_m}")
+if(mutants_m LESS 1 OR NOT all_m EQUAL expected)
   message(FATAL_ERROR "assay list --json --mutants: ${all_m} variants, ${mutants_m} mutants; without: ${all}")
 endif()
 list_json(no --mutants --no-mutants)
