@@ -2,7 +2,8 @@
 # Builds the example consumer project (examples/external-kernel) against an
 # installed assay, the way a kernel repository would use it, and runs its
 # tests: install build/ into a temporary prefix, configure the example with
-# find_package(assay), build it, run its CTest entries.
+# find_package(assay) under CMake's default generator and under Ninja, build
+# it, run its CTest entries.
 #
 # Without a GPU, its selfcheck must pass and every GPU entry must be reported
 # as skipped (never as passed); with one, the GPU entries fuzz the example's
@@ -28,22 +29,27 @@ fi
 cmake --build "$build" -j"$jobs" --target assay
 cmake --install "$build" --prefix "$work/prefix"
 
-cmake -S examples/external-kernel -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix"
-cmake --build "$work/build" -j"$jobs"
+# Both the default generator (Unix Makefiles) and Ninja: the package must not depend on either.
+for gen in "Unix Makefiles" Ninja; do
+  tag="${gen// /-}"
+  echo "example: configuring and building with the $gen generator"
+  cmake -S examples/external-kernel -B "$work/build-$tag" -G "$gen" -DCMAKE_PREFIX_PATH="$work/prefix"
+  cmake --build "$work/build-$tag" -j"$jobs"
 
-# The consumer's tests, discovered from its spec when ctest starts.
-listing="$(ctest --test-dir "$work/build" -N)"
-echo "$listing"
-for t in my_assay.selfcheck my_assay.fuzz.gemm.my_gemm my_assay.fuzz.gemm.my_gemm_aot; do
-  grep -q " $t\$" <<<"$listing" || { echo "example: CTest entry $t is missing" >&2; exit 1; }
-done
-
-log="$work/ctest.log"
-ctest --test-dir "$work/build" --output-on-failure -j"$jobs" 2>&1 | tee "$log"
-if ! nvidia-smi -L > /dev/null 2>&1; then
-  # No GPU: the GPU entries must show as skipped, not as passed.
-  for t in my_assay.fuzz.gemm.my_gemm my_assay.fuzz.gemm.my_gemm_aot; do
-    grep -Eq "$t .*Skipped" "$log" || { echo "example: $t was not reported as skipped without a GPU" >&2; exit 1; }
+  # The consumer's tests, discovered from its spec when ctest starts.
+  listing="$(ctest --test-dir "$work/build-$tag" -N)"
+  echo "$listing"
+  for t in my_assay.selfcheck my_assay.fuzz.gemm.my_gemm my_assay.fuzz.gemm.my_gemm_aot; do
+    grep -q " $t\$" <<<"$listing" || { echo "example ($gen): CTest entry $t is missing" >&2; exit 1; }
   done
-fi
-echo "example: external-kernel built against the installed assay and its tests passed"
+
+  log="$work/ctest-$tag.log"
+  ctest --test-dir "$work/build-$tag" --output-on-failure -j"$jobs" 2>&1 | tee "$log"
+  if ! nvidia-smi -L > /dev/null 2>&1; then
+    # No GPU: the GPU entries must show as skipped, not as passed.
+    for t in my_assay.fuzz.gemm.my_gemm my_assay.fuzz.gemm.my_gemm_aot; do
+      grep -Eq "$t .*Skipped" "$log" || { echo "example ($gen): $t was not reported as skipped without a GPU" >&2; exit 1; }
+    done
+  fi
+done
+echo "example: external-kernel built against the installed assay with both generators and its tests passed"

@@ -212,11 +212,14 @@ function(_assay_add_kernel_spec)
 
   # The executable: assay's own CLI main with these specs linked in.
   add_executable(${A_NAME} "${ASSAY_CLI_MAIN}")
-  target_link_libraries(${A_NAME} PRIVATE ${objs} assay::gpu CLI11::CLI11)
+  target_link_libraries(${A_NAME} PRIVATE ${objs} assay::cli assay::gpu CLI11::CLI11)
   if(NOT A_NO_BUILTIN_OPS)
     target_link_libraries(${A_NAME} PRIVATE assay::specs)
   endif()
-  set_target_properties(${A_NAME} PROPERTIES CXX_STANDARD 20 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
+  # The CUDA standard is explicit on every target here, so that it is not paired with C++20 (see
+  # assayConfig.cmake): the executable links CUDA objects.
+  set_target_properties(${A_NAME} PROPERTIES CXX_STANDARD 20 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF
+                                             CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
 
   # ---- CTest (assay_add_kernel_spec enabled testing unless BUILD_TESTING is off) ---------
   if(DEFINED BUILD_TESTING AND NOT BUILD_TESTING)

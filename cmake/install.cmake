@@ -20,7 +20,8 @@
 # Exported targets (namespace assay::): core (host engine), gpu (GPU engine,
 # testbeds, references), kernels (the built-in kernels), specs (the built-in
 # op specs, an OBJECT library: linking it registers the ops, e.g. gemm, so a
-# consumer can add a variant to them), warnings, and the assay executable.
+# consumer can add a variant to them), cli (the CLI beside its main.cpp:
+# listing, reports), warnings, and the assay executable.
 # Everything they link inside this project is exported with them.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -70,7 +71,7 @@ function(_assay_export_closure out)
   set(${out} ${seen} PARENT_SCOPE)
 endfunction()
 
-_assay_export_closure(_assay_export_targets assay_core assay_gpu assay_kernels assay_specs)
+_assay_export_closure(_assay_export_targets assay_core assay_gpu assay_kernels assay_specs assay_cli)
 
 foreach(t IN LISTS _assay_export_targets)
   # assay_core -> assay::core
@@ -120,8 +121,7 @@ install(EXPORT assayTargets
 foreach(_dir harness references kernels)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${_dir}/
     DESTINATION ${_assay_include_dest}/${_dir}
-    FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp" PATTERN "*.cuh"
-    PATTERN "cli" EXCLUDE)
+    FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp" PATTERN "*.cuh")
 endforeach()
 install(FILES ${PROJECT_SOURCE_DIR}/harness/cli/main.cpp DESTINATION ${_assay_share_dest}/cli)
 

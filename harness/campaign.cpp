@@ -83,6 +83,9 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
   report.lanes = opts.lanes;
   const auto t0 = Clock::now();
   auto last_progress = t0;
+  // Per-variant time: the wall time between two fuzzing results is split among the variants of
+  // the later one, and a variant's shrinking is its own; the shares add up to the campaign's time.
+  double last_result_s = 0;
 
   std::vector<std::string> active = opts.variants;
   struct ToShrink {
@@ -171,6 +174,7 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
     f.shrink_evals = so.evals;
     f.verdict = cur_verdict;
     f.seconds_to_shrink = since(ts);
+    report.per_variant[item.variant].seconds += f.seconds_to_shrink;
     if (!opts.corpus_dir.empty()) {
       auto path = write_entry(opts.corpus_dir, f.shrunk, found_json(f, report.device, spec, opts));
       if (path.ok())
@@ -194,6 +198,9 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
       break;
     }
     ++report.cases;
+    const double now_s = since(t0);
+    const double share_s = r.verdicts.empty() ? 0 : (now_s - last_result_s) / static_cast<double>(r.verdicts.size());
+    last_result_s = now_s;
     bool first = true;
     for (const auto& v : r.verdicts) {
       auto& st = report.per_variant[v.variant];
@@ -202,6 +209,7 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
         continue;
       }
       ++st.cases;
+      st.seconds += share_s;
       if (first) {
         report.exact_cases += v.metrics.exact_tier ? 1 : 0;
         report.device_ref_cases += v.metrics.reference == "device-f64" ? 1 : 0;
@@ -230,6 +238,7 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
     if (exec->outstanding() == 0 && !to_shrink.empty()) {
       for (auto& item : to_shrink) shrink(item);
       to_shrink.clear();
+      last_result_s = since(t0);  // the shrinking was charged to its variants
     }
   }
   for (auto& item : to_shrink)

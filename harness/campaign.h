@@ -66,6 +66,9 @@ struct VariantStats {
   int64_t not_applicable = 0;  ///< cases outside it (drawn for another variant)
   int64_t failures = 0;
   double max_ratio = 0;  ///< worst error/bound over passing cases
+  /// This variant's share of the campaign's wall time: each fuzzing interval split among the
+  /// variants that ran in it, plus the variant's own shrinking.
+  double seconds = 0;
 };
 
 struct CampaignReport {

@@ -3,6 +3,8 @@
 // CUDA failure).
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -19,9 +21,13 @@
 #include <CLI/CLI.hpp>
 
 #include "harness/baseline.h"
+#include "harness/build_info.h"
 #include "harness/campaign.h"
 #include "harness/cli/probe.h"
 #include "harness/op.h"
+#include "harness/check_report.h"
+#include "harness/cli/list.h"
+#include "harness/cli/reports.h"
 #include "harness/corpus.h"
 #include "harness/false_alarm.h"
 #include "harness/gpu/lane.h"
@@ -32,6 +38,7 @@
 #include "harness/exhaustive.h"
 #include "harness/vendor_survey.h"
 #include "harness/worker.h"
+#include "references/library/cudnn.h"
 
 namespace {
 
@@ -62,7 +69,7 @@ int self_check(const std::vector<const OpSpec*>& specs) {
   for (const OpSpec* spec : specs) {
     std::string report;
     const Status s = spec->self_check(report);
-    fmt::print("{}", report);
+    fmt::print("{}", cli::without_source_paths(report));
     if (!s.ok()) {
       fmt::print(stderr, "assay: self-check of {} failed: {}\n", spec->name(), s.message());
       rc = kExitFail;
@@ -102,53 +109,9 @@ std::string self_path() {
   return buf;
 }
 
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '&':
-        o += "&amp;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      default:
-        o += (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') ? ' ' : c;
-    }
-  }
-  return o;
-}
-
-// JUnit XML: one test case per variant; a failing variant carries its shrunk
-// case and replay command.
-std::string junit_xml(const CampaignReport& r) {
-  int failures = 0;
-  for (const auto& [name, st] : r.per_variant) failures += st.failures > 0 ? 1 : 0;
-  std::string x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  x += fmt::format("<testsuites><testsuite name=\"assay.{}\" tests=\"{}\" failures=\"{}\" time=\"{:.3f}\">\n", r.op,
-                   r.per_variant.size(), failures, r.seconds);
-  for (const auto& [name, st] : r.per_variant) {
-    x += fmt::format("  <testcase classname=\"assay.{}\" name=\"{}\" time=\"{:.3f}\">", r.op, xml_escape(name),
-                     r.seconds);
-    for (const auto& f : r.failures) {
-      if (f.variant != name) continue;
-      x += fmt::format("\n    <failure message=\"{}\">{}\nreplay: {} replay {}</failure>\n  ",
-                       xml_escape(f.verdict.summary()), xml_escape(f.shrunk.summary()), xml_escape(program_name()),
-                       xml_escape(f.path));
-    }
-    x += fmt::format("<system-out>{} cases, max error/bound {:.4g}</system-out></testcase>\n", st.cases, st.max_ratio);
-  }
-  x += "</testsuite></testsuites>\n";
-  return x;
-}
-
-int cmd_fuzz(const FuzzArgs& a) {
+// One campaign of `a.op` (fuzz, or one backward op of a gradcheck): prints it and appends it to
+// `rep`, which the caller writes (--json, --junit); without a GPU, `rep` becomes a skipped suite.
+int run_fuzz(const FuzzArgs& a, const std::string& command, bool prefix_op, CheckReport& rep) {
   const OpSpec* spec = find_spec(a.op);
   if (spec == nullptr) return error(not_found(fmt::format("unknown op '{}' (see 'assay list')", a.op)));
   for (const auto& v : a.variants)
@@ -173,6 +136,8 @@ int cmd_fuzz(const FuzzArgs& a) {
   }
   if (!ndev.ok()) {
     fmt::print(stderr, "assay: {}\n", ndev.status().message());
+    rep = cli::skipped_report(command, a.op, ndev.status().message());
+    rep.seed = a.seed;
     if (a.require_gpu) return kExitInfra;
     fmt::print(stderr, "assay: running the CPU self-checks of the {} references instead (no kernel was run)\n", a.op);
     return self_check({spec});
@@ -219,10 +184,10 @@ int cmd_fuzz(const FuzzArgs& a) {
       last_line = p.elapsed_s;
     }
   };
-  auto rep = run_campaign(*spec, o);
+  auto campaign = run_campaign(*spec, o);
   if (tty) fmt::print(stderr, "\n");
-  if (!rep.ok()) return error(rep.status());
-  const CampaignReport& r = *rep;
+  if (!campaign.ok()) return error(campaign.status());
+  const CampaignReport& r = *campaign;
   fmt::print(
       "{} on {}, {} lanes, seed {}: {} cases in {:.1f} s ({:.0f} cases/s); exact tier {}, device fp64 "
       "reference {}, cuBLAS outside the bound {}\n",
@@ -239,36 +204,7 @@ int cmd_fuzz(const FuzzArgs& a) {
                f.seconds_to_shrink, f.shrunk.summary());
     if (!f.path.empty()) fmt::print("  stored: {}\n  replay: {} replay {}\n", f.path, program_name(), f.path);
   }
-  if (!a.json.empty()) {
-    nlohmann::json j;
-    j["op"] = r.op;
-    j["device"] = r.device;
-    j["lanes"] = r.lanes;
-    j["seed"] = a.seed;
-    j["cases"] = r.cases;
-    j["seconds"] = r.seconds;
-    j["cases_per_second"] = r.cases_per_second();
-    j["exact_cases"] = r.exact_cases;
-    j["device_ref_cases"] = r.device_ref_cases;
-    j["vendor_disagreements"] = r.vendor_disagreements;
-    for (const auto& [name, st] : r.per_variant)
-      j["variants"][name] = {{"cases", st.cases},
-                             {"failures", st.failures},
-                             {"max_ratio", st.max_ratio},
-                             {"not_applicable", st.not_applicable}};
-    j["failures"] = nlohmann::json::array();
-    for (const auto& f : r.failures) {
-      nlohmann::json jf = found_json(f, r.device, *spec, o);
-      jf["seconds_to_find"] = f.seconds_to_find;
-      jf["seconds_to_shrink"] = f.seconds_to_shrink;
-      jf["shrunk"] = f.shrunk.to_json();
-      jf["path"] = f.path;
-      j["failures"].push_back(jf);
-    }
-    if (auto s = write_file_atomic(a.json, j.dump(2) + "\n"); !s.ok()) return error(s);
-  }
-  if (!a.junit.empty())
-    if (auto s = write_file_atomic(a.junit, junit_xml(r)); !s.ok()) return error(s);
+  rep = cli::campaign_report(command, r, *spec, o, prefix_op);
   // Accuracy regressions against the accepted baseline (corpus/baselines/<op>.json).
   bool regressed = false;
   if (!a.corpus.empty()) {
@@ -279,6 +215,10 @@ int cmd_fuzz(const FuzzArgs& a) {
         fmt::print("ACCURACY REGRESSION {} {}: error/bound {:.4g}, baseline {:.4g} (more than 2x), bound still held\n",
                    g.variant, g.key, g.ratio, g.baseline);
         regressed = true;
+        for (auto& t : rep.cases)
+          if (t.name == (prefix_op ? a.op + "/" + g.variant : g.variant) && t.failure.empty())
+            t.failure = fmt::format("accuracy regression {}: error/bound {:.4g}, baseline {:.4g}", g.key, g.ratio,
+                                    g.baseline);
       }
       if (!regressed) fmt::print("accuracy: within 2x of the baseline {}\n", baseline_path(a.corpus, a.op));
     }
@@ -287,12 +227,73 @@ int cmd_fuzz(const FuzzArgs& a) {
   return r.failures.empty() ? kExitPass : kExitFail;
 }
 
-int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, bool in_process) {
+int write_or_error(const CheckReport& rep, const cli::ReportPaths& p, int rc) {
+  if (auto s = write_reports(rep, p.json, p.junit); !s.ok()) return error(s);
+  return rc;
+}
+
+int cmd_fuzz(const FuzzArgs& a) {
+  CheckReport rep;
+  const int rc = run_fuzz(a, "fuzz", false, rep);
+  if (rep.command.empty()) return rc;  // an error before anything ran (printed)
+  return write_or_error(rep, {a.json, a.junit}, rc);
+}
+
+// gradcheck <op>: the backward ops of <op> (or <op> itself when it is one), each a campaign.
+int cmd_gradcheck(FuzzArgs a) {
+  auto ops = cli::gradcheck_ops(a.op);
+  if (!ops.ok()) return error(ops.status());
+  CheckReport rep;
+  int rc = kExitPass;
+  for (const auto& op : *ops) {
+    a.op = op;
+    CheckReport part;
+    const int r = run_fuzz(a, "gradcheck", ops->size() > 1, part);
+    if (part.command.empty()) return r;  // usage error: nothing ran
+    if (!part.skipped.empty()) {
+      rep = part;
+      rep.target = fmt::format("{}", fmt::join(*ops, ","));
+      rc = r;
+      break;
+    }
+    if (ops->size() == 1)
+      rep = std::move(part);
+    else
+      cli::merge_campaign(rep, part);
+    rc = std::max(rc, r);
+  }
+  return write_or_error(rep, {a.json, a.junit}, rc);
+}
+
+int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, bool in_process,
+               const cli::ReportPaths& reports) {
   if (paths.empty()) paths.push_back("corpora");
   auto files = list_entries(paths);
   if (!files.ok()) return error(files.status());
+  using Clock = std::chrono::steady_clock;
+  const auto t_start = Clock::now();
+  auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  // The report: one test per entry and variant (an unreadable entry is a failing test).
+  CheckReport rep;
+  rep.command = "replay";
+  rep.target = fmt::format("{}", fmt::join(paths, ","));
+  auto add_case = [&](std::string name, double secs, std::string failure, std::string skipped, std::string out) {
+    CheckCase t;
+    t.name = std::move(name);
+    t.seconds = secs;
+    t.cases = failure.empty() && skipped.empty() ? 1 : 0;
+    t.failure = std::move(failure);
+    t.skipped = std::move(skipped);
+    t.output = std::move(out);
+    rep.cases.push_back(std::move(t));
+  };
   auto ndev = gpu::device_count();
-  if (!ndev.ok()) fmt::print(stderr, "assay: {}: entries are read and validated, not run\n", ndev.status().message());
+  if (!ndev.ok()) {
+    fmt::print(stderr, "assay: {}: entries are read and validated, not run\n", ndev.status().message());
+    rep.skipped = ndev.status().message();
+  } else {
+    rep.device = gpu::describe_device(device);
+  }
   // One executor per op, started on first use; worker processes by default so
   // a stored crash replays as a crash instead of ending the replay.
   std::map<std::string, std::unique_ptr<Executor>> execs;
@@ -315,20 +316,24 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
   // Baselines by (corpus root, op), read once per replay.
   std::map<std::pair<std::string, std::string>, std::optional<Baseline>> baselines;
   for (const auto& path : *files) {
+    const auto t_entry = Clock::now();
     auto e = read_entry(path);
     if (!e.ok()) {
       fmt::print(stderr, "assay: error: {}\n", e.status().message());
+      add_case(path, seconds_since(t_entry), "unreadable: " + e.status().message(), "", "");
       ++bad;
       continue;
     }
     const OpSpec* spec = find_spec(e->c.op);
     if (spec == nullptr) {
       fmt::print(stderr, "assay: error: {}: $.case.op: unknown op '{}'\n", path, e->c.op);
+      add_case(path, seconds_since(t_entry), fmt::format("unreadable: $.case.op: unknown op '{}'", e->c.op), "", "");
       ++bad;
       continue;
     }
     if (auto s = spec->validate(e->c); !s.ok()) {
       fmt::print(stderr, "assay: error: {}: {}\n", path, s.message());
+      add_case(path, seconds_since(t_entry), "unreadable: " + s.message(), "", "");
       ++bad;
       continue;
     }
@@ -337,6 +342,7 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
     for (const auto& v : variants)
       if (!spec->has_variant(v)) {
         fmt::print(stderr, "assay: error: {}: $.case.variant: op '{}' has no variant '{}'\n", path, e->c.op, v);
+        add_case(path, 0, fmt::format("unreadable: $.case.variant: op '{}' has no variant '{}'", e->c.op, v), "", "");
         ++bad;
         variants.clear();
         break;
@@ -348,12 +354,17 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
         ++bad;
         continue;
       }
-    if (variants.empty() || !ndev.ok()) continue;
+    if (variants.empty()) continue;
+    if (!ndev.ok()) {
+      for (const auto& v : variants) add_case(fmt::format("{} [{}]", path, v), 0, "", rep.skipped, "");
+      continue;
+    }
     auto ex = executor_for(*spec);
     if (!ex.ok()) return error(ex.status());
     (*ex)->submit({0, std::nullopt, e->c, variants});
     JobResult r = (*ex)->wait();
     if (!r.status.ok()) return error(r.status);
+    const double per_variant_s = seconds_since(t_entry) / static_cast<double>(std::max<size_t>(1, r.verdicts.size()));
     const bool was_failure =
         e->found.is_object() && e->found.contains("verdict") && e->found["verdict"].value("passed", true) == false;
     for (const auto& v : r.verdicts) {
@@ -361,15 +372,20 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
         fmt::print("n/a {} [{}]: {}\n", path, v.variant, v.summary());
         continue;
       }
+      const std::string name = fmt::format("{} [{}]", path, v.variant);
       if (!v.passed()) {
         ++failing;
         fmt::print("FAIL {} [{}]: {}\n", path, v.variant, v.summary());
+        add_case(name, per_variant_s, v.summary(), "", "");
+        rep.cases.back().detail = fmt::format("{}\nreplay: {} replay {}", v.summary(), program_name(), path);
       } else if (was_failure) {
         ++fixed;
         fmt::print("fixed {} [{}]: the stored failure now passes (kept as a regression case)\n", path, v.variant);
+        add_case(name, per_variant_s, "", "", "fixed: the stored failure now passes");
       } else {
         ++passed;
         fmt::print("pass {} [{}]\n", path, v.variant);
+        add_case(name, per_variant_s, "", "", "pass");
       }
       if (v.passed() && !v.metrics.key.empty()) {
         // The corpus root is the folder above <op>/ (entries live in <root>/<op>/<id>.json).
@@ -390,6 +406,8 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
             fmt::print("ACCURACY REGRESSION {} [{}] {}: error/bound {:.4g}, baseline {:.4g}\n", path, g.variant, g.key,
                        g.ratio, g.baseline);
             ++failing;
+            rep.cases.back().failure = fmt::format("accuracy regression {}: error/bound {:.4g}, baseline {:.4g}",
+                                                   g.key, g.ratio, g.baseline);
           }
         }
       }
@@ -397,10 +415,17 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
   }
   fmt::print("replay: {} entries: {} failing, {} fixed, {} passing, {} unreadable{}\n", files->size(), failing, fixed,
              passed, bad, ndev.ok() ? "" : " (not run: no GPU)");
-  if (bad > 0) return kExitUsage;
-  if (failing > 0) return kExitFail;
-  if (!ndev.ok() && require_gpu) return kExitInfra;
-  return kExitPass;
+  rep.seconds = seconds_since(t_start);
+  rep.fields = {{"entries", files->size()}, {"failing", failing}, {"fixed", fixed}, {"passing", passed},
+                {"unreadable", bad}};
+  int rc = kExitPass;
+  if (bad > 0)
+    rc = kExitUsage;
+  else if (failing > 0)
+    rc = kExitFail;
+  else if (!ndev.ok() && require_gpu)
+    rc = kExitInfra;
+  return write_or_error(rep, reports, rc);
 }
 
 // assay bench: throughput per size class, time to detect each mutant, and the
@@ -583,11 +608,15 @@ int cmd_triage(const std::string& path, const std::string& variant, int device, 
 // assay baseline update|check <op>: accept the current accuracy ratios, or
 // re-run the accepted campaign and compare.
 int cmd_baseline(const std::string& action, const std::string& op, int64_t cases, uint64_t seed, int64_t max_dim,
-                 const std::string& corpus) {
+                 const std::string& corpus, const cli::ReportPaths& reports) {
   const OpSpec* spec = find_spec(op);
   if (spec == nullptr) return error(not_found(fmt::format("unknown op '{}'", op)));
+  const std::string command = "baseline " + action;
   auto ndev = gpu::device_count();
-  if (!ndev.ok()) return error(ndev.status());
+  if (!ndev.ok()) {
+    const int rc = error(ndev.status());
+    return write_or_error(cli::skipped_report(command, op, ndev.status().message()), reports, rc);
+  }
   auto existing = load_baseline(corpus, op);
   if (!existing.ok()) return error(existing.status());
   if (action == "check") {
@@ -607,10 +636,11 @@ int cmd_baseline(const std::string& action, const std::string& op, int64_t cases
   o.worker_binary = self_path();
   auto r = run_campaign(*spec, o);
   if (!r.ok()) return error(r.status());
+  CheckReport rep = cli::campaign_report(command, *r, *spec, o);
   if (!r->failures.empty()) {
     for (const auto& f : r->failures) fmt::print("FAIL {}: {}\n", f.variant, f.verdict.summary());
     fmt::print("baseline {}: the campaign found failures; fix them first\n", action);
-    return kExitFail;
+    return write_or_error(rep, reports, kExitFail);
   }
   if (action == "update") {
     Baseline b;
@@ -625,20 +655,30 @@ int cmd_baseline(const std::string& action, const std::string& op, int64_t cases
     for (const auto& [variant, keys] : b.ratios)
       for (const auto& [key, v] : keys) fmt::print("{} {} {:.4g}\n", variant, key, v);
     fmt::print("baseline written: {}\n", baseline_path(corpus, op));
-    return kExitPass;
+    return write_or_error(rep, reports, kExitPass);
   }
   const auto regs = find_regressions(**existing, r->ratios);
-  for (const auto& g : regs)
+  for (const auto& g : regs) {
     fmt::print("ACCURACY REGRESSION {} {}: error/bound {:.4g}, baseline {:.4g}\n", g.variant, g.key, g.ratio,
                g.baseline);
+    for (auto& t : rep.cases)
+      if (t.name == g.variant) {
+        const std::string line =
+            fmt::format("accuracy regression {}: error/bound {:.4g}, baseline {:.4g}", g.key, g.ratio, g.baseline);
+        if (t.failure.empty()) t.failure = line;
+        t.detail += line + "\n";
+      }
+  }
   fmt::print("baseline check: {} regression(s) over {} cases\n", regs.size(), r->cases);
-  return regs.empty() ? kExitPass : kExitFail;
+  rep.fields["regressions"] = regs.size();
+  rep.fields["baseline"] = baseline_path(corpus, op);
+  return write_or_error(rep, reports, regs.empty() ? kExitPass : kExitFail);
 }
 
 // assay exhaustive <op> --dtype bf16|fp16: every 16-bit input through one launch of an
 // elementwise kernel, each output against the fp64 reference in ulps (harness/exhaustive.h).
 struct ExhaustiveArgs {
-  std::string op, dtype, act, variant = "elementwise", json;
+  std::string op, dtype, act, variant = "elementwise", json, junit;
   bool backward = false;
   int device = 0;
 };
@@ -662,25 +702,46 @@ int cmd_exhaustive(const ExhaustiveArgs& a) {
   }
   if (!ex->has_variant(a.variant))
     return error(not_found(fmt::format("op '{}' has no variant '{}' (see 'assay list')", op, a.variant)));
+  const cli::ReportPaths reports{a.json, a.junit};
+  const std::string target = fmt::format("{}.{}.{}", op, a.variant, a.dtype);
   auto ndev = gpu::device_count();
-  if (!ndev.ok()) return error(ndev.status());
+  if (!ndev.ok()) {
+    const int rc = error(ndev.status());
+    return write_or_error(cli::skipped_report("exhaustive", target, ndev.status().message()), reports, rc);
+  }
   if (a.device >= *ndev)
     return error(invalid_argument(fmt::format("--device {}: only {} CUDA device(s) visible", a.device, *ndev)));
-  nlohmann::json j = {{"device", gpu::describe_device(a.device)}, {"sweeps", nlohmann::json::array()}};
+  CheckReport rep;
+  rep.command = "exhaustive";
+  rep.target = target;
+  rep.device = gpu::describe_device(a.device);
+  rep.fields = {{"sweeps", nlohmann::json::array()}};
   int64_t failures = 0;
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
   for (const std::string& fn : fns) {
+    const auto ts = Clock::now();
     auto r = ex->run(a.variant, fn, *dt, a.device);
     if (!r.ok()) return error(r.status());
     fmt::print("{}", r->text());
     failures += r->failures;
-    j["sweeps"].push_back(r->to_json());
+    rep.fields["sweeps"].push_back(r->to_json());
+    CheckCase t;
+    t.name = fn;
+    t.seconds = std::chrono::duration<double>(Clock::now() - ts).count();
+    t.cases = 1;
+    if (r->failures > 0) {
+      t.failure = fmt::format("{} element(s) beyond the ulp budget", r->failures);
+      t.detail = r->text();
+    }
+    t.fields = r->to_json();
+    rep.cases.push_back(std::move(t));
   }
-  j["failures"] = failures;
-  if (!a.json.empty())
-    if (auto s = write_file_atomic(a.json, j.dump(2) + "\n"); !s.ok()) return error(s);
+  rep.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  rep.fields["failures"] = failures;
   fmt::print("exhaustive {} [{}] {}: {} sweep(s), {} element(s) beyond their budget\n", op, a.variant, a.dtype,
              fns.size(), failures);
-  return failures == 0 ? kExitPass : kExitFail;
+  return write_or_error(rep, reports, failures == 0 ? kExitPass : kExitFail);
 }
 
 }  // namespace
@@ -689,8 +750,12 @@ int main(int argc, char** argv) {
   CLI::App app{"assay: proves or disproves the numerical correctness of custom GPU kernels"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  app.set_version_flag("--version", fmt::format("assay {} (git {}, {}, CUDA architectures {}, {})", version(),
+                                                git_revision(), build_type(), cuda_architectures(),
+                                                vendor::cudnn_built() ? "with cuDNN" : "built without cuDNN"));
 
-  auto* list = app.add_subcommand("list", "List ops and their kernel variants");
+  cli::ListOptions list_opts;
+  auto* list = cli::add_list_command(app, list_opts);
 
   FuzzArgs fa;
   auto* fuzz = app.add_subcommand("fuzz", "Fuzz an op's kernel variants against references; shrink and store failures");
@@ -714,11 +779,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 100000));
   fuzz->add_flag("--in-process", fa.in_process,
                  "Run lanes in this process (faster start; a kernel fault ends the run)");
-  fuzz->add_option("--junit", fa.junit, "Write a JUnit XML report to this file");
+  fuzz->add_option("--junit", fa.junit, "Write a JUnit XML report to this file (also when nothing could run)");
   fuzz->add_option("--corpus", fa.corpus, "Folder for shrunk failing cases (empty: do not store)");
   fuzz->add_flag("--keep-going", fa.keep_going, "Keep fuzzing a variant after its first failure");
   fuzz->add_flag("--require-gpu", fa.require_gpu, "Exit 3 instead of self-checking when no GPU is present");
-  fuzz->add_option("--json", fa.json, "Write the campaign report as JSON to this file");
+  fuzz->add_option("--json", fa.json, "Write the campaign report as JSON to this file (also when nothing could run)");
   fuzz->add_flag("--probe-contract", fa.probe_contract,
                  "Run cases just outside each rule of the variants' contracts and report what the kernel does there");
 
@@ -731,22 +796,26 @@ int main(int argc, char** argv) {
   replay->add_flag("--require-gpu", replay_require_gpu, "Exit 3 when no GPU is present");
   bool replay_in_process = false;
   replay->add_flag("--in-process", replay_in_process, "Run in this process (a kernel fault ends the replay)");
+  cli::ReportPaths replay_reports;
+  cli::add_report_options(replay, replay_reports);
 
   auto* selfcheck = app.add_subcommand("selfcheck", "CPU-only self-check of every op's host references");
 
   FuzzArgs ga;
   auto* gradcheck = app.add_subcommand(
       "gradcheck",
-      "Fuzz an op's backward kernels (<op>_bwd): bounds against fp64 backward references, <v, J u> "
+      "Fuzz an op's backward kernels (<op>_bwd*): bounds against fp64 backward references, <v, J u> "
       "against finite differences of the fp64 forward, accumulate semantics; failures go to the corpus");
-  gradcheck->add_option("op", ga.op, "Op whose backward to check (e.g. gemm)")->required();
+  gradcheck->add_option("op", ga.op, "Op or backward op to check (gemm, gemm_bwd, conv2d: both conv2d_bwd_*)")
+      ->required();
   gradcheck->add_option("--variant", ga.variants, "Backward variant(s) (default: all but mutants)");
   gradcheck->add_option("--cases", ga.cases, "Stop after this many cases")->check(CLI::NonNegativeNumber);
   gradcheck->add_option("--time", ga.seconds, "Stop after this many seconds")->check(CLI::NonNegativeNumber);
   gradcheck->add_option("--seed", ga.seed, "Campaign seed");
   gradcheck->add_option("--lanes", ga.lanes, "Lanes per GPU")->check(CLI::Range(1, 64));
   gradcheck->add_option("--corpus", ga.corpus, "Folder for shrunk failing cases");
-  gradcheck->add_option("--json", ga.json, "JSON report");
+  gradcheck->add_option("--json", ga.json, "Write the report as JSON to this file (also when nothing could run)");
+  gradcheck->add_option("--junit", ga.junit, "Write a JUnit XML report to this file (also when nothing could run)");
   gradcheck->add_flag("--require-gpu", ga.require_gpu, "Exit 3 when no GPU is present");
 
   std::string survey_out = "survey-results";
@@ -791,7 +860,8 @@ int main(int argc, char** argv) {
   exhaustive->add_option("--variant", xa.variant, "Kernel variant or mutant (default: elementwise)");
   exhaustive->add_flag("--backward", xa.backward, "Sweep the backward: dx = dy act'(x) with dy = 1");
   exhaustive->add_option("--device", xa.device, "CUDA device index")->check(CLI::NonNegativeNumber);
-  exhaustive->add_option("--json", xa.json, "Write the sweep reports as JSON to this file");
+  cli::ReportPaths xa_reports;
+  cli::add_report_options(exhaustive, xa_reports);
   FaOptions fao;
   std::string fa_out = "false-alarm-results";
   int fa_device = 0;
@@ -816,6 +886,8 @@ int main(int argc, char** argv) {
   false_alarm_cmd->add_option("--max-print", fao.max_print, "Failure lines printed")->check(CLI::NonNegativeNumber);
   false_alarm_cmd->add_option("--device", fa_device, "CUDA device index")->check(CLI::NonNegativeNumber);
   false_alarm_cmd->add_option("--out", fa_out, "Folder for false-alarm.md/.json (empty: none)");
+  cli::ReportPaths fa_reports;
+  cli::add_report_options(false_alarm_cmd, fa_reports);
 
   std::string triage_path, triage_variant;
   int triage_device = 0;
@@ -837,6 +909,8 @@ int main(int argc, char** argv) {
   baseline->add_option("--seed", bl_seed, "Seed of the measuring campaign (update)");
   baseline->add_option("--max-dim", bl_max_dim, "Largest extent (update)")->check(CLI::PositiveNumber);
   baseline->add_option("--corpus", bl_corpus, "Corpus folder holding baselines/");
+  cli::ReportPaths bl_reports;
+  cli::add_report_options(baseline, bl_reports);
 
   BenchArgs ba;
   auto* bench = app.add_subcommand("bench", "Benchmark: cases/s per size class, time to catch each mutant, large case");
@@ -874,29 +948,21 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
     fmt::print(stderr, "assay: usage error: {} (see 'assay --help')\n", e.what());
     return kExitUsage;
   }
 
-  if (list->parsed()) {
-    for (const OpSpec* s : all_specs()) {
-      fmt::print("{}: {}\n", s->name(), s->description());
-      for (const auto& v : s->variants()) {
-        fmt::print("  {:<26} {}{}\n", v.name, v.mutant ? "[mutant] " : "", v.description);
-        if (const Contract* k = s->contract(v.name); k != nullptr && !k->empty())
-          for (const auto& line : k->describe()) fmt::print("  {:<26}   contract: {}\n", "", line);
-      }
-    }
-    return kExitPass;
-  }
+  if (list->parsed()) return cli::run_list(list_opts);
   if (fuzz->parsed()) return cmd_fuzz(fa);
   if (gradcheck->parsed()) {
-    ga.op += "_bwd";
     ga.max_dim = 96;
-    return cmd_fuzz(ga);
+    return cmd_gradcheck(ga);
   }
-  if (replay->parsed()) return cmd_replay(replay_paths, replay_device, replay_require_gpu, replay_in_process);
+  if (replay->parsed())
+    return cmd_replay(replay_paths, replay_device, replay_require_gpu, replay_in_process, replay_reports);
   if (selfcheck->parsed()) return self_check(all_specs());
   if (worker->parsed()) {
     for (size_t b = 0; !worker_targets.empty() && b <= worker_targets.size();) {
@@ -915,7 +981,11 @@ int main(int argc, char** argv) {
     fmt::print("{}", *md);
     return kExitPass;
   }
-  if (exhaustive->parsed()) return cmd_exhaustive(xa);
+  if (exhaustive->parsed()) {
+    xa.json = xa_reports.json;
+    xa.junit = xa_reports.junit;
+    return cmd_exhaustive(xa);
+  }
   if (detection->parsed()) {
     auto ndev = gpu::device_count();
     if (!ndev.ok()) return error(ndev.status());
@@ -928,6 +998,12 @@ int main(int argc, char** argv) {
     for (const auto& op : tpo.ops)
       if (op != "conv" && op != "attention" && op != "gemm")
         return error(invalid_argument(fmt::format("throughput: unknown op '{}' (conv, attention, gemm)", op)));
+    // The convolutions are timed against cuDNN: without it they are left out, said once.
+    if (!vendor::cudnn_built() && std::find(tpo.ops.begin(), tpo.ops.end(), "conv") != tpo.ops.end()) {
+      tpo.ops.erase(std::remove(tpo.ops.begin(), tpo.ops.end(), "conv"), tpo.ops.end());
+      fmt::print(stderr, "assay: throughput conv: {}\n", vendor::cudnn_not_built().message());
+      if (tpo.ops.empty()) return error(vendor::cudnn_not_built());
+    }
     auto ndev = gpu::device_count();
     if (!ndev.ok()) return error(ndev.status());
     auto md = throughput(tpo, tp_out);
@@ -939,22 +1015,49 @@ int main(int argc, char** argv) {
     fao.batch_bytes = fa_batch_mb << 20;
     // Unknown configs are a usage error even where no GPU is present.
     if (auto sel = fa_select(fao); !sel.ok()) return error(sel.status());
+    if (auto ndev = gpu::device_count(); !ndev.ok()) {
+      const int rc = error(ndev.status());
+      CheckReport skipped = cli::skipped_report("false-alarm", "vendor_gemms", ndev.status().message());
+      skipped.seed = fao.seed;
+      return write_or_error(skipped, fa_reports, rc);
+    }
     auto report = false_alarm(fao, fa_device, fa_out);
     if (!report.ok()) return error(report.status());
     fmt::print("{}", fa_markdown(*report, fao));
-    const FaRow total = report->table.total();
-    if (total.failures() > 0) return kExitFail;
+    // The report: one test per vendor configuration. The configurations run interleaved in
+    // batches, so each one's time is the campaign's time in proportion to its cases.
+    CheckReport rep;
+    rep.command = "false-alarm";
+    rep.target = "vendor_gemms";
+    rep.device = report->device;
+    rep.seed = fao.seed;
+    rep.seconds = report->seconds;
+    rep.fields = fa_json(*report, fao);
+    int rc = kExitPass;
     for (int ci : report->configs) {
       const FaRow t = report->table.config_total(ci);
-      if (t.cases == 0 && t.not_run > 0) {
-        fmt::print(stderr, "assay: false-alarm: config {} ran no case ({})\n", fa_configs()[ci].name,
-                   report->not_run_reason[static_cast<size_t>(ci)]);
-        return kExitInfra;
+      CheckCase c;
+      c.name = fa_configs()[ci].name;
+      c.cases = t.cases;
+      c.seconds = report->cases > 0 ? report->seconds * static_cast<double>(t.cases) / static_cast<double>(report->cases) : 0;
+      c.output = fmt::format("{} cases, max error/ceiling {:.4g}, not run {}", t.cases, t.max_ratio, t.not_run);
+      if (t.failures() > 0) {
+        c.failure = fmt::format("{} element(s) beyond the ceiling (ceiling {}, NaN/Inf {}, exact {}, gap writes {})",
+                                t.failures(), t.ceiling_failures, t.naninf_failures, t.exact_failures, t.gap_writes);
+        for (const auto& f : report->failures)
+          if (f.c.config == ci) c.detail += fa_failure_line(f, fao) + "\n";
+        rc = kExitFail;
+      } else if (t.cases == 0 && t.not_run > 0) {
+        c.skipped = report->not_run_reason[static_cast<size_t>(ci)];
+        fmt::print(stderr, "assay: false-alarm: config {} ran no case ({})\n", fa_configs()[ci].name, c.skipped);
+        if (rc == kExitPass) rc = kExitInfra;
       }
+      rep.cases.push_back(std::move(c));
     }
-    return kExitPass;
+    return write_or_error(rep, fa_reports, rc);
   }
-  if (baseline->parsed()) return cmd_baseline(bl_action, bl_op, bl_cases, bl_seed, bl_max_dim, bl_corpus);
+  if (baseline->parsed())
+    return cmd_baseline(bl_action, bl_op, bl_cases, bl_seed, bl_max_dim, bl_corpus, bl_reports);
   if (triage_cmd->parsed()) return cmd_triage(triage_path, triage_variant, triage_device, triage_no_sweep);
   return kExitUsage;
 }

@@ -1,5 +1,7 @@
 #include "references/library/cudnn.h"
 
+#include <cudnn.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -12,7 +14,20 @@ namespace assay::vendor {
 
 // ---- errors, versions ------------------------------------------------------------------------------
 
-Status cudnn_status(cudnnStatus_t e, const char* call, const char* file, int line) {
+bool cudnn_built() {
+  return true;
+}
+
+Status cudnn_not_built() {
+  return unavailable("built without cuDNN (configure with -DASSAY_WITH_CUDNN=ON where cuDNN 9 is installed)");
+}
+
+size_t cudnn_compiled_version() {
+  return CUDNN_VERSION;
+}
+
+Status cudnn_status(int status, const char* call, const char* file, int line) {
+  const auto e = static_cast<cudnnStatus_t>(status);
   if (e == CUDNN_STATUS_SUCCESS) return ok_status();
   // cuDNN 9 keeps a per-thread message with the details (which parameter, which limit).
   char last[1024] = {};

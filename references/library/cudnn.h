@@ -8,6 +8,10 @@
 // The GPU machines may carry an older cuDNN 9 than the build machine: CudnnHandle::create checks
 // that the runtime's major version is the one compiled against, and a feature the runtime lacks
 // comes back as an `unavailable` Status (CUDNN_STATUS_NOT_SUPPORTED*), never as a crash.
+//
+// cuDNN is optional (CMake: ASSAY_WITH_CUDNN). This header does not include <cudnn.h>, so that
+// whoever includes it builds either way; built without cuDNN, cudnn_built() is false and every
+// call returns `unavailable` ("built without cuDNN"), which callers report as a skip.
 #pragma once
 
 #include <cstddef>
@@ -16,27 +20,32 @@
 #include <string>
 
 #include <cuda_runtime.h>
-#include <cudnn.h>
 
 #include "harness/dtype.h"
 #include "harness/status.h"
 #include "references/host/conv.h"
 
+struct cudnnContext;  // cudnnHandle_t is cudnnContext* (cudnn_graph.h)
+
 namespace assay::vendor {
+
+/// True when assay was built with cuDNN; false: every call below returns `unavailable`.
+bool cudnn_built();
+/// `unavailable`: "built without cuDNN (...)", what every call returns when cudnn_built() is false.
+Status cudnn_not_built();
 
 // ---- errors, versions ------------------------------------------------------------------------------
 
 /// Status for a cuDNN result: ok; `unavailable` for the CUDNN_STATUS_NOT_SUPPORTED category (a
 /// feature this cuDNN, GPU or problem lacks); `internal` otherwise. The message names the call,
 /// cudnnGetErrorString, cuDNN's own last error message where it has one, and file:line.
-Status cudnn_status(cudnnStatus_t e, const char* call, const char* file, int line);
+/// `e` is a cudnnStatus_t.
+Status cudnn_status(int e, const char* call, const char* file, int line);
 
 /// cudnnGetVersion() of the library loaded at run time (9.14.0 is 91400).
 size_t cudnn_runtime_version();
-/// CUDNN_VERSION of the headers this was compiled against.
-constexpr size_t cudnn_compiled_version() {
-  return CUDNN_VERSION;
-}
+/// CUDNN_VERSION of the headers this was compiled against (0 when built without cuDNN).
+size_t cudnn_compiled_version();
 /// Major version of a cudnnGetVersion() number: v / 10000 from cuDNN 9 on (9.14.0 = 91400),
 /// v / 1000 before (8.9.7 = 8907).
 int cudnn_version_major(size_t version);
@@ -61,7 +70,7 @@ class CudnnHandle {
   CudnnHandle(const CudnnHandle&) = delete;
   CudnnHandle& operator=(const CudnnHandle&) = delete;
 
-  cudnnHandle_t get() const { return handle_; }
+  cudnnContext* get() const { return handle_; }
   cudaStream_t stream() const { return stream_; }
   /// Rebinds the handle (and its workspace: the old stream is synchronised first).
   Status set_stream(cudaStream_t stream);
@@ -76,7 +85,7 @@ class CudnnHandle {
 
  private:
   CudnnHandle() = default;
-  cudnnHandle_t handle_ = nullptr;
+  cudnnContext* handle_ = nullptr;
   cudaStream_t stream_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;

@@ -15,7 +15,13 @@
 // (the GPU machines carry an older 9.x than the build machine) lacks a feature: a feature
 // missing for the first case of a test skips it, missing after a case ran fails it.
 // The CudnnVersion and CudnnStatus suites need the library, not a GPU.
+//
+// Built without cuDNN (ASSAY_HAVE_CUDNN undefined), only the CudnnNotBuilt suite is compiled: it
+// checks that every wrapper then answers `unavailable`, and skips the GPU suite with the reason.
 #include "references/library/cudnn.h"
+
+#ifdef ASSAY_HAVE_CUDNN
+#include <cudnn.h>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -972,3 +978,29 @@ TEST_F(CudnnConvArgsGpu, BadProblemsAreStatusesNotCrashes) {
 
 }  // namespace
 }  // namespace assay
+
+#else  // built without cuDNN
+
+#include <gtest/gtest.h>
+
+namespace assay {
+namespace {
+
+TEST(CudnnNotBuilt, EveryWrapperAnswersUnavailable) {
+  EXPECT_FALSE(vendor::cudnn_built());
+  auto h = vendor::CudnnHandle::create();
+  ASSERT_FALSE(h.ok());
+  EXPECT_EQ(h.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(h.status().message().find("built without cuDNN"), std::string::npos) << h.status().message();
+  EXPECT_EQ(vendor::cudnn_check_major().code(), StatusCode::kUnavailable);
+  EXPECT_NE(vendor::cudnn_describe().find("built without cuDNN"), std::string::npos);
+}
+
+TEST(CudnnRefGpu, SkippedBuiltWithoutCudnn) {
+  GTEST_SKIP() << vendor::cudnn_not_built().message();
+}
+
+}  // namespace
+}  // namespace assay
+
+#endif  // ASSAY_HAVE_CUDNN

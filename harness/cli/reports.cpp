@@ -1,0 +1,92 @@
+#include "harness/cli/reports.h"
+
+#include <fmt/format.h>
+
+namespace assay::cli {
+
+void add_report_options(CLI::App* cmd, ReportPaths& p) {
+  cmd->add_option("--json", p.json, "Write the report as JSON to this file (also when nothing could run)");
+  cmd->add_option("--junit", p.junit, "Write a JUnit XML report to this file (also when nothing could run)");
+}
+
+CheckReport campaign_report(const std::string& command, const CampaignReport& r, const OpSpec& spec,
+                            const CampaignOptions& o, bool prefix_op) {
+  CheckReport c;
+  c.command = command;
+  c.target = r.op;
+  c.device = r.device;
+  c.seed = o.seed;
+  c.seconds = r.seconds;
+  nlohmann::json& j = c.fields;
+  j["op"] = r.op;
+  j["lanes"] = r.lanes;
+  j["cases"] = r.cases;
+  j["cases_per_second"] = r.cases_per_second();
+  j["exact_cases"] = r.exact_cases;
+  j["device_ref_cases"] = r.device_ref_cases;
+  j["vendor_disagreements"] = r.vendor_disagreements;
+  j["shard"] = fmt::format("{}/{}", o.shard_index, o.shard_count);
+  j["variants"] = nlohmann::json::object();
+  j["failures"] = nlohmann::json::array();
+  for (const auto& [name, st] : r.per_variant) {
+    j["variants"][name] = {{"cases", st.cases}, {"failures", st.failures}, {"max_ratio", st.max_ratio},
+                           {"seconds", st.seconds}, {"not_applicable", st.not_applicable}};
+    CheckCase t;
+    t.name = prefix_op ? r.op + "/" + name : name;
+    t.seconds = st.seconds;
+    t.cases = st.cases;
+    t.output = fmt::format("{} cases, max error/bound {:.4g}, {} not applicable (outside the contract)", st.cases,
+                           st.max_ratio, st.not_applicable);
+    t.fields = {{"op", r.op}, {"variant", name}, {"max_ratio", st.max_ratio}, {"failures", st.failures}};
+    for (const auto& f : r.failures) {
+      if (f.variant != name) continue;
+      if (t.failure.empty()) t.failure = f.verdict.summary();
+      t.detail += fmt::format("{}\nshrunk: {}\n", f.verdict.summary(), f.shrunk.summary());
+      if (!f.path.empty()) t.detail += fmt::format("replay: {} replay {}\n", program_name(), f.path);
+    }
+    if (!t.failure.empty() && t.detail.empty()) t.detail = t.failure;
+    if (st.failures > 0 && t.failure.empty()) t.failure = fmt::format("{} failing cases", st.failures);
+    c.cases.push_back(std::move(t));
+  }
+  for (const auto& f : r.failures) {
+    nlohmann::json jf = found_json(f, r.device, spec, o);
+    jf["seconds_to_find"] = f.seconds_to_find;
+    jf["seconds_to_shrink"] = f.seconds_to_shrink;
+    jf["shrunk"] = f.shrunk.to_json();
+    jf["path"] = f.path;
+    j["failures"].push_back(std::move(jf));
+  }
+  return c;
+}
+
+void merge_campaign(CheckReport& into, const CheckReport& part) {
+  if (into.command.empty()) {
+    into = part;
+    into.fields = {{"campaigns", nlohmann::json::array({part.fields})}};
+    return;
+  }
+  into.target += "," + part.target;
+  into.seconds += part.seconds;
+  into.interrupted = into.interrupted || part.interrupted;
+  if (into.device.empty()) into.device = part.device;
+  for (const auto& t : part.cases) into.cases.push_back(t);
+  into.fields["campaigns"].push_back(part.fields);
+}
+
+CheckReport skipped_report(const std::string& command, const std::string& target, const std::string& reason) {
+  CheckReport c;
+  c.command = command;
+  c.target = target;
+  c.skipped = reason;
+  return c;
+}
+
+Status write_campaign_reports(const std::string& command, const CampaignReport& r, const OpSpec& spec,
+                              const CampaignOptions& o, const ReportPaths& p, bool interrupted) {
+  if (!p.any()) return ok_status();
+  CheckReport c = campaign_report(command, r, spec, o);
+  c.interrupted = interrupted;
+  return write_reports(c, p.json, p.junit);
+}
+
+}  // namespace assay::cli
