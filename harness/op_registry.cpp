@@ -169,7 +169,23 @@ Status check_variant(const ModelOp& op, const VariantDef& v) {
   return ok_status();
 }
 
+std::map<std::string, std::string>& consumer_hashes() {
+  static std::map<std::string, std::string> h;  // construct on first use: static-init order safe
+  return h;
+}
+
 }  // namespace
+
+// Beside the generated built-in table (assay_gpu), so a link that needs one has both.
+bool register_source_hashes(std::vector<std::pair<std::string, std::string>> table) {
+  for (auto& [path, hash] : table) consumer_hashes()[path] = hash;
+  return true;
+}
+
+const char* source_hash(const char* path) {
+  auto it = consumer_hashes().find(path);
+  return it != consumer_hashes().end() ? it->second.c_str() : builtin_source_hash(path);
+}
 
 Status register_op(OpDef op) {
   ASSAY_RETURN_IF_ERROR(check_op(op));

@@ -11,27 +11,12 @@ std::map<std::string, std::unique_ptr<OpSpec>>& registry() {
   return r;
 }
 
-std::map<std::string, std::string>& consumer_hashes() {
-  static std::map<std::string, std::string> h;
-  return h;
-}
-
 std::string& program() {
   static std::string p = "assay";
   return p;
 }
 
 }  // namespace
-
-bool register_source_hashes(std::vector<std::pair<std::string, std::string>> table) {
-  for (auto& [path, hash] : table) consumer_hashes()[path] = hash;
-  return true;
-}
-
-const char* source_hash(const char* path) {
-  auto it = consumer_hashes().find(path);
-  return it != consumer_hashes().end() ? it->second.c_str() : builtin_source_hash(path);
-}
 
 const std::string& program_name() {
   return program();
