@@ -1,13 +1,16 @@
 // assay command-line tool. Exit codes: 0 all passed, 1 failures found,
 // 2 usage or input error, 3 infrastructure error (no GPU where required,
-// CUDA failure).
+// CUDA failure), 130 / 143 a campaign stopped by SIGINT / SIGTERM (what it
+// found is stored and reported).
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -20,6 +23,9 @@
 
 #include "harness/baseline.h"
 #include "harness/campaign.h"
+#include "harness/cli/options.h"
+#include "harness/interrupt.h"
+#include "harness/json_file.h"
 #include "harness/corpus.h"
 #include "harness/false_alarm.h"
 #include "harness/gpu/lane.h"
@@ -50,8 +56,13 @@ int exit_for(const Status& s) {
   }
 }
 
+// Messages may quote file contents: one printable line, whatever they hold.
+void print_error(const std::string& message) {
+  fmt::print(stderr, "assay: error: {}\n", printable(message, 2000));
+}
+
 int error(const Status& s) {
-  fmt::print(stderr, "assay: error: {}\n", s.message());
+  print_error(s.message());
   return exit_for(s);
 }
 
@@ -81,6 +92,7 @@ struct FuzzArgs {
   std::string shard = "0/1";
   std::string sanitize;
   double case_timeout = 60;
+  double shrink_time = 120;
   int repeat = 1;
   bool in_process = false;
   std::string corpus = "corpora";
@@ -88,6 +100,7 @@ struct FuzzArgs {
   bool require_gpu = false;
   std::string json;
   std::string junit;
+  std::string worker_binary;  // hidden: run this instead of `assay worker` (tests drive a fake worker without a GPU)
 };
 
 // Path of this executable: workers are started from it.
@@ -150,11 +163,9 @@ int cmd_fuzz(const FuzzArgs& a) {
   for (const auto& v : a.variants)
     if (!spec->has_variant(v)) return error(not_found(fmt::format("op '{}' has no variant '{}'", a.op, v)));
   int shard_i = 0, shard_n = 1;
-  if (std::sscanf(a.shard.c_str(), "%d/%d", &shard_i, &shard_n) != 2 || shard_n < 1 || shard_i < 0 ||
-      shard_i >= shard_n)
-    return error(invalid_argument(fmt::format("--shard '{}' is not of the form i/N with 0 <= i < N", a.shard)));
+  if (Status s = cli::parse_shard(a.shard, shard_i, shard_n); !s.ok()) return error(s);
   auto ndev = gpu::device_count();
-  if (!ndev.ok()) {
+  if (!ndev.ok() && a.worker_binary.empty()) {
     fmt::print(stderr, "assay: {}\n", ndev.status().message());
     if (a.require_gpu) return kExitInfra;
     fmt::print(stderr, "assay: running the CPU self-checks of the {} references instead (no kernel was run)\n", a.op);
@@ -176,13 +187,14 @@ int cmd_fuzz(const FuzzArgs& a) {
     }
   }
   if (o.devices.empty())
-    for (int d = 0; d < *ndev; ++d) o.devices.push_back(d);
+    for (int d = 0; d < (ndev.ok() ? *ndev : 1); ++d) o.devices.push_back(d);
   o.shard_index = shard_i;
   o.shard_count = shard_n;
   o.sanitize = a.sanitize;
   o.case_timeout_s = a.case_timeout;
+  o.max_shrink_seconds = a.shrink_time;
   o.run.repeat = a.repeat;
-  if (!a.in_process) o.worker_binary = self_path();
+  if (!a.in_process) o.worker_binary = a.worker_binary.empty() ? self_path() : a.worker_binary;
   if (a.in_process && o.devices.size() > 1)
     return error(invalid_argument("--in-process runs on one device; drop --in-process to use several"));
   o.gen.max_dim = a.max_dim;
@@ -202,10 +214,15 @@ int cmd_fuzz(const FuzzArgs& a) {
       last_line = p.elapsed_s;
     }
   };
+  install_stop_handlers();  // SIGINT / SIGTERM: stop, store, report, exit 130 / 143
   auto rep = run_campaign(*spec, o);
   if (tty) fmt::print(stderr, "\n");
   if (!rep.ok()) return error(rep.status());
   const CampaignReport& r = *rep;
+  if (!r.infra.ok()) print_error(r.infra.message());
+  if (r.interrupted != 0)
+    fmt::print(stderr, "assay: stopped by {} after {} cases; failures found so far are stored and reported\n",
+               r.interrupted == SIGINT ? "SIGINT" : r.interrupted == SIGTERM ? "SIGTERM" : "a signal", r.cases);
   fmt::print(
       "{} on {}, {} lanes, seed {}: {} cases in {:.1f} s ({:.0f} cases/s); exact tier {}, device fp64 "
       "reference {}, cuBLAS outside the bound {}\n",
@@ -218,6 +235,10 @@ int cmd_fuzz(const FuzzArgs& a) {
     fmt::print("FAIL {}: {}\n  first failing case #{} after {:.2f} s; shrunk in {} steps ({} runs, {:.2f} s) to: {}\n",
                f.variant, f.verdict.summary(), f.case_index, f.seconds_to_find, f.shrink_steps, f.shrink_evals,
                f.seconds_to_shrink, f.shrunk.summary());
+    if (f.shrink_state != "done") fmt::print("  shrinking {} (shrink state '{}')\n",
+                                             f.shrink_state == "limit" ? "stopped at its time or evaluation limit"
+                                                                       : "not finished",
+                                             f.shrink_state);
     if (!f.path.empty()) fmt::print("  stored: {}\n  replay: assay replay {}\n", f.path, f.path);
   }
   if (!a.json.empty()) {
@@ -232,6 +253,8 @@ int cmd_fuzz(const FuzzArgs& a) {
     j["exact_cases"] = r.exact_cases;
     j["device_ref_cases"] = r.device_ref_cases;
     j["vendor_disagreements"] = r.vendor_disagreements;
+    if (r.interrupted != 0) j["interrupted_by_signal"] = r.interrupted;
+    if (!r.infra.ok()) j["infrastructure_error"] = r.infra.message();
     for (const auto& [name, st] : r.per_variant)
       j["variants"][name] = {{"cases", st.cases}, {"failures", st.failures}, {"max_ratio", st.max_ratio}};
     j["failures"] = nlohmann::json::array();
@@ -241,15 +264,17 @@ int cmd_fuzz(const FuzzArgs& a) {
       jf["seconds_to_shrink"] = f.seconds_to_shrink;
       jf["shrunk"] = f.shrunk.to_json();
       jf["path"] = f.path;
+      jf["shrink_state"] = f.shrink_state;
       j["failures"].push_back(jf);
     }
     if (auto s = write_file_atomic(a.json, j.dump(2) + "\n"); !s.ok()) return error(s);
   }
   if (!a.junit.empty())
     if (auto s = write_file_atomic(a.junit, junit_xml(r)); !s.ok()) return error(s);
+  if (r.interrupted != 0) return 128 + r.interrupted;
   // Accuracy regressions against the accepted baseline (corpus/baselines/<op>.json).
   bool regressed = false;
-  if (!a.corpus.empty()) {
+  if (!a.corpus.empty() && r.infra.ok()) {
     auto b = load_baseline(a.corpus, a.op);
     if (!b.ok()) return error(b.status());
     if (b->has_value()) {
@@ -267,8 +292,10 @@ int cmd_fuzz(const FuzzArgs& a) {
 
 int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, bool in_process) {
   if (paths.empty()) paths.push_back("corpora");
-  auto files = list_entries(paths);
+  std::vector<std::string> problems;
+  auto files = list_entries(paths, &problems);
   if (!files.ok()) return error(files.status());
+  for (const auto& p : problems) print_error(p);
   auto ndev = gpu::device_count();
   if (!ndev.ok()) fmt::print(stderr, "assay: {}: entries are read and validated, not run\n", ndev.status().message());
   // One executor per op, started on first use; worker processes by default so
@@ -289,24 +316,24 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
     }
     return (execs[spec.name()] = std::move(e)).get();
   };
-  int bad = 0, failing = 0, fixed = 0, passed = 0;
+  int bad = static_cast<int>(problems.size()), failing = 0, fixed = 0, passed = 0;
   // Baselines by (corpus root, op), read once per replay.
   std::map<std::pair<std::string, std::string>, std::optional<Baseline>> baselines;
   for (const auto& path : *files) {
     auto e = read_entry(path);
     if (!e.ok()) {
-      fmt::print(stderr, "assay: error: {}\n", e.status().message());
+      print_error(e.status().message());
       ++bad;
       continue;
     }
     const OpSpec* spec = find_spec(e->c.op);
     if (spec == nullptr) {
-      fmt::print(stderr, "assay: error: {}: $.case.op: unknown op '{}'\n", path, e->c.op);
+      print_error(fmt::format("{}: $.case.op: unknown op '{}'", path, e->c.op));
       ++bad;
       continue;
     }
-    if (auto s = spec->validate(e->c); !s.ok()) {
-      fmt::print(stderr, "assay: error: {}: {}\n", path, s.message());
+    if (auto s = validate_case(*spec, e->c, path); !s.ok()) {
+      print_error(s.message());
       ++bad;
       continue;
     }
@@ -314,7 +341,7 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
         e->c.variant.empty() ? spec->default_variants() : std::vector<std::string>{e->c.variant};
     for (const auto& v : variants)
       if (!spec->has_variant(v)) {
-        fmt::print(stderr, "assay: error: {}: $.case.variant: op '{}' has no variant '{}'\n", path, e->c.op, v);
+        print_error(fmt::format("{}: $.case.variant: op '{}' has no variant '{}'", path, e->c.op, v));
         ++bad;
         variants.clear();
       }
@@ -324,8 +351,7 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
     (*ex)->submit({0, std::nullopt, e->c, variants});
     JobResult r = (*ex)->wait();
     if (!r.status.ok()) return error(r.status);
-    const bool was_failure =
-        e->found.is_object() && e->found.contains("verdict") && e->found["verdict"].value("passed", true) == false;
+    const bool was_failure = e->stored_failure;
     for (const auto& v : r.verdicts) {
       if (!v.passed()) {
         ++failing;
@@ -344,7 +370,7 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
         if (it == baselines.end()) {
           auto b = load_baseline(root, e->c.op);
           if (!b.ok()) {
-            fmt::print(stderr, "assay: error: {}\n", b.status().message());
+            print_error(b.status().message());
             ++bad;
           }
           it = baselines.emplace(std::make_pair(root, e->c.op), b.ok() ? *b : std::nullopt).first;
@@ -495,26 +521,21 @@ int cmd_bench(const BenchArgs& a) {
 
 int cmd_triage(const std::string& path, const std::string& variant, int device, bool no_sweep) {
   // A corpus entry ({"assay_entry": ..., "case": ...}) or a bare case file.
-  StatusOr<CorpusEntry> e = read_entry(path);
+  auto j = read_json_file(path);
+  if (!j.ok()) return error(j.status());
   Case c;
-  if (e.ok()) {
+  if (j->is_object() && j->contains("assay_entry")) {
+    StatusOr<CorpusEntry> e = read_entry(path);
+    if (!e.ok()) return error(e.status());
     c = e->c;
   } else {
-    std::ifstream in(path);
-    if (!in) return error(not_found(fmt::format("{}: cannot open", path)));
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(in);
-    } catch (const std::exception&) {
-      return error(e.status());
-    }
-    if (j.contains("assay_entry")) return error(e.status());
-    auto parsed = Case::from_json(j, path);
+    auto parsed = Case::from_json(*j, path);
     if (!parsed.ok()) return error(parsed.status());
     c = std::move(parsed).value();
   }
   const OpSpec* spec = find_spec(c.op);
   if (spec == nullptr) return error(not_found(fmt::format("{}: unknown op '{}'", path, c.op)));
+  if (Status s = validate_case(*spec, c, path); !s.ok()) return error(s);
   auto ndev = gpu::device_count();
   if (!ndev.ok()) return error(ndev.status());
   ProcessOptions po;
@@ -654,22 +675,28 @@ int main(int argc, char** argv) {
   auto* fuzz = app.add_subcommand("fuzz", "Fuzz an op's kernel variants against references; shrink and store failures");
   fuzz->add_option("op", fa.op, "Op to fuzz (see 'assay list')")->required();
   fuzz->add_option("--variant", fa.variants, "Variant(s) to fuzz (default: all but mutants)");
-  fuzz->add_option("--cases", fa.cases, "Stop after this many cases")->check(CLI::NonNegativeNumber);
-  fuzz->add_option("--time", fa.seconds, "Stop after this many seconds")->check(CLI::NonNegativeNumber);
-  fuzz->add_option("--seed", fa.seed, "Campaign seed (the same seed replays the same cases)");
+  fuzz->add_option("--cases", fa.cases, "Stop after this many cases")
+      ->check(cli::integer_in(0, std::numeric_limits<int64_t>::max()));
+  fuzz->add_option("--time", fa.seconds, "Stop after this many seconds (shrinking included)")
+      ->check(cli::finite_number(0));
+  fuzz->add_option("--shrink-time", fa.shrink_time, "Seconds spent shrinking each failure at most")
+      ->check(cli::finite_number(0));
+  fuzz->add_option("--seed", fa.seed, "Campaign seed (the same seed replays the same cases)")
+      ->check(cli::unsigned_integer());
   fuzz->add_option("--max-dim", fa.max_dim, "Largest extent of any dimension")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+      ->check(cli::integer_in(1, int64_t{1} << 20));
   fuzz->add_option("--lanes", fa.lanes, "Concurrent lanes (host threads + streams) on the GPU")
-      ->check(CLI::Range(1, 64));
+      ->check(cli::integer_in(1, 64));
   fuzz->add_option("--devices", fa.devices, "CUDA devices, one worker each (default: all visible)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::integer_in(0, 1023));
   fuzz->add_option("--shard", fa.shard, "Run shard i of N (i/N): case indices k with k % N == i");
   fuzz->add_option("--sanitize", fa.sanitize, "Run workers under compute-sanitizer with this tool")
       ->check(CLI::IsMember({"memcheck", "racecheck", "initcheck", "synccheck"}));
-  fuzz->add_option("--case-timeout", fa.case_timeout, "Seconds without a result before a worker counts as hung")
-      ->check(CLI::PositiveNumber);
+  fuzz->add_option("--case-timeout", fa.case_timeout,
+                   "Seconds per variant a case may run on a lane before its worker counts as hung")
+      ->check(cli::finite_number(0, true));
   fuzz->add_option("--repeat", fa.repeat, "Launch each variant N times before the checked launches")
-      ->check(CLI::Range(1, 100000));
+      ->check(cli::integer_in(1, 100000));
   fuzz->add_flag("--in-process", fa.in_process,
                  "Run lanes in this process (faster start; a kernel fault ends the run)");
   fuzz->add_option("--junit", fa.junit, "Write a JUnit XML report to this file");
@@ -677,13 +704,14 @@ int main(int argc, char** argv) {
   fuzz->add_flag("--keep-going", fa.keep_going, "Keep fuzzing a variant after its first failure");
   fuzz->add_flag("--require-gpu", fa.require_gpu, "Exit 3 instead of self-checking when no GPU is present");
   fuzz->add_option("--json", fa.json, "Write the campaign report as JSON to this file");
+  fuzz->add_option("--worker-binary", fa.worker_binary, "Internal: worker executable")->group("");
 
   std::vector<std::string> replay_paths;
   int replay_device = 0;
   bool replay_require_gpu = false;
   auto* replay = app.add_subcommand("replay", "Replay stored cases (files or folders; default: corpora)");
   replay->add_option("paths", replay_paths, "Corpus entries or folders");
-  replay->add_option("--device", replay_device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  replay->add_option("--device", replay_device, "CUDA device index")->check(cli::integer_in(0, 1023));
   replay->add_flag("--require-gpu", replay_require_gpu, "Exit 3 when no GPU is present");
   bool replay_in_process = false;
   replay->add_flag("--in-process", replay_in_process, "Run in this process (a kernel fault ends the replay)");
@@ -697,9 +725,12 @@ int main(int argc, char** argv) {
       "against finite differences of the fp64 forward, accumulate semantics; failures go to the corpus");
   gradcheck->add_option("op", ga.op, "Op whose backward to check (e.g. gemm)")->required();
   gradcheck->add_option("--variant", ga.variants, "Backward variant(s) (default: all but mutants)");
-  gradcheck->add_option("--cases", ga.cases, "Stop after this many cases")->check(CLI::NonNegativeNumber);
-  gradcheck->add_option("--time", ga.seconds, "Stop after this many seconds")->check(CLI::NonNegativeNumber);
-  gradcheck->add_option("--seed", ga.seed, "Campaign seed");
+  gradcheck->add_option("--cases", ga.cases, "Stop after this many cases")
+      ->check(cli::integer_in(0, std::numeric_limits<int64_t>::max()));
+  gradcheck->add_option("--time", ga.seconds, "Stop after this many seconds")->check(cli::finite_number(0));
+  gradcheck->add_option("--shrink-time", ga.shrink_time, "Seconds spent shrinking each failure at most")
+      ->check(cli::finite_number(0));
+  gradcheck->add_option("--seed", ga.seed, "Campaign seed")->check(cli::unsigned_integer());
   gradcheck->add_option("--lanes", ga.lanes, "Lanes per GPU")->check(CLI::Range(1, 64));
   gradcheck->add_option("--corpus", ga.corpus, "Folder for shrunk failing cases");
   gradcheck->add_option("--json", ga.json, "JSON report");
@@ -780,7 +811,7 @@ int main(int argc, char** argv) {
       app.add_subcommand("triage", "Re-run a stored case and explain it (writes <case>.triage.html/.svg)");
   triage_cmd->add_option("case", triage_path, "Corpus entry or case file")->required();
   triage_cmd->add_option("--variant", triage_variant, "Variant to triage (default: the case's)");
-  triage_cmd->add_option("--device", triage_device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  triage_cmd->add_option("--device", triage_device, "CUDA device index")->check(cli::integer_in(0, 1023));
   triage_cmd->add_flag("--no-sweep", triage_no_sweep, "Skip the dimension sweep");
 
   std::string bl_action, bl_op, bl_corpus = "corpora";
@@ -815,6 +846,10 @@ int main(int argc, char** argv) {
   worker->add_option("--device", wc.device);
   worker->add_option("--repeat", wc.run.repeat);
 
+  if (auto unknown = cli::unknown_command(app, argc, argv)) {
+    fmt::print(stderr, "assay: usage error: {} (see 'assay --help')\n", *unknown);
+    return kExitUsage;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -822,7 +857,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "assay: usage error: {} (see 'assay --help')\n", e.what());
+    fmt::print(stderr, "assay: usage error: {} (see 'assay --help')\n", cli::readable(e.what()));
     return kExitUsage;
   }
 
