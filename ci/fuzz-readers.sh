@@ -20,5 +20,14 @@ srcs=(tests/fuzz/json_reader_fuzzer.cpp harness/json_file.cpp harness/case.cpp h
   -fno-sanitize-recover=undefined -I. "${srcs[@]}" -lfmt -o "$out/json_reader_fuzzer"
 flags=(-max_len=65536 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$out/")
 [[ "$seconds" -gt 0 ]] && flags+=(-max_total_time="$seconds")
+# libFuzzer's progress lines go to a log; its final statistics are printed.
+status=0
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  "$out/json_reader_fuzzer" "${flags[@]}" "$@" "$out/work" tests/fuzz/corpus
+  "$out/json_reader_fuzzer" "${flags[@]}" "$@" "$out/work" tests/fuzz/corpus > "$out/fuzz.log" 2>&1 || status=$?
+grep -E '^(Done|stat::|==[0-9]+==ERROR|SUMMARY|artifact_prefix|Test unit written)' "$out/fuzz.log" || true
+grep -E '#[0-9]+\s+DONE' "$out/fuzz.log" | tail -1 || true
+if [[ $status -ne 0 ]]; then
+  echo "fuzz-readers: FAILED (exit $status); last lines of $out/fuzz.log:"
+  tail -40 "$out/fuzz.log"
+fi
+exit "$status"

@@ -142,7 +142,7 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
     }
     std::vector<std::optional<Verdict>> got(cases.size());
     bool cut = false;
-    for (size_t n = 0; n < cases.size(); ++n) {
+    for (size_t pending = cases.size(); pending > 0;) {
       JobResult r = exec->wait_until(current_deadline);
       if (r.interrupted) {
         // Out of shrink time, or a stop: judge nothing more in this batch.
@@ -151,12 +151,17 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
         break;
       }
       auto it = slot.find(r.id);
+      if (it == slot.end()) {
+        if (r.status.ok()) continue;  // a job cut off from an earlier batch
+        if (infra.ok()) infra = r.status;
+        break;
+      }
+      --pending;
       if (!r.status.ok()) {
         if (infra.ok()) infra = r.status;
-        if (it == slot.end()) break;
         continue;
       }
-      if (it != slot.end() && !r.verdicts.empty()) got[it->second] = r.verdicts.front();
+      if (!r.verdicts.empty()) got[it->second] = r.verdicts.front();
     }
     verdicts.clear();
     for (auto& g : got) verdicts.push_back(g ? *g : Verdict{});

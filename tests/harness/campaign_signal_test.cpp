@@ -23,7 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-struct Run {
+struct Proc {
   pid_t pid = -1;
   int exit_code = -1;  // 128 + signal when killed
   double seconds = 0;
@@ -177,7 +177,7 @@ class CampaignSignalTest : public ::testing::Test {
   }
 
   fs::path dir_;
-  Run run_;
+  Proc run_;
   Clock::time_point t0_;
 };
 
