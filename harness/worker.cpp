@@ -667,7 +667,7 @@ class ProcessExecutor final : public Executor {
       if (w.pid > 0) return true;
       Status s = respawn(w);
       if (s.ok()) return true;
-      lost = s;
+      if (stop_signal() == 0) lost = s;  // a start cut short by a stop says nothing about the GPU
       return false;
     };
     for (auto& [id, job] : suspects) {

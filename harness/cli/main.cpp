@@ -536,6 +536,8 @@ int cmd_triage(const std::string& path, const std::string& variant, int device, 
   const OpSpec* spec = find_spec(c.op);
   if (spec == nullptr) return error(not_found(fmt::format("{}: unknown op '{}'", path, c.op)));
   if (Status s = validate_case(*spec, c, path); !s.ok()) return error(s);
+  if (const std::string v = variant.empty() ? c.variant : variant; !v.empty() && !spec->has_variant(v))
+    return error(not_found(fmt::format("{}: op '{}' has no variant '{}'", path, c.op, v)));
   auto ndev = gpu::device_count();
   if (!ndev.ok()) return error(ndev.status());
   ProcessOptions po;
@@ -565,10 +567,11 @@ int cmd_baseline(const std::string& action, const std::string& op, int64_t cases
                  const std::string& corpus) {
   const OpSpec* spec = find_spec(op);
   if (spec == nullptr) return error(not_found(fmt::format("unknown op '{}'", op)));
-  auto ndev = gpu::device_count();
-  if (!ndev.ok()) return error(ndev.status());
+  // The baseline first: a broken file is exit 2 with or without a GPU.
   auto existing = load_baseline(corpus, op);
   if (!existing.ok()) return error(existing.status());
+  auto ndev = gpu::device_count();
+  if (!ndev.ok()) return error(ndev.status());
   if (action == "check") {
     if (!existing->has_value())
       return error(

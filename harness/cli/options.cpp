@@ -145,7 +145,7 @@ std::string readable(const std::string& msg) {
       const std::string num = msg.substr(i, j - i);
       size_t digits = 0;
       for (char ch : num) digits += ch != '.';
-      if (digits > 15) {
+      if (digits > 24) {  // 2^64 (20 digits) stays as typed; DBL_MAX (309) does not
         out += fmt::format("{:g}", std::strtod(num.c_str(), nullptr));
       } else {
         out += num;

@@ -31,7 +31,7 @@ std::optional<std::string> unknown_command(const CLI::App& app, int argc, const 
 /// Nearest of `choices` to `word` by edit distance, if near enough to be a likely typo.
 std::optional<std::string> nearest(const std::string& word, const std::vector<std::string>& choices);
 
-/// `msg` with every run of more than 15 digits (DBL_MAX printed in full by CLI11)
+/// `msg` with every run of more than 24 digits (DBL_MAX printed in full by CLI11)
 /// rewritten in %g form, and made printable on one line.
 std::string readable(const std::string& msg);
 

@@ -61,7 +61,7 @@ check_one() {  # <subcommand> <file>
 }
 for f in "$corpus"/*.json; do
   [[ "$(basename "$f")" == good.json ]] && continue
-  check_one replay "$f"
+  [[ -d "$f" && ! -L "$f" ]] || check_one replay "$f"  # a folder given to replay is walked, not read
   check_one triage "$f"
 done
 check_one triage /dev/zero
@@ -70,12 +70,18 @@ check_one triage "$dir"
 # The whole corpus: every bad file is one line, the good one is read, the summary is printed.
 out="$(timeout 60 "$assay" replay "$dir/corpus" 2>"$dir/err.txt")"
 rc=$?
-total=$(ls -1 "$corpus" | grep -c '\.json$')
+total=$(find "$corpus" -maxdepth 1 -name '*.json' ! -type d | wc -l)  # links count, folder.json is walked into
 [[ $rc -eq 2 ]] || fail "whole-corpus replay: exit $rc, want 2"
 echo "$out" | grep -q "^replay: $total entries: .* $((total - 1)) unreadable" ||
   fail "whole-corpus replay: no summary of $total entries with $((total - 1)) unreadable: $out"
 errs=$(grep -c '^assay: error:' "$dir/err.txt")
 [[ "$errs" -eq $((total - 1)) ]] || fail "whole-corpus replay: $errs error lines, want $((total - 1)): $(cat "$dir/err.txt")"
+
+# A broken baseline: one line, with or without a GPU.
+err="$(timeout 20 "$assay" baseline check gemm --corpus "$dir/corpus" 2>&1 >/dev/null)"
+rc=$?
+[[ $rc -eq 2 ]] || fail "baseline check: exit $rc, want 2: $err"
+printf '%s' "$err" | grep -q 'number out of range' || fail "baseline check: $err"
 
 # Command lines: exit 2 and one usage line naming the problem.
 check_usage() {  # <needle> <args...>
