@@ -392,8 +392,8 @@ class ProcessExecutor final : public Executor {
     return b == std::string::npos ? line : line.substr(b + 1);
   }
 
-  // Blocking read of one line with a timeout; false on EOF or timeout.
-  bool read_line(Worker& w, std::string& line, double timeout_s) {
+  // Blocking read of one line with a timeout; false on EOF (then *eof is set), timeout or a stop.
+  bool read_line(Worker& w, std::string& line, double timeout_s, bool* eof = nullptr) {
     const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
     for (;;) {
       if (size_t pos = w.buf.find('\n'); pos != std::string::npos) {
@@ -409,7 +409,10 @@ class ProcessExecutor final : public Executor {
       if (r > 0) {
         char chunk[65536];
         const ssize_t n = ::read(w.from, chunk, sizeof chunk);
-        if (n <= 0) return false;
+        if (n <= 0) {
+          if (eof != nullptr) *eof = true;
+          return false;
+        }
         w.buf.append(chunk, static_cast<size_t>(n));
       }
     }
@@ -511,7 +514,7 @@ class ProcessExecutor final : public Executor {
         if (it == w.inflight.end()) continue;
         const double limit = job_limit(it->second);
         if (std::chrono::duration<double>(now - t0).count() > limit) {
-          hung = fmt::format("no result within {:.0f} s (watchdog); worker killed", limit);
+          hung = fmt::format("no result within {:.3g} s (watchdog); worker killed", limit);
           break;
         }
       }
@@ -519,7 +522,7 @@ class ProcessExecutor final : public Executor {
       const double idle = std::chrono::duration<double>(now - w.last_progress).count();
       const double limit = opts_.case_timeout_s * (opts_.sanitize.empty() ? 1 : 20);
       if (hung.empty() && w.started.empty() && !w.inflight.empty() && idle > limit)
-        hung = fmt::format("no result within {:.0f} s (watchdog); worker killed", limit);
+        hung = fmt::format("no result within {:.3g} s (watchdog); worker killed", limit);
       if (!w.dead && !hung.empty()) {
         kill_group(w.pid);
         recover(w, FailureKind::kHang, hung);
@@ -605,7 +608,12 @@ class ProcessExecutor final : public Executor {
   std::string death_reason(Worker& w) {
     int status = 0;
     std::string why;
-    if (w.pid > 0 && ::waitpid(w.pid, &status, WNOHANG) == w.pid) {
+    // Its output closes a moment before it can be reaped: wait a little for the
+    // exit status, which says how it died (a signal, an exit code).
+    pid_t got = 0;
+    for (int i = 0; w.pid > 0 && i < 200 && (got = ::waitpid(w.pid, &status, WNOHANG)) == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (w.pid > 0 && got == w.pid) {
       w.pid = -1;
       if (WIFSIGNALED(status))
         why = fmt::format("worker killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
@@ -736,19 +744,25 @@ class ProcessExecutor final : public Executor {
     const double limit = job_limit(job);
     std::string line;
     for (;;) {
-      if (!read_line(w, line, limit)) {
+      bool eof = false;
+      if (!read_line(w, line, limit, &eof)) {
         if (stop_signal() != 0) {
           w.inflight.clear();
           w.started.clear();
           if (w.pid > 0) stop(w, true);
           return std::nullopt;
         }
-        const bool hung = ::waitpid(w.pid, nullptr, WNOHANG) == 0;
+        const bool hung = !eof;  // silence until the watchdog; a closed pipe is a death
         const std::string reason =
-            hung ? fmt::format("no result within {:.0f} s (watchdog); worker killed", limit) : death_reason(w);
+            hung ? fmt::format("no result within {:.3g} s (watchdog); worker killed", limit) : death_reason(w);
         w.inflight.clear();
         w.started.clear();
-        if (w.pid > 0) stop(w, true);
+        if (w.pid > 0) {
+          stop(w, true);
+        } else {  // reaped by death_reason: only its pipes are left
+          ::close(w.to);
+          ::close(w.from);
+        }
         return crash_verdict(job.variants.front(), hung ? FailureKind::kHang : FailureKind::kCrash, reason);
       }
       if (line.rfind("DONE ", 0) == 0 || line.rfind("FATAL ", 0) == 0) {

@@ -204,7 +204,8 @@ TEST_F(CampaignSignalTest, FailureIsStoredUnshrunkBeforeShrinkingEnds) {
 }
 
 TEST_F(CampaignSignalTest, WorkerDeathIsAStoredCrash) {
-  start({{"FAKE_FAIL_FROM", "1000000"}, {"FAKE_CRASH_INDEX", "5"}}, {"--lanes", "2", "--cases", "30"});
+  start({{"FAKE_FAIL_FROM", "1000000"}, {"FAKE_CRASH_INDEX", "5"}, {"FAKE_CASE_FAILS", "0"}},
+        {"--lanes", "2", "--cases", "30"});
   finish(60);
   EXPECT_EQ(run_.exit_code, 1) << diag();
   const auto es = entries();
@@ -231,7 +232,7 @@ TEST_F(CampaignSignalTest, WatchdogCatchesOneHungLaneWhileOthersProgress) {
   // Lane hangs on case 3; the other lanes keep returning results for the
   // whole campaign. A watchdog per worker would see steady progress and never
   // fire until the end; one per job fires after its timeout.
-  start({{"FAKE_FAIL_FROM", "1000000"}, {"FAKE_HANG_INDEX", "3"}, {"FAKE_DELAY_MS", "20"}},
+  start({{"FAKE_FAIL_FROM", "1000000"}, {"FAKE_HANG_INDEX", "3"}, {"FAKE_DELAY_MS", "20"}, {"FAKE_CASE_FAILS", "0"}},
         {"--lanes", "4", "--time", "9", "--case-timeout", "1.5", "--variant", "tiled"});
   finish(60);
   EXPECT_EQ(run_.exit_code, 1) << diag();

@@ -13,7 +13,9 @@
 //                       "GPU" unusable: FAKE_CONTEXT_FILE is created, and a
 //                       worker that finds it at start reports FATAL
 //   FAKE_PID_DIR        each worker writes an empty file named by its pid here
-// CASE jobs (shrinking) fail for the failing variant while any tensor has more
+//   FAKE_CASE_FAILS     0: CASE jobs (shrink candidates) always pass, so a crash
+//                       or hang is stored as found                default: 1
+// Otherwise CASE jobs fail for the failing variant while any tensor has more
 // than one element, so shrinking takes many steps.
 #include <signal.h>
 #include <unistd.h>
@@ -94,6 +96,7 @@ int run(int lanes) {
   const long long hang_index = env_int("FAKE_HANG_INDEX", -1);
   const long long context_index = env_int("FAKE_CONTEXT_INDEX", -1);
   const std::string context_file = env("FAKE_CONTEXT_FILE");
+  const bool case_can_fail = env_int("FAKE_CASE_FAILS", 1) != 0;
   if (const std::string d = env("FAKE_PID_DIR"); !d.empty()) std::ofstream(d + "/" + std::to_string(::getpid()));
   if (!context_file.empty() && ::access(context_file.c_str(), F_OK) == 0) {
     emit("FATAL 0 cudaSetDevice: the device is unusable (fake)");
@@ -140,7 +143,7 @@ int run(int lanes) {
           }
           if (target && index >= 0 && index == hang_index)
             for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
-          const bool fail = target && (verb == "RUN" ? index >= fail_from : case_fails(json));
+          const bool fail = target && (verb == "RUN" ? index >= fail_from : case_can_fail && case_fails(json));
           arr.push_back(verdict(v, fail));
         }
         emit("DONE " + id + " " + arr.dump());
