@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <optional>
 
@@ -203,8 +204,12 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
     if (opts.corpus_dir.empty()) return;
     FoundFailure f = base_failure(item);
     f.shrink_state = "pending";
+    // An entry of this very case that another shard or campaign stored is theirs:
+    // kept, and not removed when the shrunk case is stored.
+    std::error_code ec;
+    const bool theirs = std::filesystem::exists(entry_path(opts.corpus_dir, f.shrunk), ec);
     store(f, "");
-    item.path = f.path;
+    if (!theirs) item.path = f.path;
   };
 
   auto shrink = [&](ToShrink& item) {
