@@ -16,3 +16,11 @@ cmake --build build -j"$(nproc)"
 ctest --test-dir build --output-on-failure -j"$(nproc)"
 # The installed CMake package, consumed by examples/external-kernel.
 bash ci/example.sh
+# The file readers under libFuzzer with ASan + UBSan, for a fixed short time
+# (ci/fuzz-readers.sh; longer runs: ci/fuzz-readers.sh 0 -runs=1000000).
+if echo 'extern "C" int LLVMFuzzerTestOneInput(const char*, unsigned long) { return 0; }' |
+   clang++ -x c++ -fsanitize=fuzzer - -o /tmp/assay-fuzz-probe > /dev/null 2>&1; then
+  bash ci/fuzz-readers.sh "${ASSAY_FUZZ_READERS_SECONDS:-30}"
+else
+  echo "fuzz-readers: SKIPPED (no clang++ with libFuzzer on this machine)"
+fi

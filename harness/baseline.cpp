@@ -1,11 +1,11 @@
 #include "harness/baseline.h"
 
 #include <filesystem>
-#include <fstream>
 
 #include <fmt/format.h>
 
 #include "harness/corpus.h"
+#include "harness/json_file.h"
 
 namespace assay {
 
@@ -15,26 +15,50 @@ std::string baseline_path(const std::string& corpus_root, const std::string& op)
 
 StatusOr<std::optional<Baseline>> load_baseline(const std::string& corpus_root, const std::string& op) {
   const std::string path = baseline_path(corpus_root, op);
-  std::ifstream in(path);
-  if (!in) return std::optional<Baseline>{};
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    return data_loss(fmt::format("{}: not valid JSON (byte {})", path, e.byte));
+  auto read = read_json_file(path);
+  if (!read.ok()) {
+    if (read.status().code() == StatusCode::kNotFound) return std::optional<Baseline>{};
+    return read.status();
   }
-  if (!j.is_object() || !j.contains("ratios") || !j["ratios"].is_object())
+  return baseline_from_json(*read, path, op);
+}
+
+StatusOr<std::optional<Baseline>> baseline_from_json(const nlohmann::json& j, const std::string& path,
+                                                     const std::string& op) {
+  if (!j.is_object()) return data_loss(fmt::format("{}: $: expected an object, got {}", path, j.type_name()));
+  auto rt = j.find("ratios");
+  if (rt == j.end() || !rt->is_object())
     return data_loss(fmt::format("{}: $.ratios: missing or not an object", path));
   Baseline b;
-  b.op = j.value("op", op);
-  for (const auto& [variant, keys] : j["ratios"].items()) {
-    if (!keys.is_object()) return data_loss(fmt::format("{}: $.ratios.{}: not an object", path, variant));
+  b.op = op;
+  if (auto it = j.find("op"); it != j.end()) {
+    if (!it->is_string()) return data_loss(fmt::format("{}: $.op: expected a string, got {}", path, it->type_name()));
+    b.op = it->get<std::string>();
+  }
+  for (const auto& [variant, keys] : rt->items()) {
+    const std::string vp = "$.ratios" + json_path_key(variant);
+    if (!keys.is_object()) return data_loss(fmt::format("{}: {}: expected an object, got {}", path, vp, keys.type_name()));
     for (const auto& [key, v] : keys.items()) {
-      if (!v.is_number()) return data_loss(fmt::format("{}: $.ratios.{}.{}: not a number", path, variant, key));
-      b.ratios[variant][key] = v.get<double>();
+      const std::string kp = vp + json_path_key(key);
+      if (!v.is_number()) return data_loss(fmt::format("{}: {}: expected a number, got {}", path, kp, v.type_name()));
+      const double r = v.get<double>();
+      if (!(r >= 0)) return data_loss(fmt::format("{}: {}: a ratio must be 0 or more, got {}", path, kp, v.dump()));
+      b.ratios[variant][key] = r;
     }
   }
-  if (j.contains("accepted")) b.accepted = j["accepted"];
+  if (auto it = j.find("accepted"); it != j.end()) {
+    if (!it->is_object())
+      return data_loss(fmt::format("{}: $.accepted: expected an object, got {}", path, it->type_name()));
+    // `assay baseline check` re-runs the accepted campaign from these.
+    for (const char* k : {"cases", "seed", "max_dim"}) {
+      auto f = it->find(k);
+      if (f == it->end()) continue;
+      if (!f->is_number_integer() || (!f->is_number_unsigned() && f->get<int64_t>() < 0))
+        return data_loss(fmt::format("{}: $.accepted.{}: expected an integer of 0 or more, got {}", path, k,
+                                     printable(f->dump(), 40)));
+    }
+    b.accepted = *it;
+  }
   return std::optional<Baseline>{std::move(b)};
 }
 

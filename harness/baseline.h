@@ -32,6 +32,9 @@ struct Regression {
 std::string baseline_path(const std::string& corpus_root, const std::string& op);
 /// nullopt when no baseline exists; an error names the file and field.
 StatusOr<std::optional<Baseline>> load_baseline(const std::string& corpus_root, const std::string& op);
+/// The checks of load_baseline on a parsed document; `path` prefixes errors.
+StatusOr<std::optional<Baseline>> baseline_from_json(const nlohmann::json& j, const std::string& path,
+                                                     const std::string& op);
 Status save_baseline(const std::string& corpus_root, const Baseline& b);
 
 /// Ratios above factor * baseline (and above `noise`, below which ratios are

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <optional>
 
@@ -9,6 +10,7 @@
 
 #include "harness/corpus.h"
 #include "harness/gpu/lane.h"
+#include "harness/interrupt.h"
 #include "harness/shrink.h"
 #include "harness/worker.h"
 
@@ -43,7 +45,7 @@ nlohmann::json found_json(const FoundFailure& f, const std::string& device, cons
             {"original_id", f.original.id()},
             {"regenerate", fmt::format("{} fuzz {} --variant {} --seed {} --max-dim {} (case #{})", program_name(), spec.name(),
                                        f.variant, opts.seed, opts.gen.max_dim, f.case_index)}}},
-          {"shrink", {{"steps", f.shrink_steps}, {"evaluations", f.shrink_evals}}}};
+          {"shrink", {{"steps", f.shrink_steps}, {"evaluations", f.shrink_evals}, {"state", f.shrink_state}}}};
 }
 
 StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions& opts_in) {
@@ -57,9 +59,14 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
     return invalid_argument(
         fmt::format("--shard {}/{} is not of the form i/N with 0 <= i < N", opts.shard_index, opts.shard_count));
   if (opts.devices.empty()) return invalid_argument("no devices to run on");
-  ASSAY_ASSIGN_OR_RETURN(int ndev, gpu::device_count());
-  for (int d : opts.devices)
-    if (d < 0 || d >= ndev) return invalid_argument(fmt::format("device {} does not exist ({} visible)", d, ndev));
+  // Worker processes check their own device: the parent needs no GPU then.
+  if (auto ndev = gpu::device_count(); ndev.ok()) {
+    for (int d : opts.devices)
+      if (d < 0 || d >= *ndev) return invalid_argument(fmt::format("device {} does not exist ({} visible)", d, *ndev));
+  } else if (opts.worker_binary.empty()) {
+    return ndev.status();
+  }
+  if (!opts.corpus_dir.empty()) clean_stale_temps(opts.corpus_dir);
 
   const GenPlan plan{opts.seed, opts.gen, opts.variants};
   std::unique_ptr<Executor> exec;
@@ -93,6 +100,7 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
     std::string variant;
     Verdict verdict;
     double found_at;
+    std::string path;  // its unshrunk entry, stored when found
   };
   std::vector<ToShrink> to_shrink;
   int64_t next_local = 0;  // k-th case of this shard: global index shard_index + k*shard_count
@@ -100,10 +108,19 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
   auto global_index = [&](int64_t local) { return opts.shard_index + local * opts.shard_count; };
 
   auto budget_left = [&] {
+    if (stop_signal() != 0) return false;
     if (opts.max_cases > 0 && next_local >= opts.max_cases) return false;
     if (opts.max_seconds > 0 && since(t0) >= opts.max_seconds) return false;
     return true;
   };
+  // Shrinking ends at --shrink-time per failure and at --time for the campaign.
+  auto shrink_deadline = [&](Clock::time_point start) {
+    auto d = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opts.max_shrink_seconds));
+    if (opts.max_seconds > 0)
+      d = std::min(d, t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opts.max_seconds)));
+    return d;
+  };
+  Clock::time_point current_deadline = Clock::time_point::max();
   auto report_progress = [&](bool shrinking) {
     if (!opts.progress || since(last_progress) < 1.0) return;
     last_progress = Clock::now();
@@ -128,60 +145,116 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
       exec->submit({id, std::nullopt, cases[i], {variant}});
     }
     std::vector<std::optional<Verdict>> got(cases.size());
-    for (size_t n = 0; n < cases.size(); ++n) {
-      JobResult r = exec->wait();
+    bool cut = false;
+    for (size_t pending = cases.size(); pending > 0;) {
+      JobResult r = exec->wait_until(current_deadline);
+      if (r.interrupted) {
+        // Out of shrink time, or a stop: judge nothing more in this batch.
+        // The jobs still out come back later and are dropped (negative ids).
+        cut = true;
+        break;
+      }
       auto it = slot.find(r.id);
+      if (it == slot.end()) {
+        if (r.status.ok()) continue;  // a job cut off from an earlier batch
+        if (infra.ok()) infra = r.status;
+        break;
+      }
+      --pending;
       if (!r.status.ok()) {
         if (infra.ok()) infra = r.status;
-        if (it == slot.end()) break;
         continue;
       }
-      if (it != slot.end() && !r.verdicts.empty()) got[it->second] = r.verdicts.front();
+      if (!r.verdicts.empty()) got[it->second] = r.verdicts.front();
     }
     verdicts.clear();
     for (auto& g : got) verdicts.push_back(g ? *g : Verdict{});
-    for (size_t i = 0; i < cases.size(); ++i)
-      if (got[i] && !got[i]->passed()) return i;
+    // First failing in order, and only if every earlier candidate was judged:
+    // the result must not depend on which jobs came back before a cut.
+    for (size_t i = 0; i < cases.size(); ++i) {
+      if (!got[i]) {
+        if (cut) return std::nullopt;
+        continue;
+      }
+      if (!got[i]->passed()) return i;
+    }
     return std::nullopt;
   };
 
-  auto shrink = [&](ToShrink& item) {
+  auto store = [&](FoundFailure& f, const std::string& old_path) {
+    if (opts.corpus_dir.empty()) return;
+    auto path = replace_entry(opts.corpus_dir, old_path, f.shrunk, found_json(f, report.device, spec, opts));
+    if (path.ok())
+      f.path = *path;
+    else if (infra.ok())
+      infra = path.status();
+  };
+
+  auto base_failure = [&](const ToShrink& item) {
     FoundFailure f;
     f.variant = item.variant;
     f.original = generate_case(spec, plan, item.index);
     f.original.variant = item.variant;
+    f.shrunk = f.original;
+    f.verdict = item.verdict;
     f.case_index = item.index;
     f.seconds_to_find = item.found_at;
+    return f;
+  };
+
+  // Stored at once, unshrunk: a campaign killed while shrinking loses nothing.
+  auto store_found = [&](ToShrink& item) {
+    if (opts.corpus_dir.empty()) return;
+    FoundFailure f = base_failure(item);
+    f.shrink_state = "pending";
+    // An entry of this very case that another shard or campaign stored is theirs:
+    // kept, and not removed when the shrunk case is stored.
+    std::error_code ec;
+    const bool theirs = std::filesystem::exists(entry_path(opts.corpus_dir, f.shrunk), ec);
+    store(f, "");
+    if (!theirs) item.path = f.path;
+  };
+
+  auto shrink = [&](ToShrink& item) {
+    FoundFailure f = base_failure(item);
     Verdict cur_verdict = item.verdict;
     const auto ts = Clock::now();
     std::vector<Verdict> last_verdicts;
     BatchJudge judge = [&](const std::vector<Case>& batch) -> std::optional<size_t> {
       report_progress(true);
-      if (!infra.ok()) return std::nullopt;
+      if (!infra.ok() || stop_signal() != 0) return std::nullopt;
       return first_failing(batch, item.variant, last_verdicts);
     };
     // A crash or hang costs a worker restart per candidate: shrink those less.
-    const bool costly = std::any_of(item.verdict.failures.begin(), item.verdict.failures.end(), [](const Failure& x) {
-      return x.kind == FailureKind::kCrash || x.kind == FailureKind::kHang || x.kind == FailureKind::kSanitizer;
-    });
-    ShrinkLimits limits{costly ? std::min(opts.max_shrink_evals, 60) : opts.max_shrink_evals, opts.max_shrink_seconds,
+    // After a context failure the GPU is gone: nothing can be judged.
+    const auto has = [&](FailureKind k) {
+      return std::any_of(item.verdict.failures.begin(), item.verdict.failures.end(),
+                         [&](const Failure& x) { return x.kind == k; });
+    };
+    const bool costly = has(FailureKind::kCrash) || has(FailureKind::kHang) || has(FailureKind::kSanitizer);
+    const bool skip = has(FailureKind::kContext) || !infra.ok() || stop_signal() != 0;
+    current_deadline = shrink_deadline(ts);
+    ShrinkLimits limits{costly ? std::min(opts.max_shrink_evals, 60) : opts.max_shrink_evals,
+                        std::chrono::duration<double>(current_deadline - ts).count(),
                         static_cast<size_t>(std::max<int64_t>(1, exec->capacity() / 3))};
-    ShrinkOutcome so = shrink_case(spec, f.original, judge, limits,
-                                   [&](const Case&, size_t hit) { cur_verdict = last_verdicts[hit]; });
-    f.shrunk = so.minimal;
-    f.shrunk.variant = item.variant;
-    f.shrink_steps = so.steps;
-    f.shrink_evals = so.evals;
-    f.verdict = cur_verdict;
+    if (skip) {
+      f.shrink_state = stop_signal() != 0 ? "interrupted" : "skipped";
+    } else {
+      ShrinkOutcome so = shrink_case(spec, f.original, judge, limits,
+                                     [&](const Case&, size_t hit) { cur_verdict = last_verdicts[hit]; });
+      f.shrunk = so.minimal;
+      f.shrunk.variant = item.variant;
+      f.shrink_steps = so.steps;
+      f.shrink_evals = so.evals;
+      f.verdict = cur_verdict;
+      f.shrink_state = stop_signal() != 0 ? "interrupted" : (so.stopped_by_limit || Clock::now() >= current_deadline)
+                                                               ? "limit"
+                                                               : "done";
+    }
+    current_deadline = Clock::time_point::max();
     f.seconds_to_shrink = since(ts);
     report.per_variant[item.variant].seconds += f.seconds_to_shrink;
-    if (!opts.corpus_dir.empty()) {
-      auto path = write_entry(opts.corpus_dir, f.shrunk, found_json(f, report.device, spec, opts));
-      if (path.ok())
-        f.path = *path;
-      else if (infra.ok())
-        infra = path.status();
-    }
+    store(f, item.path);
     report.failures.push_back(std::move(f));
   };
 
@@ -191,8 +264,10 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
       const int64_t index = global_index(next_local++);
       exec->submit({index, index, Case{}, active});
     }
-    if (exec->outstanding() == 0) break;
+    if (exec->outstanding() == 0 || stop_signal() != 0) break;
     JobResult r = exec->wait();
+    if (r.interrupted) break;  // a stop: outstanding jobs are abandoned, the workers killed
+    if (r.id < 0) continue;    // a shrink candidate cut off by its deadline
     if (!r.status.ok()) {
       infra = r.status;
       break;
@@ -229,7 +304,8 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
       const bool queued =
           std::any_of(to_shrink.begin(), to_shrink.end(), [&](const ToShrink& t) { return t.variant == v.variant; });
       if ((still_active || opts.keep_going) && !queued) {
-        to_shrink.push_back({r.id, v.variant, v, since(t0)});
+        to_shrink.push_back({r.id, v.variant, v, since(t0), ""});
+        store_found(to_shrink.back());
         if (!opts.keep_going) active.erase(std::remove(active.begin(), active.end(), v.variant), active.end());
       }
     }
@@ -241,10 +317,14 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
       last_result_s = since(t0);  // the shrinking was charged to its variants
     }
   }
-  for (auto& item : to_shrink)
-    if (infra.ok()) shrink(item);
+  // Failures not yet shrunk (a stop, an infrastructure error): kept as found.
+  for (auto& item : to_shrink) shrink(item);
   report.seconds = since(t0);
-  if (!infra.ok()) return infra;
+  report.interrupted = stop_signal();
+  if (!infra.ok()) {
+    if (report.failures.empty()) return infra;
+    report.infra = infra;
+  }
   return report;
 }
 

@@ -44,7 +44,8 @@ struct CampaignOptions {
   std::string corpus_dir = "corpora";  ///< empty: do not store
   bool keep_going = false;             ///< keep fuzzing a variant after its first failure
   int max_shrink_evals = 4000;
-  double max_shrink_seconds = 120;
+  double max_shrink_seconds = 120;  ///< per failure (--shrink-time); shrinking also ends with --time
+
   std::function<void(const CampaignProgress&)> progress;  ///< called about once a second
 };
 
@@ -58,6 +59,9 @@ struct FoundFailure {
   int shrink_evals = 0;
   double seconds_to_find = 0;
   double seconds_to_shrink = 0;
+  /// "done", "limit" (--shrink-time, --time or the evaluation cap), "interrupted"
+  /// (a signal), "skipped" (nothing more can run: the GPU was lost, or a stop).
+  std::string shrink_state = "done";
   std::string path;  ///< corpus entry, if stored
 };
 
@@ -84,12 +88,19 @@ struct CampaignReport {
   /// Worst error/bound over passing cases, per variant and baseline key.
   std::map<std::string, std::map<std::string, double>> ratios;
   std::vector<FoundFailure> failures;
+  int interrupted = 0;  ///< the signal that stopped the campaign early (SIGINT, SIGTERM), or 0
+  /// An infrastructure error that ended the campaign after failures were found
+  /// (with none found, run_campaign returns the error itself).
+  Status infra;
   double cases_per_second() const { return seconds > 0 ? static_cast<double>(cases) / seconds : 0; }
 };
 
 /// Runs a campaign on `opts.device`. A non-ok Status is an infrastructure
-/// error (no GPU, a lane could not start, a CUDA context was lost); failures
-/// found in kernels are in the report.
+/// error (no GPU, a lane could not start, a CUDA context was lost) when no
+/// failure was found; failures found in kernels are in the report, and each is
+/// in the corpus the moment it is found (unshrunk), then replaced by its shrunk
+/// case. A stop request (SIGINT, SIGTERM; harness/interrupt.h) ends the
+/// campaign early with the report of what was done and report.interrupted set.
 StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions& opts);
 
 /// Provenance stored with a corpus entry: verdict, kernel source hash, assay

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "harness/json_file.h"
+
 namespace assay {
 
 std::string_view role_name(Role r) {
@@ -93,7 +95,8 @@ namespace {
 struct Reader {
   const std::string& where;
   Status err(const std::string& path, const std::string& what) const {
-    return invalid_argument(fmt::format("{}: {}: {}", where, path, what));
+    // `what` may quote the file's strings: escaped, so the error stays one printable line.
+    return invalid_argument(fmt::format("{}: {}: {}", where, path, printable(what, 300)));
   }
   StatusOr<const nlohmann::json*> field(const nlohmann::json& obj, const std::string& path, const char* key) const {
     auto it = obj.find(key);
@@ -214,6 +217,16 @@ StatusOr<Case> Case::from_json(const nlohmann::json& j, const std::string& where
   }
   if (auto it = j.find("params"); it != j.end()) {
     if (!it->is_object()) return r.err("$.params", fmt::format("expected an object, got {}", it->type_name()));
+    // Op parameters are scalars; each op's validator checks names and ranges.
+    if (it->size() > 64) return r.err("$.params", "more than 64 parameters");
+    for (const auto& [key, v] : it->items()) {
+      if (!is_safe_name(key, 64)) return r.err("$.params", "parameter names must be letters, digits, '_' or '-'");
+      if (v.is_string()) {
+        ASSAY_RETURN_IF_ERROR(r.str(v, "$.params." + key, 256).status());
+      } else if (!v.is_number() && !v.is_boolean()) {
+        return r.err("$.params." + key, fmt::format("expected a number, boolean or string, got {}", v.type_name()));
+      }
+    }
     c.params = *it;
   } else {
     c.params = nlohmann::json::object();

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "harness/gpu/lane.h"
+#include "harness/interrupt.h"
 
 namespace assay {
 namespace {
@@ -42,9 +43,18 @@ class InProcessExecutor final : public Executor {
     }
     cv_jobs_.notify_one();
   }
-  JobResult wait() override {
+  JobResult wait_until(Deadline deadline) override {
     std::unique_lock lk(mu_);
-    cv_results_.wait(lk, [&] { return !results_.empty(); });
+    // Wakes every 100 ms to see a stop request (a signal handler cannot notify).
+    while (results_.empty()) {
+      if (stop_signal() != 0 || std::chrono::steady_clock::now() >= deadline) {
+        JobResult r;
+        r.interrupted = true;
+        return r;
+      }
+      const auto step = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+      cv_results_.wait_until(lk, std::min(step, deadline));
+    }
     JobResult r = std::move(results_.front());
     results_.pop_front();
     --outstanding_;

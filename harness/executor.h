@@ -4,6 +4,7 @@
 // one per GPU, that survive faulty kernels.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -41,6 +42,8 @@ struct JobResult {
   int64_t id = 0;
   Status status;                  ///< infrastructure failure (not a kernel failure)
   std::vector<Verdict> verdicts;  ///< one per variant; crash/hang appear as failing verdicts
+  /// No job finished: a stop was requested (harness/interrupt.h) or the deadline passed.
+  bool interrupted = false;
 };
 
 class Executor {
@@ -48,8 +51,12 @@ class Executor {
   virtual ~Executor() = default;
   /// Queues a job; never blocks for long.
   virtual void submit(Job job) = 0;
-  /// Blocks until some job finishes.
-  virtual JobResult wait() = 0;
+  using Deadline = std::chrono::steady_clock::time_point;
+  /// Blocks until some job finishes, a stop is requested (harness/interrupt.h)
+  /// or `deadline` passes; in the last two cases the result has interrupted set
+  /// and the jobs stay outstanding.
+  virtual JobResult wait_until(Deadline deadline) = 0;
+  JobResult wait() { return wait_until(Deadline::max()); }
   /// Jobs submitted and not yet returned by wait().
   virtual int64_t outstanding() const = 0;
   /// Good number of jobs in flight to keep every lane busy.

@@ -38,6 +38,8 @@ std::string_view failure_kind_name(FailureKind k) {
       return "property";
     case FailureKind::kProjection:
       return "projection";
+    case FailureKind::kContext:
+      return "context";
   }
   return "?";
 }
@@ -55,35 +57,53 @@ std::string Verdict::summary() const {
 }
 
 std::optional<FailureKind> parse_failure_kind(std::string_view name) {
-  for (int k = 0; k <= static_cast<int>(FailureKind::kProperty); ++k)
+  for (int k = 0; k <= static_cast<int>(FailureKind::kContext); ++k)
     if (failure_kind_name(static_cast<FailureKind>(k)) == name) return static_cast<FailureKind>(k);
   return std::nullopt;
 }
 
 Verdict Verdict::from_json(const nlohmann::json& j) {
+  // Total: whatever `j` holds (it may come from a file or a dying worker),
+  // wrongly typed fields take their defaults; nothing throws.
+  auto str = [](const nlohmann::json& o, const char* k) {
+    auto it = o.find(k);
+    return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  auto num = [](const nlohmann::json& o, const char* k, double d) {
+    auto it = o.find(k);
+    return it != o.end() && it->is_number() ? it->get<double>() : d;
+  };
+  auto integer = [](const nlohmann::json& o, const char* k, int64_t d) {
+    auto it = o.find(k);
+    return it != o.end() && it->is_number_integer() ? it->get<int64_t>() : d;
+  };
   Verdict v;
-  v.variant = j.value("variant", "");
+  if (!j.is_object()) {
+    v.failures.push_back(Failure{FailureKind::kCrash, "", 0, -1, "unreadable verdict"});
+    return v;
+  }
+  v.variant = str(j, "variant");
   if (auto it = j.find("not_applicable"); it != j.end() && it->is_string()) v.not_applicable = it->get<std::string>();
   if (auto it = j.find("failures"); it != j.end() && it->is_array()) {
     for (const auto& f : *it) {
-      auto kind = parse_failure_kind(f.value("kind", ""));
-      v.failures.push_back(Failure{kind.value_or(FailureKind::kCrash), f.value("tensor", ""),
-                                   f.value("count", int64_t{0}), f.value("first_index", int64_t{-1}),
-                                   f.value("detail", "")});
+      if (!f.is_object()) continue;
+      auto kind = parse_failure_kind(str(f, "kind"));
+      v.failures.push_back(Failure{kind.value_or(FailureKind::kCrash), str(f, "tensor"), integer(f, "count", 0),
+                                   integer(f, "first_index", -1), str(f, "detail")});
     }
   }
   if (auto it = j.find("metrics"); it != j.end() && it->is_object()) {
     const auto& m = *it;
-    auto num = [&](const char* k, double d) { return m.contains(k) && m[k].is_number() ? m[k].get<double>() : d; };
-    v.metrics.max_ratio = num("max_ratio", 0);
-    v.metrics.max_abs_err = num("max_abs_err", 0);
-    v.metrics.worst_index = m.value("worst_index", int64_t{-1});
-    v.metrics.vendor_max_ratio = num("vendor_max_ratio", -1);
-    v.metrics.vendor_violations = m.value("vendor_violations", int64_t{0});
-    v.metrics.exact_tier = m.value("exact_tier", false);
-    v.metrics.reference = m.value("reference", "");
-    v.metrics.key = m.value("key", "");
-    v.metrics.not_run = m.value("not_run", "");
+    v.metrics.max_ratio = num(m, "max_ratio", 0);
+    v.metrics.max_abs_err = num(m, "max_abs_err", 0);
+    v.metrics.worst_index = integer(m, "worst_index", -1);
+    v.metrics.vendor_max_ratio = num(m, "vendor_max_ratio", -1);
+    v.metrics.vendor_violations = integer(m, "vendor_violations", 0);
+    auto et = m.find("exact_tier");
+    v.metrics.exact_tier = et != m.end() && et->is_boolean() && et->get<bool>();
+    v.metrics.reference = str(m, "reference");
+    v.metrics.key = str(m, "key");
+    v.metrics.not_run = str(m, "not_run");
   }
   return v;
 }

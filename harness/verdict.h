@@ -26,6 +26,7 @@ enum class FailureKind : uint8_t {
   kSanitizer,         ///< compute-sanitizer reported an error during the case
   kProjection,        ///< <v, J u> from the kernel's backward disagrees with finite differences of the fp64 forward
   kProperty,          ///< a metamorphic or structural property of the op failed (shift invariance, rows sum to 1, ...)
+  kContext,           ///< the kernel left the GPU unusable: no fresh worker could start on it afterwards
 };
 
 std::string_view failure_kind_name(FailureKind k);
@@ -63,7 +64,7 @@ struct Verdict {
   /// "pass" or the first failure's kind and detail, one line.
   std::string summary() const;
   nlohmann::json to_json() const;
-  /// Inverse of to_json (lenient: missing fields take defaults).
+  /// Inverse of to_json (lenient and total: missing or wrongly typed fields take defaults).
   static Verdict from_json(const nlohmann::json& j);
 };
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,12 +15,15 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <algorithm>
 #include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "harness/gpu/lane.h"
+#include "harness/interrupt.h"
 
 namespace assay {
 namespace {
@@ -138,6 +142,7 @@ int run_worker(const WorkerConfig& cfg) {
         std::istringstream in(line);
         std::string verb, id, variants;
         in >> verb >> id;
+        emit("START " + id);  // the parent's watchdog for this job starts now
         Case c;
         if (verb == "RUN") {
           int64_t index = 0;
@@ -216,10 +221,12 @@ struct Worker {
   int device = 0;
   std::string buf;
   std::map<int64_t, Job> inflight;
+  std::map<int64_t, Clock::time_point> started;  // in-flight jobs a lane has begun (START), and when
   Clock::time_point last_progress;
   std::string fatal;          // FATAL message, if any
   std::string sanitizer_log;  // sanitizer lines since the last DONE
   bool dead = false;
+  bool lost = false;  // no worker could be started on this device again: it takes no more jobs
 };
 
 class ProcessExecutor final : public Executor {
@@ -260,13 +267,10 @@ class ProcessExecutor final : public Executor {
     dispatch(std::move(j));
   }
 
-  JobResult wait() override {
+  JobResult wait_until(Deadline deadline) override {
     for (;;) {
-      if (!infra_.ok()) {
-        JobResult r;
-        r.status = infra_;
-        return r;
-      }
+      // Results first: verdicts found before an infrastructure failure (such as
+      // a kernel that left the GPU unusable) must reach the campaign.
       if (!ready_.empty()) {
         JobResult r = std::move(ready_.front());
         ready_.pop_front();
@@ -287,6 +291,16 @@ class ProcessExecutor final : public Executor {
           return merged;
         }
         --outstanding_;
+        return r;
+      }
+      if (!infra_.ok()) {
+        JobResult r;
+        r.status = infra_;
+        return r;
+      }
+      if (stop_signal() != 0 || Clock::now() >= deadline) {
+        JobResult r;
+        r.interrupted = true;
         return r;
       }
       poll_once();
@@ -318,9 +332,17 @@ class ProcessExecutor final : public Executor {
       args.insert(args.end(), {"--targets", t});
     }
     if (opts_.run.probe) args.push_back("--probe");
+    const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     if (pid < 0) return internal_error(fmt::format("cannot fork a worker: {}", std::strerror(errno)));
     if (pid == 0) {
+      // Its own process group, so one kill reaches the worker and anything it
+      // starts (compute-sanitizer's target), and a terminal's Ctrl-C reaches only
+      // the parent, which stops the campaign in order. It dies with the parent;
+      // the parent may already be gone before prctl took effect, hence getppid.
+      ::setpgid(0, 0);
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(128 + SIGKILL);
       ::dup2(to[0], STDIN_FILENO);
       ::dup2(from[1], STDOUT_FILENO);
       if (!opts_.sanitize.empty()) ::dup2(from[1], STDERR_FILENO);  // reports in order with DONE lines
@@ -332,6 +354,7 @@ class ProcessExecutor final : public Executor {
       write_all(STDOUT_FILENO, msg);
       ::_exit(127);
     }
+    ::setpgid(pid, pid);  // also here: no window in which a kill of the group misses it
     ::close(to[0]);
     ::close(from[1]);
     w.pid = pid;
@@ -342,6 +365,7 @@ class ProcessExecutor final : public Executor {
     w.sanitizer_log.clear();
     w.dead = false;
     w.inflight.clear();
+    w.started.clear();
     // Wait for READY (or the reason it never comes).
     const auto t0 = Clock::now();
     for (;;) {
@@ -374,8 +398,8 @@ class ProcessExecutor final : public Executor {
     return b == std::string::npos ? line : line.substr(b + 1);
   }
 
-  // Blocking read of one line with a timeout; false on EOF or timeout.
-  bool read_line(Worker& w, std::string& line, double timeout_s) {
+  // Blocking read of one line with a timeout; false on EOF (then *eof is set), timeout or a stop.
+  bool read_line(Worker& w, std::string& line, double timeout_s, bool* eof = nullptr) {
     const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
     for (;;) {
       if (size_t pos = w.buf.find('\n'); pos != std::string::npos) {
@@ -384,14 +408,17 @@ class ProcessExecutor final : public Executor {
         return true;
       }
       const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
-      if (left <= 0) return false;
+      if (left <= 0 || stop_signal() != 0) return false;
       pollfd p{w.from, POLLIN, 0};
       const int r = ::poll(&p, 1, static_cast<int>(std::min(left * 1000, 1000.0)) + 1);
       if (r < 0 && errno != EINTR) return false;
       if (r > 0) {
         char chunk[65536];
         const ssize_t n = ::read(w.from, chunk, sizeof chunk);
-        if (n <= 0) return false;
+        if (n <= 0) {
+          if (eof != nullptr) *eof = true;
+          return false;
+        }
         w.buf.append(chunk, static_cast<size_t>(n));
       }
     }
@@ -400,7 +427,7 @@ class ProcessExecutor final : public Executor {
   void stop(Worker& w, bool kill_it) {
     if (w.pid <= 0) return;
     if (!kill_it) write_all(w.to, "QUIT\n");
-    if (kill_it) ::kill(w.pid, SIGKILL);
+    if (kill_it) kill_group(w.pid);
     int status = 0;
     ::waitpid(w.pid, &status, 0);
     ::close(w.to);
@@ -408,11 +435,16 @@ class ProcessExecutor final : public Executor {
     w.pid = -1;
   }
 
+  static void kill_group(pid_t pid) {
+    ::kill(-pid, SIGKILL);
+    ::kill(pid, SIGKILL);  // in case it had not joined its group yet
+  }
+
   Worker& least_loaded() {
-    Worker* best = &workers_.front();
+    Worker* best = nullptr;
     for (auto& w : workers_)
-      if (w.inflight.size() < best->inflight.size()) best = &w;
-    return *best;
+      if (!w.lost && (best == nullptr || w.inflight.size() < best->inflight.size())) best = &w;
+    return best != nullptr ? *best : workers_.front();  // all lost: infra_ is set, the job is never sent
   }
 
   void send(Worker& w, Job j) {
@@ -429,7 +461,15 @@ class ProcessExecutor final : public Executor {
       pump();
       return;
     }
-    send(least_loaded(), std::move(j));
+    Worker& w = least_loaded();
+    if (w.lost) {
+      JobResult r;
+      r.id = j.id;
+      r.status = infra_.ok() ? internal_error("no worker left") : infra_;
+      ready_.push_back(std::move(r));
+      return;
+    }
+    send(w, std::move(j));
   }
 
   void pump() {  // sanitize mode: at most one job in flight per worker
@@ -443,13 +483,19 @@ class ProcessExecutor final : public Executor {
     }
   }
 
+  double job_limit(const Job& j) const {
+    return opts_.case_timeout_s * (opts_.sanitize.empty() ? 1 : 20) *
+           static_cast<double>(std::max<size_t>(1, j.variants.size()));
+  }
+
   void poll_once() {
     std::vector<pollfd> fds;
-    for (auto& w : workers_) fds.push_back({w.from, POLLIN, 0});
+    for (auto& w : workers_) fds.push_back({w.lost ? -1 : w.from, POLLIN, 0});
     const int r = ::poll(fds.data(), fds.size(), 100);
     if (r < 0 && errno != EINTR) return;
     for (size_t i = 0; i < workers_.size(); ++i) {
       Worker& w = workers_[i];
+      if (w.lost) continue;
       if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
         char chunk[65536];
         const ssize_t n = ::read(w.from, chunk, sizeof chunk);
@@ -465,11 +511,27 @@ class ProcessExecutor final : public Executor {
           }
         }
       }
-      const double idle = std::chrono::duration<double>(Clock::now() - w.last_progress).count();
+      // Watchdog per job: from the moment a lane starts it, case_timeout_s per
+      // variant; one hung lane is caught while the others go on returning results.
+      const auto now = Clock::now();
+      std::string hung;
+      for (const auto& [id, t0] : w.started) {
+        auto it = w.inflight.find(id);
+        if (it == w.inflight.end()) continue;
+        const double limit = job_limit(it->second);
+        if (std::chrono::duration<double>(now - t0).count() > limit) {
+          hung = fmt::format("no result within {:.3g} s (watchdog); worker killed", limit);
+          break;
+        }
+      }
+      // A worker that starts nothing at all (or an older one that never says START).
+      const double idle = std::chrono::duration<double>(now - w.last_progress).count();
       const double limit = opts_.case_timeout_s * (opts_.sanitize.empty() ? 1 : 20);
-      if (!w.dead && !w.inflight.empty() && idle > limit) {
-        ::kill(w.pid, SIGKILL);
-        recover(w, FailureKind::kHang, fmt::format("no result within {:.0f} s (watchdog); worker killed", limit));
+      if (hung.empty() && w.started.empty() && !w.inflight.empty() && idle > limit)
+        hung = fmt::format("no result within {:.3g} s (watchdog); worker killed", limit);
+      if (!w.dead && !hung.empty()) {
+        kill_group(w.pid);
+        recover(w, FailureKind::kHang, hung);
       } else if (w.dead || !w.fatal.empty()) {
         recover(w, FailureKind::kCrash, death_reason(w));
       }
@@ -478,7 +540,11 @@ class ProcessExecutor final : public Executor {
   }
 
   void handle_line(Worker& w, const std::string& line) {
-    if (line.rfind("DONE ", 0) == 0) {
+    if (line.rfind("START ", 0) == 0) {
+      const int64_t id = std::strtoll(line.c_str() + 6, nullptr, 10);
+      if (w.inflight.count(id) != 0) w.started[id] = Clock::now();
+      w.last_progress = Clock::now();
+    } else if (line.rfind("DONE ", 0) == 0) {
       std::istringstream in(line.substr(5));
       int64_t id = 0;
       in >> id;
@@ -501,6 +567,7 @@ class ProcessExecutor final : public Executor {
         w.sanitizer_log.clear();
       }
       w.inflight.erase(it);
+      w.started.erase(id);
       w.last_progress = Clock::now();
       ready_.push_back(std::move(r));
       if (!opts_.sanitize.empty() && w.pid <= 0) {
@@ -537,7 +604,7 @@ class ProcessExecutor final : public Executor {
       if (line.rfind("=========", 0) == 0) handle_line(w, line);
     }
     int status = 0;
-    ::kill(w.pid, SIGKILL);  // no-op once it has exited
+    kill_group(w.pid);  // no-op once it has exited
     ::waitpid(w.pid, &status, 0);
     ::close(w.to);
     ::close(w.from);
@@ -547,7 +614,12 @@ class ProcessExecutor final : public Executor {
   std::string death_reason(Worker& w) {
     int status = 0;
     std::string why;
-    if (w.pid > 0 && ::waitpid(w.pid, &status, WNOHANG) == w.pid) {
+    // Its output closes a moment before it can be reaped: wait a little for the
+    // exit status, which says how it died (a signal, an exit code).
+    pid_t got = 0;
+    for (int i = 0; w.pid > 0 && i < 200 && (got = ::waitpid(w.pid, &status, WNOHANG)) == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (w.pid > 0 && got == w.pid) {
       w.pid = -1;
       if (WIFSIGNALED(status))
         why = fmt::format("worker killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
@@ -558,11 +630,42 @@ class ProcessExecutor final : public Executor {
     return why.empty() ? "worker died" : why;
   }
 
+  // Starts a replacement worker after a crash. A GPU that a kernel left
+  // unusable may take a moment to come back once the dead process is reaped,
+  // so a few tries, a second or two apart.
+  Status respawn(Worker& w) {
+    Status s;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      if (attempt > 0) {
+        for (int ms = 0; ms < 1000 * attempt && stop_signal() == 0; ms += 100)
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      s = spawn(w);
+      if (s.ok() || stop_signal() != 0) return s;
+    }
+    return s;
+  }
+
+  // The device is gone for good: this worker takes no more jobs; with no
+  // worker left the executor fails (an infrastructure error).
+  void mark_lost(Worker& w, const Status& why) {
+    w.lost = true;
+    if (std::all_of(workers_.begin(), workers_.end(), [](const Worker& x) { return x.lost; })) infra_ = why;
+  }
+
   // A worker died or hung: replace it, then re-run each of its in-flight
-  // (case, variant) alone in fresh workers to find the one that kills it.
+  // (case, variant) alone in fresh workers to find the one that kills it. If
+  // no worker can start after a (case, variant) killed one, that kernel left
+  // the GPU unusable: its verdict becomes a failure of kind context. If that
+  // happens before the culprit is isolated, every job a lane had started is a
+  // suspect and gets the context verdict (the detail says so): a found failure
+  // is never dropped. Jobs not yet started come back as infrastructure errors,
+  // never as passes (or go to another device's worker, if one is left).
   void recover(Worker& w, FailureKind kind, const std::string& reason) {
     std::map<int64_t, Job> suspects = std::move(w.inflight);
+    std::map<int64_t, Clock::time_point> started = std::move(w.started);
     w.inflight.clear();
+    w.started.clear();
     if (w.pid > 0)
       stop(w, true);
     else {
@@ -570,22 +673,67 @@ class ProcessExecutor final : public Executor {
       ::close(w.from);
     }
     const bool single = suspects.size() == 1 && suspects.begin()->second.variants.size() == 1;
+    std::map<int64_t, JobResult> results;
+    std::optional<std::pair<int64_t, size_t>> last_killer;  // (job, verdict) that last killed a worker
+    Status lost;
+    auto ensure_worker = [&]() -> bool {
+      if (!lost.ok()) return false;
+      if (w.pid > 0) return true;
+      Status s = respawn(w);
+      if (s.ok()) return true;
+      if (stop_signal() == 0) lost = s;  // a start cut short by a stop says nothing about the GPU
+      return false;
+    };
     for (auto& [id, job] : suspects) {
-      JobResult r;
+      JobResult& r = results[id];
       r.id = id;
       for (const auto& variant : job.variants) {
         if (single) {
           r.verdicts.push_back(crash_verdict(variant, kind, reason));
+          last_killer = {id, r.verdicts.size() - 1};
           continue;
         }
+        if (stop_signal() != 0 || !ensure_worker()) break;
         Job alone = job;
         alone.variants = {variant};
-        r.verdicts.push_back(run_alone(w, alone));
+        auto v = run_alone(w, alone);
+        if (!v) break;
+        r.verdicts.push_back(std::move(*v));
+        const auto& fs = r.verdicts.back().failures;
+        if (!fs.empty() && (fs.front().kind == FailureKind::kCrash || fs.front().kind == FailureKind::kHang))
+          last_killer = {id, r.verdicts.size() - 1};
       }
-      ready_.push_back(std::move(r));
     }
-    if (w.pid <= 0) {
-      if (Status s = spawn(w); !s.ok()) infra_ = s;
+    if (stop_signal() == 0) ensure_worker();
+    if (!lost.ok()) {
+      const std::string after = fmt::format("afterwards no worker could start on device {}: {}", w.device, lost.message());
+      if (last_killer) {
+        Failure& f = results[last_killer->first].verdicts[last_killer->second].failures.front();
+        f.kind = FailureKind::kContext;
+        f.detail = fmt::format("{}; {}", f.detail, after);
+      } else {
+        for (auto& [id, r] : results) {
+          if (started.count(id) == 0) continue;
+          const Job& job = suspects[id];
+          for (size_t k = r.verdicts.size(); k < job.variants.size(); ++k)
+            r.verdicts.push_back(crash_verdict(
+                job.variants[k], FailureKind::kContext,
+                fmt::format("{} while this case was one of {} started on its lanes; {}", reason, started.size(), after)));
+        }
+      }
+      mark_lost(w, lost);
+    }
+    for (auto& [id, r] : results) {
+      const bool complete = r.verdicts.size() == suspects[id].variants.size();
+      if (!complete && r.verdicts.empty() && !lost.ok() && infra_.ok()) {
+        dispatch(std::move(suspects[id]));  // another device's worker is left: run it there
+        continue;
+      }
+      // Verdicts found stay results even if other variants of the job could not
+      // run: a found failure must reach the campaign before any error does.
+      if (!complete && r.verdicts.empty())
+        r.status = !lost.ok() ? lost : internal_error("interrupted while isolating a crash");
+      ready_.push_back(std::move(r));
     }
   }
 
@@ -596,20 +744,31 @@ class ProcessExecutor final : public Executor {
     return v;
   }
 
-  Verdict run_alone(Worker& w, const Job& job) {
-    if (w.pid <= 0) {
-      if (Status s = spawn(w); !s.ok()) return crash_verdict(job.variants.front(), FailureKind::kCrash, s.message());
-    }
+  // nullopt: a stop was requested before the job finished.
+  std::optional<Verdict> run_alone(Worker& w, const Job& job) {
     send(w, job);
-    const double limit = opts_.case_timeout_s * (opts_.sanitize.empty() ? 1 : 20);
+    const double limit = job_limit(job);
     std::string line;
     for (;;) {
-      if (!read_line(w, line, limit)) {
-        const bool hung = ::waitpid(w.pid, nullptr, WNOHANG) == 0;
+      bool eof = false;
+      if (!read_line(w, line, limit, &eof)) {
+        if (stop_signal() != 0) {
+          w.inflight.clear();
+          w.started.clear();
+          if (w.pid > 0) stop(w, true);
+          return std::nullopt;
+        }
+        const bool hung = !eof;  // silence until the watchdog; a closed pipe is a death
         const std::string reason =
-            hung ? fmt::format("no result within {:.0f} s (watchdog); worker killed", limit) : death_reason(w);
+            hung ? fmt::format("no result within {:.3g} s (watchdog); worker killed", limit) : death_reason(w);
         w.inflight.clear();
-        if (w.pid > 0) stop(w, true);
+        w.started.clear();
+        if (w.pid > 0) {
+          stop(w, true);
+        } else {  // reaped by death_reason: only its pipes are left
+          ::close(w.to);
+          ::close(w.from);
+        }
         return crash_verdict(job.variants.front(), hung ? FailureKind::kHang : FailureKind::kCrash, reason);
       }
       if (line.rfind("DONE ", 0) == 0 || line.rfind("FATAL ", 0) == 0) {
@@ -617,6 +776,7 @@ class ProcessExecutor final : public Executor {
         if (!w.fatal.empty()) {
           const std::string reason = "worker failed: " + w.fatal;
           w.inflight.clear();
+          w.started.clear();
           stop(w, true);
           return crash_verdict(job.variants.front(), FailureKind::kCrash, reason);
         }

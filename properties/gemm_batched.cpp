@@ -197,6 +197,9 @@ Status validate(const Case& c) {
   for (const char* k : {"alpha", "beta"})
     if (!c.params.contains(k) || !c.params[k].is_number() || !std::isfinite(c.params[k].get<double>()))
       return invalid_argument(fmt::format("gemm_batched case: params.{} must be a finite number", k));
+  for (const char* k : {"trans_a", "trans_b", "broadcast_a"})
+    if (c.params.contains(k) && !c.params[k].is_boolean())
+      return invalid_argument(fmt::format("gemm_batched case: params.{} must be true or false", k));
   if (c.params["alpha"].get<double>() == 0)
     return invalid_argument("gemm_batched case: params.alpha = 0 is outside the spec (0 * Inf, see its header)");
   const std::string rel = rowwise::str_or(c, "relation", "");

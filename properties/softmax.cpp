@@ -138,14 +138,21 @@ void prepare_bwd(const Case& c, std::vector<unsigned char*>& img) {
 
 /// dx in ref; aux[0]: the magnitude mag_i of backward.h.
 Status reference_bwd(const Case& c, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
-  const int64_t rows = t[0].v.rows, n = t[0].v.cols, ld = t[0].v.ld;
+  const int64_t rows = t[0].v.rows, n = t[0].v.cols;
+  // Y and dY each have their own row stride: the reference reads dense copies of both.
+  std::vector<double> y(static_cast<size_t>(rows * n)), dy(y.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      y[static_cast<size_t>(r * n + j)] = t[0].at(r, j);
+      dy[static_cast<size_t>(r * n + j)] = t[1].at(r, j);
+    }
   OutputRef dx;
   dx.ref.resize(static_cast<size_t>(rows * n));
   dx.aux.assign(1, std::vector<double>(dx.ref.size()));
   if (Params(c.params).b("log"))
-    ref::log_softmax_backward<double>(t[0].data, t[1].data, rows, n, ld, dx.ref.data(), dx.aux[0].data());
+    ref::log_softmax_backward<double>(y.data(), dy.data(), rows, n, n, dx.ref.data(), dx.aux[0].data());
   else
-    ref::softmax_backward<double>(t[0].data, t[1].data, rows, n, ld, dx.ref.data(), dx.aux[0].data());
+    ref::softmax_backward<double>(y.data(), dy.data(), rows, n, n, dx.ref.data(), dx.aux[0].data());
   out = {std::move(dx)};
   return ok_status();
 }

@@ -1,15 +1,18 @@
 // assay command-line tool. Exit codes: 0 all passed, 1 failures found,
 // 2 usage or input error, 3 infrastructure error (no GPU where required,
-// CUDA failure).
+// CUDA failure), 130 / 143 a campaign stopped by SIGINT / SIGTERM (what it
+// found is stored and reported).
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -28,6 +31,9 @@
 #include "harness/check_report.h"
 #include "harness/cli/list.h"
 #include "harness/cli/reports.h"
+#include "harness/cli/options.h"
+#include "harness/interrupt.h"
+#include "harness/json_file.h"
 #include "harness/corpus.h"
 #include "harness/false_alarm.h"
 #include "harness/gpu/lane.h"
@@ -59,8 +65,13 @@ int exit_for(const Status& s) {
   }
 }
 
+// Messages may quote file contents: one printable line, whatever they hold.
+void print_error(const std::string& message) {
+  fmt::print(stderr, "assay: error: {}\n", printable(message, 2000));
+}
+
 int error(const Status& s) {
-  fmt::print(stderr, "assay: error: {}\n", s.message());
+  print_error(s.message());
   return exit_for(s);
 }
 
@@ -90,6 +101,7 @@ struct FuzzArgs {
   std::string shard = "0/1";
   std::string sanitize;
   double case_timeout = 60;
+  double shrink_time = 120;
   int repeat = 1;
   bool in_process = false;
   std::string corpus = "corpora";
@@ -98,6 +110,7 @@ struct FuzzArgs {
   std::string json;
   std::string junit;
   bool probe_contract = false;
+  std::string worker_binary;  // hidden: run this instead of `assay worker` (tests drive a fake worker without a GPU)
 };
 
 // Path of this executable: workers are started from it.
@@ -117,9 +130,7 @@ int run_fuzz(const FuzzArgs& a, const std::string& command, bool prefix_op, Chec
   for (const auto& v : a.variants)
     if (!spec->has_variant(v)) return error(not_found(fmt::format("op '{}' has no variant '{}'", a.op, v)));
   int shard_i = 0, shard_n = 1;
-  if (std::sscanf(a.shard.c_str(), "%d/%d", &shard_i, &shard_n) != 2 || shard_n < 1 || shard_i < 0 ||
-      shard_i >= shard_n)
-    return error(invalid_argument(fmt::format("--shard '{}' is not of the form i/N with 0 <= i < N", a.shard)));
+  if (Status s = cli::parse_shard(a.shard, shard_i, shard_n); !s.ok()) return error(s);
   auto ndev = gpu::device_count();
   if (a.probe_contract) {
     if (!ndev.ok()) return error(ndev.status());
@@ -134,7 +145,7 @@ int run_fuzz(const FuzzArgs& a, const std::string& command, bool prefix_op, Chec
     auto r = probe_contracts(*spec, po);
     return r.ok() ? kExitPass : error(r.status());
   }
-  if (!ndev.ok()) {
+  if (!ndev.ok() && a.worker_binary.empty()) {
     fmt::print(stderr, "assay: {}\n", ndev.status().message());
     rep = cli::skipped_report(command, a.op, ndev.status().message());
     rep.seed = a.seed;
@@ -158,13 +169,14 @@ int run_fuzz(const FuzzArgs& a, const std::string& command, bool prefix_op, Chec
     }
   }
   if (o.devices.empty())
-    for (int d = 0; d < *ndev; ++d) o.devices.push_back(d);
+    for (int d = 0; d < (ndev.ok() ? *ndev : 1); ++d) o.devices.push_back(d);
   o.shard_index = shard_i;
   o.shard_count = shard_n;
   o.sanitize = a.sanitize;
   o.case_timeout_s = a.case_timeout;
+  o.max_shrink_seconds = a.shrink_time;
   o.run.repeat = a.repeat;
-  if (!a.in_process) o.worker_binary = self_path();
+  if (!a.in_process) o.worker_binary = a.worker_binary.empty() ? self_path() : a.worker_binary;
   if (a.in_process && o.devices.size() > 1)
     return error(invalid_argument("--in-process runs on one device; drop --in-process to use several"));
   o.gen.max_dim = a.max_dim;
@@ -184,10 +196,15 @@ int run_fuzz(const FuzzArgs& a, const std::string& command, bool prefix_op, Chec
       last_line = p.elapsed_s;
     }
   };
+  install_stop_handlers();  // SIGINT / SIGTERM: stop, store, report, exit 130 / 143
   auto campaign = run_campaign(*spec, o);
   if (tty) fmt::print(stderr, "\n");
   if (!campaign.ok()) return error(campaign.status());
   const CampaignReport& r = *campaign;
+  if (!r.infra.ok()) print_error(r.infra.message());
+  if (r.interrupted != 0)
+    fmt::print(stderr, "assay: stopped by {} after {} cases; failures found so far are stored and reported\n",
+               r.interrupted == SIGINT ? "SIGINT" : r.interrupted == SIGTERM ? "SIGTERM" : "a signal", r.cases);
   fmt::print(
       "{} on {}, {} lanes, seed {}: {} cases in {:.1f} s ({:.0f} cases/s); exact tier {}, device fp64 "
       "reference {}, cuBLAS outside the bound {}\n",
@@ -202,12 +219,17 @@ int run_fuzz(const FuzzArgs& a, const std::string& command, bool prefix_op, Chec
     fmt::print("FAIL {}: {}\n  first failing case #{} after {:.2f} s; shrunk in {} steps ({} runs, {:.2f} s) to: {}\n",
                f.variant, f.verdict.summary(), f.case_index, f.seconds_to_find, f.shrink_steps, f.shrink_evals,
                f.seconds_to_shrink, f.shrunk.summary());
+    if (f.shrink_state != "done") fmt::print("  shrinking {} (shrink state '{}')\n",
+                                             f.shrink_state == "limit" ? "stopped at its time or evaluation limit"
+                                                                       : "not finished",
+                                             f.shrink_state);
     if (!f.path.empty()) fmt::print("  stored: {}\n  replay: {} replay {}\n", f.path, program_name(), f.path);
   }
   rep = cli::campaign_report(command, r, *spec, o, prefix_op);
+  if (r.interrupted != 0) return 128 + r.interrupted;
   // Accuracy regressions against the accepted baseline (corpus/baselines/<op>.json).
   bool regressed = false;
-  if (!a.corpus.empty()) {
+  if (!a.corpus.empty() && r.infra.ok()) {
     auto b = load_baseline(a.corpus, a.op);
     if (!b.ok()) return error(b.status());
     if (b->has_value()) {
@@ -268,7 +290,8 @@ int cmd_gradcheck(FuzzArgs a) {
 int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, bool in_process,
                const cli::ReportPaths& reports) {
   if (paths.empty()) paths.push_back("corpora");
-  auto files = list_entries(paths);
+  std::vector<std::string> problems;
+  auto files = list_entries(paths, &problems);
   if (!files.ok()) return error(files.status());
   using Clock = std::chrono::steady_clock;
   const auto t_start = Clock::now();
@@ -287,6 +310,7 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
     t.output = std::move(out);
     rep.cases.push_back(std::move(t));
   };
+  for (const auto& p : problems) print_error(p);
   auto ndev = gpu::device_count();
   if (!ndev.ok()) {
     fmt::print(stderr, "assay: {}: entries are read and validated, not run\n", ndev.status().message());
@@ -312,27 +336,27 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
     }
     return (execs[spec.name()] = std::move(e)).get();
   };
-  int bad = 0, failing = 0, fixed = 0, passed = 0;
+  int bad = static_cast<int>(problems.size()), failing = 0, fixed = 0, passed = 0;
   // Baselines by (corpus root, op), read once per replay.
   std::map<std::pair<std::string, std::string>, std::optional<Baseline>> baselines;
   for (const auto& path : *files) {
     const auto t_entry = Clock::now();
     auto e = read_entry(path);
     if (!e.ok()) {
-      fmt::print(stderr, "assay: error: {}\n", e.status().message());
+      print_error(e.status().message());
       add_case(path, seconds_since(t_entry), "unreadable: " + e.status().message(), "", "");
       ++bad;
       continue;
     }
     const OpSpec* spec = find_spec(e->c.op);
     if (spec == nullptr) {
-      fmt::print(stderr, "assay: error: {}: $.case.op: unknown op '{}'\n", path, e->c.op);
+      print_error(fmt::format("{}: $.case.op: unknown op '{}'", path, e->c.op));
       add_case(path, seconds_since(t_entry), fmt::format("unreadable: $.case.op: unknown op '{}'", e->c.op), "", "");
       ++bad;
       continue;
     }
-    if (auto s = spec->validate(e->c); !s.ok()) {
-      fmt::print(stderr, "assay: error: {}: {}\n", path, s.message());
+    if (auto s = validate_case(*spec, e->c, path); !s.ok()) {
+      print_error(s.message());
       add_case(path, seconds_since(t_entry), "unreadable: " + s.message(), "", "");
       ++bad;
       continue;
@@ -341,7 +365,7 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
         e->c.variant.empty() ? spec->default_variants() : std::vector<std::string>{e->c.variant};
     for (const auto& v : variants)
       if (!spec->has_variant(v)) {
-        fmt::print(stderr, "assay: error: {}: $.case.variant: op '{}' has no variant '{}'\n", path, e->c.op, v);
+        print_error(fmt::format("{}: $.case.variant: op '{}' has no variant '{}'", path, e->c.op, v));
         add_case(path, 0, fmt::format("unreadable: $.case.variant: op '{}' has no variant '{}'", e->c.op, v), "", "");
         ++bad;
         variants.clear();
@@ -365,8 +389,7 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
     JobResult r = (*ex)->wait();
     if (!r.status.ok()) return error(r.status);
     const double per_variant_s = seconds_since(t_entry) / static_cast<double>(std::max<size_t>(1, r.verdicts.size()));
-    const bool was_failure =
-        e->found.is_object() && e->found.contains("verdict") && e->found["verdict"].value("passed", true) == false;
+    const bool was_failure = e->stored_failure;
     for (const auto& v : r.verdicts) {
       if (!v.not_applicable.empty()) {
         fmt::print("n/a {} [{}]: {}\n", path, v.variant, v.summary());
@@ -394,7 +417,7 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
         if (it == baselines.end()) {
           auto b = load_baseline(root, e->c.op);
           if (!b.ok()) {
-            fmt::print(stderr, "assay: error: {}\n", b.status().message());
+            print_error(b.status().message());
             ++bad;
           }
           it = baselines.emplace(std::make_pair(root, e->c.op), b.ok() ? *b : std::nullopt).first;
@@ -554,34 +577,27 @@ int cmd_bench(const BenchArgs& a) {
 
 int cmd_triage(const std::string& path, const std::string& variant, int device, bool no_sweep) {
   // A corpus entry ({"assay_entry": ..., "case": ...}) or a bare case file.
-  StatusOr<CorpusEntry> e = read_entry(path);
+  auto j = read_json_file(path);
+  if (!j.ok()) return error(j.status());
   Case c;
-  if (e.ok()) {
+  if (j->is_object() && j->contains("assay_entry")) {
+    StatusOr<CorpusEntry> e = read_entry(path);
+    if (!e.ok()) return error(e.status());
     c = e->c;
   } else {
-    std::ifstream in(path);
-    if (!in) return error(not_found(fmt::format("{}: cannot open", path)));
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(in);
-    } catch (const std::exception&) {
-      return error(e.status());
-    }
-    if (j.contains("assay_entry")) return error(e.status());
-    auto parsed = Case::from_json(j, path);
+    auto parsed = Case::from_json(*j, path);
     if (!parsed.ok()) return error(parsed.status());
     c = std::move(parsed).value();
   }
   const OpSpec* spec = find_spec(c.op);
   if (spec == nullptr) return error(not_found(fmt::format("{}: unknown op '{}'", path, c.op)));
-  if (auto s = spec->validate(c); !s.ok()) return error(invalid_argument(fmt::format("{}: {}", path, s.message())));
-  const std::string tv = variant.empty() ? c.variant : variant;
-  if (!tv.empty()) {
-    if (!spec->has_variant(tv)) return error(not_found(fmt::format("{}: op '{}' has no variant '{}'", path, c.op, tv)));
+  if (Status s = validate_case(*spec, c, path); !s.ok()) return error(s);
+  if (const std::string v = variant.empty() ? c.variant : variant; !v.empty() && !spec->has_variant(v))
+    return error(not_found(fmt::format("{}: op '{}' has no variant '{}'", path, c.op, v)));
+  if (const std::string tv = variant.empty() ? c.variant : variant; !tv.empty())
     if (auto rule = spec->outside(c, tv))
       return error(invalid_argument(
           fmt::format("{}: outside the contract of {} [{}]: {} (not a kernel failure)", path, c.op, tv, *rule)));
-  }
   auto ndev = gpu::device_count();
   if (!ndev.ok()) return error(ndev.status());
   ProcessOptions po;
@@ -612,13 +628,14 @@ int cmd_baseline(const std::string& action, const std::string& op, int64_t cases
   const OpSpec* spec = find_spec(op);
   if (spec == nullptr) return error(not_found(fmt::format("unknown op '{}'", op)));
   const std::string command = "baseline " + action;
+  // The baseline first: a broken file is exit 2 with or without a GPU.
+  auto existing = load_baseline(corpus, op);
+  if (!existing.ok()) return error(existing.status());
   auto ndev = gpu::device_count();
   if (!ndev.ok()) {
     const int rc = error(ndev.status());
     return write_or_error(cli::skipped_report(command, op, ndev.status().message()), reports, rc);
   }
-  auto existing = load_baseline(corpus, op);
-  if (!existing.ok()) return error(existing.status());
   if (action == "check") {
     if (!existing->has_value())
       return error(
@@ -761,22 +778,28 @@ int main(int argc, char** argv) {
   auto* fuzz = app.add_subcommand("fuzz", "Fuzz an op's kernel variants against references; shrink and store failures");
   fuzz->add_option("op", fa.op, "Op to fuzz (see 'assay list')")->required();
   fuzz->add_option("--variant", fa.variants, "Variant(s) to fuzz (default: all but mutants)");
-  fuzz->add_option("--cases", fa.cases, "Stop after this many cases")->check(CLI::NonNegativeNumber);
-  fuzz->add_option("--time", fa.seconds, "Stop after this many seconds")->check(CLI::NonNegativeNumber);
-  fuzz->add_option("--seed", fa.seed, "Campaign seed (the same seed replays the same cases)");
+  fuzz->add_option("--cases", fa.cases, "Stop after this many cases")
+      ->check(cli::integer_in(0, std::numeric_limits<int64_t>::max()));
+  fuzz->add_option("--time", fa.seconds, "Stop after this many seconds (shrinking included)")
+      ->check(cli::finite_number(0));
+  fuzz->add_option("--shrink-time", fa.shrink_time, "Seconds spent shrinking each failure at most")
+      ->check(cli::finite_number(0));
+  fuzz->add_option("--seed", fa.seed, "Campaign seed (the same seed replays the same cases)")
+      ->check(cli::unsigned_integer());
   fuzz->add_option("--max-dim", fa.max_dim, "Largest extent of any dimension")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+      ->check(cli::integer_in(1, int64_t{1} << 20));
   fuzz->add_option("--lanes", fa.lanes, "Concurrent lanes (host threads + streams) on the GPU")
-      ->check(CLI::Range(1, 64));
+      ->check(cli::integer_in(1, 64));
   fuzz->add_option("--devices", fa.devices, "CUDA devices, one worker each (default: all visible)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::integer_in(0, 1023));
   fuzz->add_option("--shard", fa.shard, "Run shard i of N (i/N): case indices k with k % N == i");
   fuzz->add_option("--sanitize", fa.sanitize, "Run workers under compute-sanitizer with this tool")
       ->check(CLI::IsMember({"memcheck", "racecheck", "initcheck", "synccheck"}));
-  fuzz->add_option("--case-timeout", fa.case_timeout, "Seconds without a result before a worker counts as hung")
-      ->check(CLI::PositiveNumber);
+  fuzz->add_option("--case-timeout", fa.case_timeout,
+                   "Seconds per variant a case may run on a lane before its worker counts as hung")
+      ->check(cli::finite_number(0, true));
   fuzz->add_option("--repeat", fa.repeat, "Launch each variant N times before the checked launches")
-      ->check(CLI::Range(1, 100000));
+      ->check(cli::integer_in(1, 100000));
   fuzz->add_flag("--in-process", fa.in_process,
                  "Run lanes in this process (faster start; a kernel fault ends the run)");
   fuzz->add_option("--junit", fa.junit, "Write a JUnit XML report to this file (also when nothing could run)");
@@ -786,13 +809,14 @@ int main(int argc, char** argv) {
   fuzz->add_option("--json", fa.json, "Write the campaign report as JSON to this file (also when nothing could run)");
   fuzz->add_flag("--probe-contract", fa.probe_contract,
                  "Run cases just outside each rule of the variants' contracts and report what the kernel does there");
+  fuzz->add_option("--worker-binary", fa.worker_binary, "Internal: worker executable")->group("");
 
   std::vector<std::string> replay_paths;
   int replay_device = 0;
   bool replay_require_gpu = false;
   auto* replay = app.add_subcommand("replay", "Replay stored cases (files or folders; default: corpora)");
   replay->add_option("paths", replay_paths, "Corpus entries or folders");
-  replay->add_option("--device", replay_device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  replay->add_option("--device", replay_device, "CUDA device index")->check(cli::integer_in(0, 1023));
   replay->add_flag("--require-gpu", replay_require_gpu, "Exit 3 when no GPU is present");
   bool replay_in_process = false;
   replay->add_flag("--in-process", replay_in_process, "Run in this process (a kernel fault ends the replay)");
@@ -809,9 +833,12 @@ int main(int argc, char** argv) {
   gradcheck->add_option("op", ga.op, "Op or backward op to check (gemm, gemm_bwd, conv2d: both conv2d_bwd_*)")
       ->required();
   gradcheck->add_option("--variant", ga.variants, "Backward variant(s) (default: all but mutants)");
-  gradcheck->add_option("--cases", ga.cases, "Stop after this many cases")->check(CLI::NonNegativeNumber);
-  gradcheck->add_option("--time", ga.seconds, "Stop after this many seconds")->check(CLI::NonNegativeNumber);
-  gradcheck->add_option("--seed", ga.seed, "Campaign seed");
+  gradcheck->add_option("--cases", ga.cases, "Stop after this many cases")
+      ->check(cli::integer_in(0, std::numeric_limits<int64_t>::max()));
+  gradcheck->add_option("--time", ga.seconds, "Stop after this many seconds")->check(cli::finite_number(0));
+  gradcheck->add_option("--shrink-time", ga.shrink_time, "Seconds spent shrinking each failure at most")
+      ->check(cli::finite_number(0));
+  gradcheck->add_option("--seed", ga.seed, "Campaign seed")->check(cli::unsigned_integer());
   gradcheck->add_option("--lanes", ga.lanes, "Lanes per GPU")->check(CLI::Range(1, 64));
   gradcheck->add_option("--corpus", ga.corpus, "Folder for shrunk failing cases");
   gradcheck->add_option("--json", ga.json, "Write the report as JSON to this file (also when nothing could run)");
@@ -896,7 +923,7 @@ int main(int argc, char** argv) {
       app.add_subcommand("triage", "Re-run a stored case and explain it (writes <case>.triage.html/.svg)");
   triage_cmd->add_option("case", triage_path, "Corpus entry or case file")->required();
   triage_cmd->add_option("--variant", triage_variant, "Variant to triage (default: the case's)");
-  triage_cmd->add_option("--device", triage_device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  triage_cmd->add_option("--device", triage_device, "CUDA device index")->check(cli::integer_in(0, 1023));
   triage_cmd->add_flag("--no-sweep", triage_no_sweep, "Skip the dimension sweep");
 
   std::string bl_action, bl_op, bl_corpus = "corpora";
@@ -936,6 +963,10 @@ int main(int argc, char** argv) {
   worker->add_option("--targets", worker_targets);
   worker->add_flag("--probe", wc.run.probe);
 
+  if (auto unknown = cli::unknown_command(app, argc, argv)) {
+    fmt::print(stderr, "assay: usage error: {} (see 'assay --help')\n", *unknown);
+    return kExitUsage;
+  }
   if (argc > 0) set_program_name(argv[0]);
   // A broken op or variant declaration is found before any command runs.
   if (const auto errs = registration_errors(); !errs.empty()) {
@@ -951,7 +982,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "assay: usage error: {} (see 'assay --help')\n", e.what());
+    fmt::print(stderr, "assay: usage error: {} (see 'assay --help')\n", cli::readable(e.what()));
     return kExitUsage;
   }
 

@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include <unistd.h>
 
@@ -87,6 +88,43 @@ INSTANTIATE_TEST_SUITE_P(Planted, CampaignGpuFaults,
                                            FaultCase{"fault_spin", FailureKind::kHang},
                                            FaultCase{"fault_misaligned", FailureKind::kCrash}),
                          [](const ::testing::TestParamInfo<FaultCase>& i) { return std::string(i.param.variant); });
+
+// A GPU that a kernel leaves unusable for new processes (one that needs a
+// reset) cannot be made on purpose without touching the device's settings, so
+// a wrapper around the real worker stands in for it: once a worker has died
+// abnormally (here: the real fault_trap kernel), no worker starts again. The
+// trap's case must end as a stored failure of kind context, the campaign
+// returning its report (exit 1), not an infrastructure error (exit 3).
+TEST_F(CampaignGpu, GpuUnusableAfterAKernelIsThatKernelsContextFailure) {
+  fs::create_directories(dir_);
+  const std::string wrapper = (dir_ / "worker.sh").string();
+  const std::string marker = (dir_ / "gpu_lost").string();
+  {
+    std::ofstream w(wrapper);
+    w << "#!/bin/sh\n"
+      << "if [ -e '" << marker << "' ]; then echo 'FATAL 0 device unusable (simulated)'; exit 3; fi\n"
+      << "'" << assay_binary() << "' \"$@\"\nrc=$?\n"
+      << "if [ $rc -ne 0 ]; then touch '" << marker << "'; fi\nexit $rc\n";
+  }
+  fs::permissions(wrapper, fs::perms::owner_all);
+  CampaignOptions o = options({"fault_trap"});
+  o.worker_binary = wrapper;
+  o.lanes = 1;  // one case on the lane when it dies: the blame is exact
+  o.max_cases = 200;
+  auto r = run_campaign(*find_spec("gemm"), o);
+  ASSERT_TRUE(r.ok()) << "the found failure was discarded: " << r.status().to_string();
+  EXPECT_FALSE(r->infra.ok()) << "the GPU was gone: the campaign cannot have completed";
+  ASSERT_EQ(r->failures.size(), 1u);
+  const FoundFailure& f = r->failures.front();
+  ASSERT_FALSE(f.verdict.failures.empty());
+  EXPECT_EQ(f.verdict.failures.front().kind, FailureKind::kContext) << f.verdict.summary();
+  ASSERT_FALSE(f.path.empty());
+  auto entry = read_entry(f.path);
+  ASSERT_TRUE(entry.ok()) << entry.status().to_string();
+  auto g = parse_gemm_case(entry->c);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->k % 7, 3) << "blamed a case that does not trigger the trap";
+}
 
 TEST_F(CampaignGpu, WorkerProcessesAgreeWithInProcessLanes) {
   CampaignOptions o = options({"naive", "tiled"});
