@@ -26,6 +26,8 @@ CheckReport campaign_report(const std::string& command, const CampaignReport& r,
   j["device_ref_cases"] = r.device_ref_cases;
   j["vendor_disagreements"] = r.vendor_disagreements;
   j["shard"] = fmt::format("{}/{}", o.shard_index, o.shard_count);
+  if (r.interrupted != 0) j["interrupted_by_signal"] = r.interrupted;
+  if (!r.infra.ok()) j["infrastructure_error"] = r.infra.message();
   j["variants"] = nlohmann::json::object();
   j["failures"] = nlohmann::json::array();
   for (const auto& [name, st] : r.per_variant) {
@@ -54,6 +56,7 @@ CheckReport campaign_report(const std::string& command, const CampaignReport& r,
     jf["seconds_to_shrink"] = f.seconds_to_shrink;
     jf["shrunk"] = f.shrunk.to_json();
     jf["path"] = f.path;
+    jf["shrink_state"] = f.shrink_state;
     j["failures"].push_back(std::move(jf));
   }
   return c;
