@@ -15,7 +15,7 @@ mkdir -p "$out/work"
 cxx="${ASSAY_FUZZ_CXX:-clang++}"
 srcs=(tests/fuzz/json_reader_fuzzer.cpp harness/json_file.cpp harness/case.cpp harness/corpus.cpp
       harness/baseline.cpp harness/verdict.cpp harness/tensor.cpp harness/values.cpp harness/dtype.cpp
-      harness/status.cpp)
+      harness/status.cpp harness/spec.cpp)
 "$cxx" -std=c++20 -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
   -fno-sanitize-recover=undefined -I. "${srcs[@]}" -lfmt -o "$out/json_reader_fuzzer"
 flags=(-max_len=65536 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$out/")

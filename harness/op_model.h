@@ -40,11 +40,6 @@ rc::Gen<Case> model_generator(const OpDef& op, const Contract* contract, const G
 std::vector<Case> model_shrink(const OpDef& op, const Contract* contract, const Case& c);
 
 /// A case just outside one rule of a contract.
-struct Probe {
-  std::string rule;  ///< the rule's text ("n % 32 == 0")
-  std::string how;   ///< what was changed ("n = 33, the next non-multiple")
-  Case c;
-};
 /// For each rule of `contract`, cases that break it (and only it, where the op allows),
 /// derived from a case inside the contract.
 std::vector<Probe> contract_probes(const OpDef& op, const Contract& contract, const Case& inside);

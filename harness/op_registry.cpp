@@ -260,10 +260,5 @@ std::optional<std::string> OpSpec::outside(const Case& c, const std::string& var
   return k != nullptr ? outside_contract(*k, c) : std::nullopt;
 }
 
-std::vector<Probe> OpSpec::probes(const std::string& variant, const Case& inside) const {
-  (void)variant;
-  (void)inside;
-  return {};
-}
 
 }  // namespace assay

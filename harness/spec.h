@@ -21,7 +21,12 @@ namespace gpu {
 class Lane;
 }
 class Contract;
-struct Probe;
+/// A case that breaks one rule of a variant's contract.
+struct Probe {
+  std::string rule;  ///< the rule's text ("n % 32 == 0")
+  std::string how;   ///< what was changed ("n = 33, the next non-multiple")
+  Case c;
+};
 
 struct VariantInfo {
   std::string name;
