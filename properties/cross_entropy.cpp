@@ -94,7 +94,7 @@ std::vector<TensorDef> tensors() {
           // INT32_MAX / INT32_MIN injected: out of range (kept with oob_targets); else in [0, n].
           {.name = "target",
            .dims = {"rows"},
-           .dtype = "i32",
+           .dtype = "int32",
            .values = {.classes = {ValueClass::kSameSign},
                       .specials = kSpecialPosInf | kSpecialNegInf,
                       .inject_percent = 20,
