@@ -15,9 +15,9 @@
 #include "harness/corpus.h"
 #include "harness/gpu/cuda_check.h"
 #include "harness/gpu/lane.h"
+#include "harness/op_model.h"
 #include "harness/spec.h"
 #include "harness/testbeds/gemm_f32.h"
-#include "harness/testbeds/tensor_op.h"
 
 namespace assay {
 namespace {
@@ -114,9 +114,10 @@ StatusOr<std::string> detection_table(int device, const std::string& out_dir) {
 
   // One-pass variance: the layernorm spec on mean-spread rows (mean 1024 and 4096, spread 1).
   const OpSpec* ln = find_spec("layernorm");
+  const OpDef* ln_def = find_op("layernorm");
   std::vector<nlohmann::json> ln_rows;
   std::string ln_md;
-  if (ln != nullptr) {
+  if (ln != nullptr && ln_def != nullptr) {
     for (const auto& v : ln->variants()) {
       if (v.name != "welford" && v.name != "mutant_layernorm_one_pass") continue;
       int64_t caught = 0, probes_n = 0;
@@ -124,20 +125,15 @@ StatusOr<std::string> detection_table(int device, const std::string& out_dir) {
       std::set<std::string> kinds;
       for (double mean : {1024.0, 4096.0, 65536.0})
         for (int64_t n : {64, 1000, 4096}) {
-          Case c;
-          c.op = "layernorm";
-          c.params = {{"rows", 16}, {"n", n}, {"dtype", "fp32"}, {"eps", static_cast<double>(1e-5f)}, {"bias", true}};
           ValueRecipe x;
           x.cls = ValueClass::kMeanSpread;
           x.mean = mean;
           x.spread = 1;
           x.seed = static_cast<uint64_t>(n);
-          c.tensors = {make_tensor("X", Role::kIn, DType::kF32, 16, n, 0, 0, x),
-                       make_tensor("gamma", Role::kIn, DType::kF32, -1, n, 0, 0, recipe(ValueClass::kNormal, 5)),
-                       make_tensor("beta", Role::kIn, DType::kF32, -1, n, 0, 0, recipe(ValueClass::kNormal, 6)),
-                       make_tensor("Y", Role::kOut, DType::kF32, 16, n, 0, 0, {}),
-                       make_tensor("mean", Role::kOut, DType::kF32, -1, 16, 0, 0, {}),
-                       make_tensor("rstd", Role::kOut, DType::kF32, -1, 16, 0, 0, {})};
+          const nlohmann::json params = {
+              {"rows", 16}, {"n", n}, {"dtype", "fp32"}, {"eps", static_cast<double>(1e-5f)}, {"bias", 1}};
+          const std::vector<ValueRecipe> inputs = {x, recipe(ValueClass::kNormal, 5), recipe(ValueClass::kNormal, 6)};
+          ASSAY_ASSIGN_OR_RETURN(Case c, build_case(*ln_def, params, inputs, {}));
           ASSAY_RETURN_IF_ERROR(ln->validate(c));
           ASSAY_ASSIGN_OR_RETURN(std::vector<Verdict> vs, ln->run(c, {v.name}, *lane));
           ++probes_n;

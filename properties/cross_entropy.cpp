@@ -2,18 +2,21 @@
 // label smoothing and ignore_index, reduction 'none': per row the loss (fp32)
 // and dlogits = softmax - q (the gradient of sum_r loss_r, in the logits' dtype).
 //
-// Sections: binding, generators, references, bound, properties.
+// Sections: declaration (params, tensors), prepare, reference, bound,
+// self-check, binding.
 // Binding: kernels/rowwise/cross_entropy.cu (online max and sum as softmax_fwd,
-// then dlogits and the smoothing sum, one warp or block per row); mutants in
-// tests/mutants/rowwise/ register through register_cross_entropy.
+// then dlogits and the smoothing sum, one warp or block per row; loss and
+// dlogits overwritten); the planted bugs of tests/mutants/rowwise/ bind
+// through cross_entropy_launch (properties/cross_entropy.h).
 // References: references/host/softmax.h cross_entropy_reference (nll = L - t_c,
 // t = x - max, L = log sum exp t; ignored rows 0, out-of-range targets NaN, as
 // declared) and softmax_row, in double; with smoothing eps (the fp32 value the
 // kernel receives), q_j = (1 - eps)[j == c] + eps/n and
 //   loss = -sum_j q_j z_j = (1 - eps)(L - t_c) + eps (L - mean_j t_j)
 // (z = log-softmax); eps = 0 is the nll alone (as the kernel: no 0 * Inf).
-// Bounds (u = 2^-24; SoftmaxModel with fp32 accumulation and the online
-// kernel's rescale count, as softmax.cpp: ceil(n/32) + 10):
+// Bounds (u = 2^-24; SoftmaxModel with fp32 accumulation, the variant's
+// declared arithmetic (fast-math: __expf's error) and the online kernel's
+// rescale count, as softmax.cpp: ceil(n/32) + 10):
 // - loss: ce_loss_tol below, from log_softmax_bounds' per-element z tolerance
 //   tol_z(j) = u'|z_j| + u'|t_j| + floor_row:
 //     |loss^ - loss| <= (1 + gamma_3)[(1 - eps) tol_z(c) + eps (mean_j tol_z(j)
@@ -38,131 +41,83 @@
 // or +Inf with smoothing), and a -inf target logit (loss +Inf); ignore_index
 // -100, -1 or 0 placed on rows r % ignore_every == 0; out-of-range targets
 // only when "oob_targets" (else the targets are folded into [0, n)).
+#include "properties/cross_entropy.h"
+
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
-#include "properties/rowwise_common.h"
-#include "properties/rowwise_registry.h"
+#include <fmt/format.h>
+
+#include "harness/bounds.h"
+#include "properties/rowwise_values.h"
 #include "references/host/softmax.h"
 
 namespace assay::rowwise {
 namespace {
 
-// ---- binding ---------------------------------------------------------------------
-std::vector<TensorOpVariant>& registry() {
-  static std::vector<TensorOpVariant> v;
-  return v;
-}
-
-}  // namespace
-
-// Tensors: logits [rows, n], target [rows] (int32), loss [rows] (fp32), dlogits [rows, n].
-bool register_cross_entropy(VariantInfo info, CrossEntropyFn fn) {
-  registry().push_back({std::move(info), [fn](const Case& c, const std::vector<DevTensor>& t, cudaStream_t s) {
-                          return fn(to_dt(t[0].dtype), t[0].ptr, t[0].v.ld, t[1].as<const int32_t>(), t[0].v.rows,
-                                    t[0].v.cols, int_or(c, "ignore_index", -100),
-                                    static_cast<float>(num_or(c, "smoothing", 0)), t[2].as<float>(), t[3].ptr,
-                                    t[3].v.ld, s);
-                        }});
-  return true;
-}
-
-namespace {
-
-[[maybe_unused]] const bool kRegistered = register_cross_entropy(
-    {"fused", "one warp (n <= 1024) or block per row: online max and sum, then dlogits and the smoothing sum", false,
-     true, "kernels/rowwise/cross_entropy.cu"},
-    kernels::rowwise::cross_entropy_fwd_bwd);
-
 constexpr int64_t kMaxRows = 4096, kMaxN = 16384, kMaxElems = 1 << 20;
 constexpr double u32 = 0x1p-24, u64 = 0x1p-53;
 
-// ---- generators -----------------------------------------------------------------
-Case build(const nlohmann::json& p, const std::vector<ValueRecipe>& r, int64_t pad, int64_t off) {
-  Case c;
-  c.op = "cross_entropy";
-  c.params = p;
-  const DType dt = *parse_dtype(p["dtype"].get<std::string>());
-  const int64_t rows = p["rows"].get<int64_t>(), n = p["n"].get<int64_t>();
-  ValueRecipe rt = r[1];
-  if (rt.cls == ValueClass::kSameSign) rt.scale = static_cast<double>(n);  // targets follow n: [0, n]
-  c.tensors = {make_tensor("logits", Role::kIn, dt, rows, n, pad, off, r[0]),
-               make_tensor("target", Role::kIn, DType::kI32, -1, rows, 0, off, rt),
-               make_tensor("loss", Role::kOut, DType::kF32, -1, rows, 0, off, {}),
-               make_tensor("dlogits", Role::kOut, dt, rows, n, pad, off, {})};
-  return c;
-}
-
-rc::Gen<Case> gen(const GenConfig& cfg) {
-  const int64_t cap = std::max<int64_t>(1, std::min<int64_t>(cfg.max_dim, kMaxN));
-  return rc::gen::exec([cap] {
-    const int64_t n = *gen_row_length(cap);
-    const int64_t rows = *gen_extent(
-        std::max<int64_t>(1, std::min<int64_t>(std::min<int64_t>(kMaxRows, 16 * cap), kMaxElems / n)), {4, 8, 32}, 1);
-    const DType dt = *gen_element(activation_dtypes());
-    nlohmann::json p = {{"dtype", std::string(dtype_name(dt))}, {"rows", rows}, {"n", n}};
-    p["ignore_index"] = *gen_element<int64_t>({-100, -100, -1, 0});
-    p["smoothing"] = *gen_element<double>({0, 0.1});
-    p["ignore_every"] = *gen_element<int64_t>({0, 1, 2, 3, 4, 7});
-    if (*gen_weighted_index({7, 1}) == 1) p["oob_targets"] = true;
-    if (*gen_weighted_index({3, 1}) == 1) p["inf_every"] = *gen_element<int64_t>({1, 2, 3, 5});
-    if (*gen_weighted_index({7, 1}) == 1)
-      p["relation"] = "shift", p["shift"] = *gen_element<double>({64, -3.5, 1024, 0.25});
-    RecipeOptions to;
-    to.classes = {ValueClass::kSameSign};
-    to.dtype = DType::kI32;
-    to.specials = kSpecialPosInf | kSpecialNegInf;  // INT32_MAX / INT32_MIN: out of range (with oob_targets)
-    to.inject_percent = 20;
-    const ValueRecipe rx = *gen_row_recipe(dt, kSpecialAll), rt = *gen_value_recipe(to);
-    const int64_t pad = *gen_element<int64_t>({0, 0, 0, 1, 3, 8});
-    const int64_t off = *gen_element<int64_t>({0, 0, 0, 1, 2});
-    return build(p, {rx, rt}, pad, off);
-  });
-}
-
-Status validate(const Case& c) {
-  ASSAY_ASSIGN_OR_RETURN(DType dt, param_dtype(c));
-  ASSAY_ASSIGN_OR_RETURN(int64_t rows, param_int(c, "rows", 0, kMaxRows));
-  ASSAY_ASSIGN_OR_RETURN(int64_t n, param_int(c, "n", 1, kMaxN));
-  if (c.params.contains("ignore_index"))
-    ASSAY_RETURN_IF_ERROR(param_int(c, "ignore_index", INT32_MIN, INT32_MAX).status());
-  if (c.params.contains("smoothing") && !(num_or(c, "smoothing", NAN) >= 0 && num_or(c, "smoothing", NAN) <= 1))
-    return invalid_argument("cross_entropy case: params.smoothing must be a number in [0, 1]");
-  for (const char* k : {"ignore_every", "inf_every"})
-    if (c.params.contains(k)) ASSAY_RETURN_IF_ERROR(param_int(c, k, 0, kMaxRows).status());
-  if (c.params.contains("oob_targets") && !c.params["oob_targets"].is_boolean())
-    return invalid_argument("cross_entropy case: params.oob_targets must be a boolean");
-  const std::string rel = str_or(c, "relation", "");
-  if (c.params.contains("relation") && (rel != "shift" || !std::isfinite(num_or(c, "shift", NAN))))
-    return invalid_argument("cross_entropy case: params.relation must be \"shift\" with a finite params.shift");
-  ASSAY_RETURN_IF_ERROR(validate_tensor_layout(
-      c, {{"logits", Role::kIn}, {"target", Role::kIn}, {"loss", Role::kOut}, {"dlogits", Role::kOut}}));
-  auto want = [&](const TensorSpec& t, DType d, std::vector<int64_t> shape, const char* what) -> Status {
-    if (t.desc.dtype != d || t.desc.shape != shape)
-      return invalid_argument(fmt::format("cross_entropy case: tensor {} must be {} {}", t.name, dtype_name(d), what));
-    return ok_status();
+// ---- declaration ------------------------------------------------------------------
+std::vector<ParamDef> params() {
+  return {
+      ParamDef::dtype("dtype", activation_dtypes()),
+      ParamDef::extent("n", 1, kMaxN).aim({4, 32, 128, 1024}),
+      ParamDef::extent("rows", 1, kMaxRows).aim({4, 8, 32}).cap([](const Params& q) {
+        return kMaxElems / std::max<int64_t>(q.i("n"), 1);
+      }),
+      // Absent: -100 (PyTorch's default); present: near -100, -1 and 0 (a valid class) or
+      // anywhere in int32.
+      ParamDef::integer("ignore_index", INT32_MIN, INT32_MAX).aim({-100, -1, 0}).optional(1),
+      ParamDef::real("smoothing", {0, 0.1}),
+      ParamDef::integer("ignore_every", 0, 7).describe("rows r % k == 0 get ignore_index"),
+      ParamDef::flag("oob_targets").weigh({7, 1}).describe("targets outside [0, n) kept (else folded into it)"),
+      ParamDef::integer("inf_every", 0, 5).optional(3).describe("rows r % k == k - 1: -inf logits (see prepare)"),
+      ParamDef::choice("relation", {"shift"}).optional(7),
+      ParamDef::real("shift", {64, -3.5, 1024, 0.25}).only_when([](const Params& q) {
+        return q.s("relation") == "shift";
+      }),
   };
-  ASSAY_RETURN_IF_ERROR(want(c.tensors[0], dt, {rows, n}, "[rows, n]"));
-  ASSAY_RETURN_IF_ERROR(want(c.tensors[1], DType::kI32, {rows}, "[rows]"));
-  ASSAY_RETURN_IF_ERROR(want(c.tensors[2], DType::kF32, {rows}, "[rows]"));
-  ASSAY_RETURN_IF_ERROR(want(c.tensors[3], dt, {rows, n}, "[rows, n]"));
+}
+
+Status check(const Params& p) {
+  const double eps = p.r("smoothing", 0);
+  if (!(eps >= 0 && eps <= 1)) return invalid_argument("cross_entropy case: params.smoothing must be a number in [0, 1]");
+  if (p.s("relation") == "shift" && !p.has("shift"))
+    return invalid_argument("cross_entropy case: params.relation \"shift\" needs a finite params.shift");
   return ok_status();
 }
 
+std::vector<TensorDef> tensors() {
+  return {{.name = "logits", .dims = {"rows", "n"}, .values = {.specials = kSpecialAll}},
+          // INT32_MAX / INT32_MIN injected: out of range (kept with oob_targets); else in [0, n].
+          {.name = "target",
+           .dims = {"rows"},
+           .dtype = "int32",
+           .values = {.classes = {ValueClass::kSameSign},
+                      .specials = kSpecialPosInf | kSpecialNegInf,
+                      .inject_percent = 20,
+                      .int_hi_param = "n"}},
+          {.name = "loss", .role = Role::kOut, .dims = {"rows"}, .dtype = "fp32"},
+          {.name = "dlogits", .role = Role::kOut, .dims = {"rows", "n"}}};
+}
+
 // ---- references and bounds --------------------------------------------------------
-SoftmaxModel model_of(DType dt, int64_t n) {
+SoftmaxModel model_of(DType dt, int64_t n, const Arithmetic& a) {
   SoftmaxModel m;
   m.in = dt;
   m.acc = DType::kF32;
   m.out = DType::kF32;  // the loss is fp32; dlogits add their own store rounding
   m.n = n;
+  m.fast_math = a.fast_math;
   m.rescales = std::min<int64_t>(std::max<int64_t>(n - 1, 0), (n + 31) / 32 + 10);
   return m;
 }
 
 /// The smoothing the kernel receives (an fp32 value): the reference uses exactly it.
-double eps_of(const Case& c) {
-  return static_cast<double>(static_cast<float>(num_or(c, "smoothing", 0)));
+double eps_of(const Params& p) {
+  return static_cast<double>(static_cast<float>(p.r("smoothing", 0)));
 }
 
 double finite_or_zero(double x) {
@@ -198,12 +153,13 @@ double ce_loss_tol(const ElementBound& z, int64_t n, double eps, double nll, dou
 /// Rows r % inf_every == inf_every - 1 (with a target in [0, n)) get every logit but the target's
 /// set to -inf (even r / inf_every) or the target's logit set to -inf (odd).
 void prepare(const Case& c, std::vector<unsigned char*>& img) {
+  const Params p(c.params);
   const auto& dx = c.tensors[0].desc;
   const auto& dtg = c.tensors[1].desc;
   const View2D v = view_of(dx);
-  const int64_t n = v.cols, ig = int_or(c, "ignore_index", -100), every = int_or(c, "ignore_every", 0),
-                inf_every = int_or(c, "inf_every", 0);
-  const bool oob = bool_or(c, "oob_targets", false);
+  const int64_t n = v.cols, ig = p.i("ignore_index", -100), every = p.i("ignore_every", 0),
+                inf_every = p.i("inf_every", 0);
+  const bool oob = p.b("oob_targets");
   for (int64_t r = 0; r < v.rows; ++r) {
     int64_t t = static_cast<int64_t>(peek(DType::kI32, img[1], dtg.offset + r));
     if (!oob && n > 0) t = ((t % n) + n) % n;
@@ -220,23 +176,24 @@ void prepare(const Case& c, std::vector<unsigned char*>& img) {
   }
 }
 
+// Aux of the loss (per row): [0] 1 where the row is computed (not ignored, target in range),
+// [1] nll, [2] |x_c - max|, [3] L (log-sum-exp), [4] mean_j |t_j|, [5] the row's weighted
+// deviation D. Aux of dlogits (per element): [0] p_j, [1] softmax's magnitude, [2] q_j.
 Status reference(const Case& c, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
-  const DType dt = *parse_dtype(c.params["dtype"].get<std::string>());
+  const Params p(c.params);
   const int64_t rows = t[0].v.rows, n = t[0].v.cols, ld = t[0].v.ld;
-  const int64_t ig = int_or(c, "ignore_index", -100);
-  const double eps = eps_of(c);
+  const int64_t ig = p.i("ignore_index", -100);
+  const double eps = eps_of(p);
   std::vector<int64_t> tg(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) tg[static_cast<size_t>(r)] = static_cast<int64_t>(t[1].at(0, r));
   std::vector<ref::CrossEntropyRow<double>> ce(static_cast<size_t>(rows));
   ref::cross_entropy_reference<double>(t[0].data, rows, n, ld, tg.data(), ce.data(), 1, ig);
   OutputRef loss, dl;
   loss.ref.assign(static_cast<size_t>(rows), 0.0);
-  loss.tol.assign(loss.ref.size(), 0.0);
+  loss.aux.assign(6, std::vector<double>(loss.ref.size(), 0.0));
   dl.ref.assign(static_cast<size_t>(rows * n), 0.0);
-  dl.tol.assign(dl.ref.size(), 0.0);
-  const SoftmaxModel m = model_of(dt, n);
-  const double g3 = gamma_n(3, u32);
-  std::vector<double> p(static_cast<size_t>(n)), mag(p.size());
+  dl.aux.assign(3, std::vector<double>(dl.ref.size(), 0.0));
+  std::vector<double> prob(static_cast<size_t>(n)), mag(prob.size());
   for (int64_t r = 0; r < rows; ++r) {
     const auto& row = ce[static_cast<size_t>(r)];
     const size_t lr = static_cast<size_t>(r);
@@ -248,77 +205,126 @@ Status reference(const Case& c, const std::vector<HostTensor>& t, std::vector<Ou
       continue;
     }
     const double* x = t[0].data + r * ld;
-    ref::softmax_row<double>(x, n, p.data(), mag.data());
-    SoftmaxRowMags rm;
-    rm.weighted_dev = finite_or_zero(row.stats.weighted_dev);
-    rm.log_sum_exp = finite_or_zero(row.stats.log_sum_exp);
-    // loss
+    ref::softmax_row<double>(x, n, prob.data(), mag.data());
     double mean_abs_t = 0;
     for (int64_t j = 0; j < n; ++j) mean_abs_t += std::fabs(x[j] - row.stats.max);
     mean_abs_t /= static_cast<double>(n);
     const double lse = row.stats.log_sum_exp;
-    const double l = eps == 0 ? row.loss : (1 - eps) * row.loss + eps * (lse + mean_abs_t);
-    loss.ref[lr] = l;
-    if (std::isfinite(l)) {
-      const ElementBound z = log_softmax_bounds(m, rm).ceiling;
-      loss.tol[lr] = ce_loss_tol(z, n, eps, row.loss, finite_or_zero(row.target_dev), lse, mean_abs_t, l);
-    }
-    // dlogits = p - q
-    const ElementBound sb = softmax_bounds(m, rm).ceiling;
-    for (int64_t j = 0; j < n; ++j) {
-      const size_t l2 = static_cast<size_t>(r * n + j);
+    loss.ref[lr] = eps == 0 ? row.loss : (1 - eps) * row.loss + eps * (lse + mean_abs_t);
+    loss.aux[0][lr] = 1;
+    loss.aux[1][lr] = row.loss;
+    loss.aux[2][lr] = finite_or_zero(row.target_dev);
+    loss.aux[3][lr] = lse;
+    loss.aux[4][lr] = mean_abs_t;
+    loss.aux[5][lr] = finite_or_zero(row.stats.weighted_dev);
+    for (int64_t j = 0; j < n; ++j) {  // dlogits = p - q
+      const size_t l = static_cast<size_t>(r * n + j);
       const double q = (j == tc ? 1 - eps : 0.0) + eps / static_cast<double>(n);
-      const double d = p[static_cast<size_t>(j)] - q;
-      dl.ref[l2] = d;
-      if (!std::isfinite(d)) continue;
-      const double e32 =
-          (1 + u32) * (sb.tol(p[static_cast<size_t>(j)], finite_or_zero(mag[static_cast<size_t>(j)])) + g3 * q) +
-          u32 * std::fabs(d);
-      dl.tol[l2] = e32 + store_rounding(std::fabs(d) + e32, dt);
+      dl.ref[l] = prob[static_cast<size_t>(j)] - q;
+      dl.aux[0][l] = prob[static_cast<size_t>(j)];
+      dl.aux[1][l] = finite_or_zero(mag[static_cast<size_t>(j)]);
+      dl.aux[2][l] = q;
     }
   }
   out = {std::move(loss), std::move(dl)};
   return ok_status();
 }
 
-// ---- properties ---------------------------------------------------------------------
-bool shift_logits(const Case& c, std::vector<unsigned char*>& img) {
-  if (str_or(c, "relation", "") != "shift") return false;
-  shift_tensor(c, img, 0);
-  return true;
+Status bound(const Case& c, const Arithmetic& a, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
+  const Params p(c.params);
+  const DType dt = p.dt("dtype");
+  const int64_t rows = t[0].v.rows, n = t[0].v.cols;
+  const double eps = eps_of(p), g3 = gamma_n(3, u32);
+  const SoftmaxModel m = model_of(dt, n, a);
+  OutputRef &loss = out[0], &dl = out[1];
+  loss.tol.assign(loss.ref.size(), 0.0);  // ignored rows: exactly 0; NaN rows: the pattern alone
+  dl.tol.assign(dl.ref.size(), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const size_t lr = static_cast<size_t>(r);
+    if (loss.aux[0][lr] == 0) continue;
+    const double lse = loss.aux[3][lr];
+    const SoftmaxRowMags rm{loss.aux[5][lr], finite_or_zero(lse)};
+    if (std::isfinite(loss.ref[lr])) {
+      const ElementBound z = log_softmax_bounds(m, rm).ceiling;
+      loss.tol[lr] = ce_loss_tol(z, n, eps, loss.aux[1][lr], loss.aux[2][lr], lse, loss.aux[4][lr], loss.ref[lr]);
+    }
+    const ElementBound sb = softmax_bounds(m, rm).ceiling;
+    for (int64_t j = 0; j < n; ++j) {
+      const size_t l = static_cast<size_t>(r * n + j);
+      const double d = dl.ref[l];
+      if (!std::isfinite(d)) continue;
+      const double e32 = (1 + u32) * (sb.tol(dl.aux[0][l], dl.aux[1][l]) + g3 * dl.aux[2][l]) + u32 * std::fabs(d);
+      dl.tol[l] = e32 + store_rounding(std::fabs(d) + e32, dt);
+    }
+  }
+  return ok_status();
 }
 
-RowOpConfig config() {
-  RowOpConfig cfg;
-  cfg.name = "cross_entropy";
-  cfg.description =
+// ---- self-check ----------------------------------------------------------------------
+/// The host reference's loss (with smoothing) and dlogits against a long-double evaluation of
+/// -sum_j q_j log softmax_j and softmax - q on one row.
+Status self_check(std::string& report) {
+  const int64_t n = 29, tc = 11;
+  const double eps = 0.1;
+  std::vector<double> x(static_cast<size_t>(n)), prob(x.size());
+  for (int64_t j = 0; j < n; ++j) x[static_cast<size_t>(j)] = 6 * std::sin(1.3 * static_cast<double>(j)) + 2;
+  const int64_t target = tc;
+  ref::CrossEntropyRow<double> row;
+  ref::cross_entropy_reference<double>(x.data(), 1, n, n, &target, &row);
+  ref::softmax_row<double>(x.data(), n, prob.data(), nullptr);
+  long double mx = -INFINITY, z = 0, sum_t = 0;
+  for (double v : x) mx = std::max<long double>(mx, v);
+  for (double v : x) z += std::exp(static_cast<long double>(v) - mx), sum_t += v - mx;
+  const long double L = std::log(z);
+  long double want = 0;
+  double worst_d = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    const long double q = (j == tc ? 1 - eps : 0.0) + eps / n, zj = x[static_cast<size_t>(j)] - mx - L;
+    want -= q * zj;
+    const long double d = std::exp(zj) - q;
+    worst_d = std::max(worst_d, static_cast<double>(std::fabs(prob[static_cast<size_t>(j)] - q - d) / std::fabs(d)));
+  }
+  const double got = (1 - eps) * row.loss + eps * (row.stats.log_sum_exp - static_cast<double>(sum_t) / n);
+  const double worst_l = static_cast<double>(std::fabs((got - want) / want));
+  if (!(worst_l < 1e-13 && worst_d < 1e-12))
+    return internal_error(
+        fmt::format("cross_entropy: host reference off by {:.3g} (loss) / {:.3g} (dlogits), relative", worst_l, worst_d));
+  report += fmt::format("cross_entropy: host loss (smoothing 0.1) within {:.2g} and dlogits within {:.2g} of a "
+                        "long-double evaluation (29 classes)\n",
+                        worst_l, worst_d);
+  return ok_status();
+}
+
+OpDef make() {
+  OpDef op;
+  op.name = "cross_entropy";
+  op.description =
       "fused softmax + cross-entropy, int32 class targets, label smoothing and ignore_index, reduction 'none': fp32 "
       "loss per row and dlogits = softmax - q in the logits' dtype";
-  cfg.def.op = "cross_entropy";
-  cfg.def.bound_name = "cross-entropy ceiling";
-  cfg.def.prepare = prepare;
-  cfg.def.reference = reference;
-  cfg.def.transform = shift_logits;
-  cfg.registry = &registry();
-  cfg.gen = gen;
-  cfg.build = build;
-  cfg.validate = validate;
-  cfg.shrink_keys = {{"rows", 1}, {"n", 1}, {"ignore_every", 0}, {"inf_every", 0}};
-  cfg.self_check_note = "host cross-entropy checked against multiprecision in tests/references/rowwise_ref_test.cpp";
-  return cfg;
+  op.params = params();
+  op.tensors = tensors();
+  op.check = check;
+  op.prepare = prepare;
+  op.reference = reference;
+  op.bound = bound;
+  op.bound_name = "cross-entropy ceiling";
+  op.transform = [](const Case& c, std::vector<unsigned char*>& img) {
+    if (Params(c.params).s("relation") != "shift") return false;
+    shift_tensor(c, img, 0);
+    return true;
+  };
+  op.self_check = self_check;
+  return op;
 }
 
-const RowOpConfig& the_config() {
-  static const RowOpConfig cfg = config();
-  return cfg;
-}
-
-[[maybe_unused]] const bool kSpec = register_spec(std::make_unique<RowOpSpec>(the_config()));
+// ---- binding ------------------------------------------------------------------------
+ASSAY_REGISTER(register_op(make()));
+ASSAY_REGISTER(add_variant(
+    "cross_entropy",
+    {.name = "fused",
+     .description = "one warp (n <= 1024) or block per row: online max and sum, then dlogits and the smoothing sum",
+     .launch = cross_entropy_launch(kernels::rowwise::cross_entropy_fwd_bwd),
+     .source = "kernels/rowwise/cross_entropy.cu"}));
 
 }  // namespace
-
-const TensorOpDef& cross_entropy_def() {
-  return the_config().def;
-}
-
 }  // namespace assay::rowwise

@@ -2,9 +2,13 @@
 // bf16 activations with fp32 statistics (saved mean and rstd, fp32 dgamma and
 // dbeta).
 //
-// Sections: binding, generators, references, bounds, properties.
+// Sections: declaration (params, tensors), prepare, references, bounds,
+// self-checks, binding.
 // Binding: kernels/rowwise/norms.cu (Welford forward, column-parallel
-// deterministic dgamma/dbeta); mutants in tests/mutants/rowwise/.
+// deterministic dgamma/dbeta, which the kernels overwrite: no accumulation);
+// the planted bugs of tests/mutants/rowwise/ bind through the launchers of
+// properties/norms.h. Saved statistics (mean, rstd) are fp32 outputs of the
+// forward and fp32 inputs of the backward; beta and dbeta are [bias, n].
 // References: references/host/norms.h (two-pass statistics in double) and
 // backward.h (from the kernel's saved fp32 mean and rstd, as the kernel uses).
 // Bounds (u = 2^-24):
@@ -15,8 +19,12 @@
 //   u X~ (n+14)/2) (bounds.h's variance_bounds derivation) + u|mean| for the store.
 // - saved rstd, relative: r = (e_V + u eps)/(V + eps) with e_V the variance
 //   ceiling; r' = (1+r)(1+u) - 1 (the + eps); rho = 1/sqrt(1-r') - 1; rsqrtf
-//   2 ulp (5u with the store): (1+rho)(1+5u) - 1. RMSNorm: r = gamma_{n+2}
-//   (mean of squares, positive terms, [H] (4.4)) + flushed squares.
+//   2 ulp (5u with the store): (1+rho)(1+5u) - 1; 7u under a variant's
+//   declared fast math (approximate sqrt and reciprocal, as bounds.cpp's
+//   rstd_rel). RMSNorm: r = gamma_{n+2} (mean of squares, positive terms,
+//   [H] (4.4)) + flushed squares.
+// - The backward bounds assume IEEE division and no flush-to-zero (assay's
+//   kernels declare neither fast math nor FTZ).
 // - dX: xhat_i = (x_i - mean) rstd errs by 2u (|x_i| + |mean|) rstd = 2u xabs_i;
 //   dxhat = dy gamma by u; the two row means by gamma_{n+1} of their absolute
 //   sums; the products, the two subtractions and the final * rstd by u each:
@@ -37,207 +45,108 @@
 // ("constant_every": zero variance, and zero rows for RMSNorm), near-overflow,
 // subnormal, NaN/Inf injection; lengths below a warp, around 32, 128, 1024,
 // not multiples of 4; rows not multiples of the rows per block.
+#include "properties/norms.h"
+
 #include <cmath>
 #include <vector>
 
-#include "properties/rowwise_common.h"
-#include "properties/rowwise_registry.h"
+#include <fmt/format.h>
+
+#include "harness/bounds.h"
+#include "harness/gradcheck.h"
+#include "properties/rowwise_values.h"
 #include "references/host/backward.h"
 #include "references/host/norms.h"
 
 namespace assay::rowwise {
 namespace {
 
-std::vector<TensorOpVariant>& reg(int which) {
-  static std::vector<TensorOpVariant> v[4];
-  return v[which];
-}
-constexpr int kLn = 0, kLnBwd = 1, kRms = 2, kRmsBwd = 3;
-
-}  // namespace
-
-// ---- binding ---------------------------------------------------------------------
-bool register_layernorm_fwd(VariantInfo info, LayerNormFwdFn fn) {
-  reg(kLn).push_back({std::move(info), [fn](const Case& c, const std::vector<DevTensor>& t, cudaStream_t s) {
-                        return fn(to_dt(t[0].dtype), t[0].ptr, t[0].v.ld, t[1].ptr,
-                                  bool_or(c, "bias", true) ? t[2].ptr : nullptr, t[3].ptr, t[3].v.ld,
-                                  t[4].as<float>(), t[5].as<float>(), t[0].v.rows, t[0].v.cols,
-                                  static_cast<float>(num_or(c, "eps", 1e-5)), s);
-                      }});
-  return true;
-}
-bool register_layernorm_bwd(VariantInfo info, LayerNormBwdFn fn) {
-  reg(kLnBwd).push_back({std::move(info), [fn](const Case& c, const std::vector<DevTensor>& t, cudaStream_t s) {
-                           return fn(to_dt(t[0].dtype), t[0].ptr, t[0].v.ld, t[1].ptr, t[1].v.ld, t[2].ptr,
-                                     t[3].as<const float>(), t[4].as<const float>(), t[5].ptr, t[5].v.ld,
-                                     t[6].as<float>(), bool_or(c, "bias", true) ? t[7].as<float>() : nullptr,
-                                     t[0].v.rows, t[0].v.cols, s);
-                         }});
-  return true;
-}
-bool register_rmsnorm_fwd(VariantInfo info, RmsNormFwdFn fn) {
-  reg(kRms).push_back({std::move(info), [fn](const Case& c, const std::vector<DevTensor>& t, cudaStream_t s) {
-                         return fn(to_dt(t[0].dtype), t[0].ptr, t[0].v.ld, t[1].ptr, t[2].ptr, t[2].v.ld,
-                                   t[3].as<float>(), t[0].v.rows, t[0].v.cols,
-                                   static_cast<float>(num_or(c, "eps", 1e-5)), s);
-                       }});
-  return true;
-}
-bool register_rmsnorm_bwd(VariantInfo info, RmsNormBwdFn fn) {
-  reg(kRmsBwd).push_back({std::move(info), [fn](const Case&, const std::vector<DevTensor>& t, cudaStream_t s) {
-                            return fn(to_dt(t[0].dtype), t[0].ptr, t[0].v.ld, t[1].ptr, t[1].v.ld, t[2].ptr,
-                                      t[3].as<const float>(), t[4].ptr, t[4].v.ld, t[5].as<float>(), t[0].v.rows,
-                                      t[0].v.cols, s);
-                          }});
-  return true;
-}
-
-namespace {
-
-const char* const kSrc = "kernels/rowwise/norms.cu";
-[[maybe_unused]] const bool kRegistered =
-    register_layernorm_fwd({"welford", "warp or block per row, Welford + Chan merge in fp32", false, true, kSrc},
-                           kernels::rowwise::layernorm_fwd) &&
-    register_layernorm_bwd(
-        {"rowwise", "dx per row; dgamma, dbeta by a column kernel in fixed row order", false, true, kSrc},
-        kernels::rowwise::layernorm_bwd) &&
-    register_rmsnorm_fwd({"rowwise", "warp or block per row, mean of squares in fp32", false, true, kSrc},
-                         kernels::rowwise::rmsnorm_fwd) &&
-    register_rmsnorm_bwd({"rowwise", "dx per row; dgamma by a column kernel in fixed row order", false, true, kSrc},
-                         kernels::rowwise::rmsnorm_bwd);
-
+enum Which { kLn = 0, kLnBwd = 1, kRms = 2, kRmsBwd = 3 };
 constexpr int64_t kMaxRows = 4096, kMaxN = 16384, kMaxElems = 1 << 20;
 constexpr double u32 = 0x1p-24;
 
-// ---- generators -----------------------------------------------------------------
-struct Shape {
-  DType dt;
-  int64_t rows, n;
-};
-Shape shape_of(const nlohmann::json& p) {
-  return {*parse_dtype(p["dtype"].get<std::string>()), p["rows"].get<int64_t>(), p["n"].get<int64_t>()};
+bool is_ln(Which w) {
+  return w == kLn || w == kLnBwd;
+}
+bool is_bwd(Which w) {
+  return w == kLnBwd || w == kRmsBwd;
 }
 
-Case build(int which, const nlohmann::json& p, const std::vector<ValueRecipe>& r, int64_t pad, int64_t off) {
-  static const char* const ops[] = {"layernorm", "layernorm_bwd", "rmsnorm", "rmsnorm_bwd"};
-  Case c;
-  c.op = ops[which];
-  c.params = p;
-  const Shape s = shape_of(p);
-  const auto f32 = DType::kF32;
-  auto mat = [&](const char* name, Role role, size_t ri) {
-    return make_tensor(name, role, s.dt, s.rows, s.n, pad, off, ri < r.size() ? r[ri] : ValueRecipe{});
-  };
-  auto vec = [&](const char* name, Role role, DType dt, int64_t len, size_t ri) {
-    return make_tensor(name, role, dt, -1, len, 0, 0, ri < r.size() ? r[ri] : ValueRecipe{});
-  };
-  switch (which) {
-    case kLn:
-      c.tensors = {mat("X", Role::kIn, 0),          vec("gamma", Role::kIn, s.dt, s.n, 1),
-                   vec("beta", Role::kIn, s.dt, s.n, 2), mat("Y", Role::kOut, 9),
-                   vec("mean", Role::kOut, f32, s.rows, 9), vec("rstd", Role::kOut, f32, s.rows, 9)};
-      break;
-    case kLnBwd:
-      c.tensors = {mat("X", Role::kIn, 0),
-                   mat("dY", Role::kIn, 1),
-                   vec("gamma", Role::kIn, s.dt, s.n, 2),
-                   vec("mean", Role::kIn, f32, s.rows, 3),
-                   vec("rstd", Role::kIn, f32, s.rows, 4),
-                   mat("dX", Role::kOut, 9),
-                   vec("dgamma", Role::kOut, f32, s.n, 9),
-                   vec("dbeta", Role::kOut, f32, bool_or(c, "bias", true) ? s.n : 0, 9)};  // none without a bias
-      break;
-    case kRms:
-      c.tensors = {mat("X", Role::kIn, 0), vec("gamma", Role::kIn, s.dt, s.n, 1), mat("Y", Role::kOut, 9),
-                   vec("rstd", Role::kOut, f32, s.rows, 9)};
-      break;
-    default:
-      c.tensors = {mat("X", Role::kIn, 0),
-                   mat("dY", Role::kIn, 1),
-                   vec("gamma", Role::kIn, s.dt, s.n, 2),
-                   vec("rstd", Role::kIn, f32, s.rows, 3),
-                   mat("dX", Role::kOut, 9),
-                   vec("dgamma", Role::kOut, f32, s.n, 9)};
+// ---- declaration ------------------------------------------------------------------
+std::vector<ParamDef> params(Which w) {
+  std::vector<ParamDef> p = {
+      ParamDef::dtype("dtype", activation_dtypes()),
+      ParamDef::extent("n", 1, kMaxN).aim({4, 32, 128, 1024}),
+      ParamDef::extent("rows", 1, kMaxRows).aim({4, 8, 32}).cap([](const Params& q) {
+        return kMaxElems / std::max<int64_t>(q.i("n"), 1);
+      }),
+      // fp32 values: the kernel takes eps as float.
+      ParamDef::real("eps", {double(1e-5f), double(1e-6f), double(1e-12f), 0.0009765625})};
+  if (is_ln(w))
+    p.push_back(ParamDef::integer("bias", 0, 1).describe(
+        "1: with a bias (beta, dbeta [1, n]); 0: none (beta, dbeta [0, n], passed as null)"));
+  p.push_back(ParamDef::integer("constant_every", 0, 4)
+                  .optional(5)
+                  .describe("rows r % k == 0 constant (RMSNorm, even k: zero rows)"));
+  if (is_ln(w)) {
+    p.push_back(ParamDef::choice("relation", {"shift"}).optional(5));
+    p.push_back(ParamDef::real("shift", {64, -1024, 0.5, 4096}).only_when([](const Params& q) {
+      return q.s("relation") == "shift";
+    }));
   }
-  return c;
+  return p;
 }
 
-rc::Gen<Case> gen(int which, const GenConfig& cfg) {
-  const int64_t cap = std::min<int64_t>(cfg.max_dim, kMaxN);
-  return rc::gen::exec([cap, which] {
-    const int64_t n = *gen_row_length(cap);
-    const int64_t rows = *gen_extent(
-        std::max<int64_t>(1, std::min<int64_t>(std::min<int64_t>(kMaxRows, 16 * cap), kMaxElems / std::max<int64_t>(n, 1))), {4, 8, 32}, 1);
-    const DType dt = *rc::gen::elementOf(activation_dtypes());
-    nlohmann::json p = {{"rows", rows}, {"n", n}, {"dtype", std::string(dtype_name(dt))}};
-    p["eps"] = *rc::gen::elementOf(  // fp32 values: the kernel takes eps as float
-        std::vector<double>{double(1e-5f), double(1e-6f), double(1e-12f), 0.0009765625});
-    if (which == kLn || which == kLnBwd) p["bias"] = *rc::gen::elementOf(std::vector<bool>{true, true, false});
-    if (*rc::gen::inRange(0, 6) == 0) p["constant_every"] = *rc::gen::inRange<int64_t>(1, 4);
-    if ((which == kLn || which == kLnBwd) && *rc::gen::inRange(0, 6) == 0)
-      p["relation"] = "shift", p["shift"] = *rc::gen::elementOf(std::vector<double>{64, -1024, 0.5, 4096});
-    const bool bwd = which == kLnBwd || which == kRmsBwd;
-    std::vector<ValueRecipe> r = {*gen_row_recipe(dt, bwd ? 0 : kSpecialAll)};
-    const std::vector<ValueClass> weights = {ValueClass::kNormal, ValueClass::kUniform, ValueClass::kSameSign,
-                                             ValueClass::kSmallInt, ValueClass::kLogUniform};
-    if (bwd) r.push_back(*gen_row_recipe(dt, 0, weights));  // dY
-    r.push_back(*gen_row_recipe(dt, 0, weights));            // gamma
-    if (which == kLn) r.push_back(*gen_row_recipe(dt, 0, weights));  // beta
-    const int64_t pad = *rc::gen::elementOf(std::vector<int64_t>{0, 0, 0, 1, 3, 8});
-    const int64_t off = *rc::gen::elementOf(std::vector<int64_t>{0, 0, 0, 1, 2});
-    return build(which, p, r, pad, off);
-  });
-}
-
-Status validate(int which, const Case& c) {
-  ASSAY_ASSIGN_OR_RETURN(DType dt, param_dtype(c));
-  ASSAY_ASSIGN_OR_RETURN(int64_t rows, param_int(c, "rows", 0, kMaxRows));
-  ASSAY_ASSIGN_OR_RETURN(int64_t n, param_int(c, "n", 0, kMaxN));
-  const double eps = num_or(c, "eps", NAN);
+Status check(const Params& p) {
+  const double eps = p.r("eps", NAN);
   if (!(eps >= 0 && eps < 1) || static_cast<double>(static_cast<float>(eps)) != eps)
-    return invalid_argument(c.op + " case: params.eps must be an fp32 value in [0, 1)");
-  if (c.params.contains("bias") && !c.params["bias"].is_boolean())
-    return invalid_argument(c.op + " case: params.bias must be a boolean");
-  const std::string rel = str_or(c, "relation", "");
-  if (!rel.empty() && (rel != "shift" || which >= kRms || !std::isfinite(num_or(c, "shift", NAN))))
-    return invalid_argument(c.op + " case: params.relation must be \"shift\" (LayerNorm) with a finite params.shift");
-  if (int_or(c, "constant_every", 0) < 0) return invalid_argument(c.op + " case: params.constant_every must be >= 0");
-  std::vector<std::pair<std::string, Role>> layout;
-  switch (which) {
-    case kLn:
-      layout = {{"X", Role::kIn}, {"gamma", Role::kIn}, {"beta", Role::kIn},
-                {"Y", Role::kOut}, {"mean", Role::kOut}, {"rstd", Role::kOut}};
-      break;
-    case kLnBwd:
-      layout = {{"X", Role::kIn},    {"dY", Role::kIn},   {"gamma", Role::kIn},   {"mean", Role::kIn},
-                {"rstd", Role::kIn}, {"dX", Role::kOut}, {"dgamma", Role::kOut}, {"dbeta", Role::kOut}};
-      break;
-    case kRms:
-      layout = {{"X", Role::kIn}, {"gamma", Role::kIn}, {"Y", Role::kOut}, {"rstd", Role::kOut}};
-      break;
-    default:
-      layout = {{"X", Role::kIn},   {"dY", Role::kIn},   {"gamma", Role::kIn},
-                {"rstd", Role::kIn}, {"dX", Role::kOut}, {"dgamma", Role::kOut}};
-  }
-  ASSAY_RETURN_IF_ERROR(validate_tensor_layout(c, layout));
-  for (const auto& t : c.tensors) {
-    const bool stat = t.name == "mean" || t.name == "rstd" || t.name == "dgamma" || t.name == "dbeta";
-    const bool mat = t.name == "X" || t.name == "Y" || t.name == "dY" || t.name == "dX";
-    const DType want = stat ? DType::kF32 : dt;
-    const int64_t len = t.name == "mean" || t.name == "rstd" ? rows
-                        : t.name == "dbeta" && !bool_or(c, "bias", true) ? 0
-                                                                         : n;
-    const std::vector<int64_t> shape = mat ? std::vector<int64_t>{rows, n} : std::vector<int64_t>{len};
-    if (t.desc.dtype != want || t.desc.shape != shape)
-      return invalid_argument(fmt::format("{} case: tensor {} must be {} of shape [{}]", c.op, t.name, dtype_name(want),
-                                          fmt::join(shape, ", ")));
-  }
+    return invalid_argument("norm case: params.eps must be an fp32 value in [0, 1)");
+  if (p.s("relation") == "shift" && !p.has("shift"))
+    return invalid_argument("norm case: params.relation \"shift\" needs a finite params.shift");
   return ok_status();
+}
+
+std::vector<TensorDef> tensors(Which w) {
+  const ValueSpec weights = {.classes = {ValueClass::kNormal, ValueClass::kUniform, ValueClass::kSameSign,
+                                         ValueClass::kSmallInt, ValueClass::kLogUniform}};
+  const TensorDef x_fwd{.name = "X", .dims = {"rows", "n"}, .values = {.specials = kSpecialAll}};
+  const TensorDef x_bwd{.name = "X", .dims = {"rows", "n"}};
+  const TensorDef dy{.name = "dY", .dims = {"rows", "n"}, .values = weights};
+  const TensorDef gamma{.name = "gamma", .dims = {"n"}, .values = weights};
+  // The backward's saved statistics are drawn, then replaced by prepare (saved_stats).
+  auto stat = [](const char* name, Role role) { return TensorDef{.name = name, .role = role, .dims = {"rows"}, .dtype = "fp32"}; };
+  switch (w) {
+    case kLn:
+      return {x_fwd,
+              gamma,
+              {.name = "beta", .dims = {"bias", "n"}, .values = weights},
+              {.name = "Y", .role = Role::kOut, .dims = {"rows", "n"}},
+              stat("mean", Role::kOut),
+              stat("rstd", Role::kOut)};
+    case kLnBwd:
+      return {x_bwd,
+              dy,
+              gamma,
+              stat("mean", Role::kIn),
+              stat("rstd", Role::kIn),
+              {.name = "dX", .role = Role::kOut, .dims = {"rows", "n"}},
+              {.name = "dgamma", .role = Role::kOut, .dims = {"n"}, .dtype = "fp32"},
+              {.name = "dbeta", .role = Role::kOut, .dims = {"bias", "n"}, .dtype = "fp32"}};
+    case kRms:
+      return {x_fwd, gamma, {.name = "Y", .role = Role::kOut, .dims = {"rows", "n"}}, stat("rstd", Role::kOut)};
+    default:
+      return {x_bwd,
+              dy,
+              gamma,
+              stat("rstd", Role::kIn),
+              {.name = "dX", .role = Role::kOut, .dims = {"rows", "n"}},
+              {.name = "dgamma", .role = Role::kOut, .dims = {"n"}, .dtype = "fp32"}};
+  }
 }
 
 // ---- prepare: constant rows, saved statistics --------------------------------------------
 void constant_rows(const Case& c, std::vector<unsigned char*>& img, bool zero) {
-  const int64_t every = int_or(c, "constant_every", 0);
+  const int64_t every = Params(c.params).i("constant_every", 0);
   if (every <= 0) return;
   const auto& d = c.tensors[0].desc;
   const View2D v = view_of(d);
@@ -256,75 +165,101 @@ std::vector<double> row_values(const Case& c, const std::vector<unsigned char*>&
 }
 
 // The backward's saved statistics: what a correct forward stores (fp32 of the exact values).
-void saved_stats(int which, const Case& c, std::vector<unsigned char*>& img) {
-  constant_rows(c, img, which == kRmsBwd && int_or(c, "constant_every", 0) % 2 == 0);
-  const double eps = static_cast<float>(num_or(c, "eps", 1e-5));
+void saved_stats(Which w, const Case& c, std::vector<unsigned char*>& img) {
+  const Params p(c.params);
+  constant_rows(c, img, w == kRmsBwd && p.i("constant_every", 0) % 2 == 0);
+  const double eps = static_cast<float>(p.r("eps", 1e-5));
   const View2D v = view_of(c.tensors[0].desc);
+  const int64_t off3 = c.tensors[3].desc.offset;
   for (int64_t r = 0; r < v.rows; ++r) {
     const std::vector<double> x = row_values(c, img, r);
-    if (which == kLnBwd) {
+    std::vector<double> y(x.size());
+    if (w == kLnBwd) {
       ref::LayerNormRowStats<double> st;
-      std::vector<double> y(x.size());
       ref::layernorm_reference<double, double, double>(x.data(), 1, v.cols, v.cols, nullptr, nullptr, eps, y.data(),
                                                        nullptr, &st);
-      poke(DType::kF32, img[3], r, st.mean);
-      poke(DType::kF32, img[4], r, st.rstd);
+      poke(DType::kF32, img[3], off3 + r, st.mean);
+      poke(DType::kF32, img[4], c.tensors[4].desc.offset + r, st.rstd);
     } else {
       ref::RmsNormRowStats<double> st;
-      std::vector<double> y(x.size());
       ref::rmsnorm_reference<double, double, double>(x.data(), 1, v.cols, v.cols, nullptr, eps, y.data(), &st);
-      poke(DType::kF32, img[3], r, st.rstd);
+      poke(DType::kF32, img[3], off3 + r, st.rstd);
     }
   }
 }
 
 // ---- references and bounds --------------------------------------------------------
-NormModel norm_model(const Case& c, DType dt, int64_t n) {
+NormModel norm_model(const Params& p, int64_t n, const Arithmetic& a) {
   NormModel m;
-  m.in = dt;
+  m.in = p.dt("dtype");
   m.acc = DType::kF32;
-  m.out = dt;
+  m.out = m.in;
   m.n = n;
-  m.eps = static_cast<float>(num_or(c, "eps", 1e-5));
+  m.eps = static_cast<float>(p.r("eps", 1e-5));
+  m.fast_math = a.fast_math;
   return m;
 }
 
 /// Relative error of a computed rsqrt(V + eps) whose V errs by e_V: see the header comment.
-double rstd_rel(double e_v, double v, double eps) {
+double rstd_rel(double e_v, double v, double eps, bool fast) {
   const double r = (e_v + u32 * eps) / (v + eps);
   const double r2 = (1 + r) * (1 + u32) - 1;
   if (!(r2 < 1)) return INFINITY;
   const double rho = 1 / std::sqrt(1 - r2) - 1;
-  return (1 + rho) * (1 + 5 * u32) - 1;
+  return (1 + rho) * (1 + (fast ? 7 : 5) * u32) - 1;
 }
 
+/// y in ref, aux[0]: |gamma_i xhat_i|; mean and rstd in ref; the mean's aux carries the row's
+/// statistics for the bounds: [0] mean_abs A, [1] max_abs X, [2] range W, [3] var, [4] max |gamma|.
 Status reference_ln(const Case& c, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
-  const Shape s = shape_of(c.params);
-  const bool bias = bool_or(c, "bias", true);
-  const NormModel m = norm_model(c, s.dt, s.n);
+  const Params p(c.params);
+  const int64_t rows = t[0].v.rows, n = t[0].v.cols;
+  const double eps = static_cast<float>(p.r("eps", 1e-5));
   OutputRef y, mean, rstd;
-  const size_t N = static_cast<size_t>(s.rows * s.n);
-  y.ref.resize(N), y.tol.resize(N);
-  mean.ref.resize(static_cast<size_t>(s.rows)), mean.tol.resize(static_cast<size_t>(s.rows));
-  rstd.ref.resize(static_cast<size_t>(s.rows)), rstd.tol.resize(static_cast<size_t>(s.rows));
-  std::vector<double> mag(N);
-  std::vector<ref::LayerNormRowStats<double>> st(static_cast<size_t>(s.rows));
-  ref::layernorm_reference<double, double, double>(t[0].data, s.rows, s.n, t[0].v.ld, t[1].data,
-                                                   bias ? t[2].data : nullptr, m.eps, y.ref.data(), mag.data(),
-                                                   st.data());
+  y.ref.resize(static_cast<size_t>(rows * n));
+  y.aux.assign(1, std::vector<double>(y.ref.size()));
+  mean.ref.resize(static_cast<size_t>(rows));
+  mean.aux.assign(5, std::vector<double>(mean.ref.size()));
+  rstd.ref.resize(static_cast<size_t>(rows));
+  std::vector<ref::LayerNormRowStats<double>> st(static_cast<size_t>(rows));
+  ref::layernorm_reference<double, double, double>(t[0].data, rows, n, t[0].v.ld, t[1].data,
+                                                   p.i("bias") != 0 ? t[2].data : nullptr, eps, y.ref.data(),
+                                                   y.aux[0].data(), st.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    const size_t lr = static_cast<size_t>(r);
+    const auto& q = st[lr];
+    mean.ref[lr] = q.mean;
+    rstd.ref[lr] = q.rstd;
+    mean.aux[0][lr] = q.mean_abs, mean.aux[1][lr] = q.max_abs, mean.aux[2][lr] = q.range;
+    mean.aux[3][lr] = q.var, mean.aux[4][lr] = q.max_abs_gamma;
+  }
+  out = {std::move(y), std::move(mean), std::move(rstd)};
+  return ok_status();
+}
+
+Status bound_ln(const Case& c, const Arithmetic& a, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
+  const Params p(c.params);
+  const int64_t rows = t[0].v.rows, n = t[0].v.cols;
+  const NormModel m = norm_model(p, n, a);
+  OutputRef &y = out[0], &mean = out[1], &rstd = out[2];
+  y.tol.resize(y.ref.size());
+  mean.tol.resize(mean.ref.size());
+  rstd.tol.resize(rstd.ref.size());
   ReductionModel rm;
-  rm.in = s.dt, rm.acc = DType::kF32, rm.out = DType::kF32, rm.n = s.n;
+  rm.in = m.in, rm.acc = DType::kF32, rm.out = DType::kF32, rm.n = n;
   const BoundPair mb = mean_bounds(rm);
-  const double e_mu_under = 3.0 * static_cast<double>(s.n + 1) * 0x1p-150;  // see the y tolerance below
-  for (int64_t r = 0; r < s.rows; ++r) {
-    const auto& q = st[static_cast<size_t>(r)];
+  const double e_mu_under = 3.0 * static_cast<double>(n + 1) * 0x1p-150;  // see the y tolerance below
+  for (int64_t r = 0; r < rows; ++r) {
+    const size_t lr = static_cast<size_t>(r);
+    const double mean_abs = mean.aux[0][lr], max_abs = mean.aux[1][lr], range = mean.aux[2][lr],
+                 var = mean.aux[3][lr], mu = mean.ref[lr], rs = rstd.ref[lr];
     LayerNormRowMags lm;
-    lm.var = q.var;
-    lm.stats = {q.mean_abs, q.max_abs, q.range};
-    lm.max_abs_gamma = q.max_abs_gamma;
+    lm.var = var;
+    lm.stats = {mean_abs, max_abs, range};
+    lm.max_abs_gamma = mean.aux[4][lr];
     const BoundPair yb = layernorm_bounds(m, lm);
-    for (int64_t i = 0; i < s.n; ++i) {
-      const size_t l = static_cast<size_t>(r * s.n + i);
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t l = static_cast<size_t>(r * n + i);
       // + underflow: (x - mean) rstd may land in the subnormal range (2^-150 absolute), then
       // scaled by gamma; each later product or sum adds its own 2^-150. And the mean itself:
       // in any order of Welford updates and Chan merges (n - 1 of them), each rounds the running
@@ -332,85 +267,126 @@ Status reference_ln(const Case& c, const std::vector<HostTensor>& t, std::vector
       // sum, and the weight's own relative error), an error then scaled by rstd and gamma
       // (measured: a correct kernel 1.06x over the ceiling without it at mean ~ 1e-41,
       // rstd = 1e6, gamma = 881).
-      y.tol[l] = yb.ceiling.tol(std::fabs(y.ref[l]), std::isfinite(mag[l]) ? mag[l] : 0) +
-                 0x1p-149 * (1 + q.rstd) * (2 + std::fabs(t[1].at(0, i))) +
-                 e_mu_under * q.rstd * std::fabs(t[1].at(0, i)) * (1 + 0x1p-20);
+      const double mag = y.aux[0][l];
+      y.tol[l] = yb.ceiling.tol(std::fabs(y.ref[l]), std::isfinite(mag) ? mag : 0) +
+                 0x1p-149 * (1 + rs) * (2 + std::fabs(t[1].at(0, i))) +
+                 e_mu_under * rs * std::fabs(t[1].at(0, i)) * (1 + 0x1p-20);
     }
-    const double xt = q.max_abs / (1 - u32 * static_cast<double>(s.n + 14) / 2);
-    const double e_mu = std::max(mb.ceiling.tol(std::fabs(q.mean), q.mean_abs),
-                                 gamma_n(s.n + 1, u32) * q.mean_abs + u32 * xt * static_cast<double>(s.n + 14) / 2) +
-                        u32 * std::fabs(q.mean) + e_mu_under;
-    mean.ref[static_cast<size_t>(r)] = q.mean;
-    mean.tol[static_cast<size_t>(r)] = e_mu;
+    const double xt = max_abs / (1 - u32 * static_cast<double>(n + 14) / 2);
+    const double e_mu = std::max(mb.ceiling.tol(std::fabs(mu), mean_abs),
+                                 gamma_n(n + 1, u32) * mean_abs + u32 * xt * static_cast<double>(n + 14) / 2) +
+                        u32 * std::fabs(mu) + e_mu_under;
+    mean.tol[lr] = e_mu;
     // Overflow zone (declared): Welford's (x - mean)^2 terms and their fp32 sums may pass
     // FLT_MAX once n (2X)^2 does; there y and rstd have no bound, and the mean none once
     // 2X does (x - mean itself).
-    const bool overflow = !(static_cast<double>(s.n) * 4 * q.max_abs * q.max_abs < max_finite(DType::kF32) / 2);
+    const bool overflow = !(static_cast<double>(n) * 4 * max_abs * max_abs < max_finite(DType::kF32) / 2);
     if (overflow)
-      for (int64_t i = 0; i < s.n; ++i) y.tol[static_cast<size_t>(r * s.n + i)] = INFINITY;
-    if (!(2 * q.max_abs < max_finite(DType::kF32))) mean.tol[static_cast<size_t>(r)] = INFINITY;
-    const VarianceMags vm{q.mean_abs, q.max_abs, q.range};
-    const double e_v = variance_bounds(rm, 0, vm).ceiling.tol(q.var, variance_mag(vm));
-    rstd.ref[static_cast<size_t>(r)] = q.rstd;
-    rstd.tol[static_cast<size_t>(r)] =
-        overflow ? INFINITY : rstd_rel(e_v, q.var, m.eps) * q.rstd + 2 * min_normal(DType::kF32);
+      for (int64_t i = 0; i < n; ++i) y.tol[static_cast<size_t>(r * n + i)] = INFINITY;
+    if (!(2 * max_abs < max_finite(DType::kF32))) mean.tol[lr] = INFINITY;
+    const VarianceMags vm{mean_abs, max_abs, range};
+    const double e_v = variance_bounds(rm, 0, vm).ceiling.tol(var, variance_mag(vm));
+    rstd.tol[lr] = overflow ? INFINITY : rstd_rel(e_v, var, m.eps, m.fast_math) * rs + 2 * min_normal(DType::kF32);
   }
-  out = {std::move(y), std::move(mean), std::move(rstd)};
   return ok_status();
 }
 
+/// y and rstd in ref; rstd's aux[0]: the row's mean of squares.
 Status reference_rms(const Case& c, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
-  const Shape s = shape_of(c.params);
-  const NormModel m = norm_model(c, s.dt, s.n);
+  const int64_t rows = t[0].v.rows, n = t[0].v.cols;
+  const double eps = static_cast<float>(Params(c.params).r("eps", 1e-5));
   OutputRef y, rstd;
-  const size_t N = static_cast<size_t>(s.rows * s.n);
-  y.ref.resize(N), y.tol.resize(N);
-  rstd.ref.resize(static_cast<size_t>(s.rows)), rstd.tol.resize(static_cast<size_t>(s.rows));
-  std::vector<ref::RmsNormRowStats<double>> st(static_cast<size_t>(s.rows));
-  ref::rmsnorm_reference<double, double, double>(t[0].data, s.rows, s.n, t[0].v.ld, t[1].data, m.eps, y.ref.data(),
+  y.ref.resize(static_cast<size_t>(rows * n));
+  rstd.ref.resize(static_cast<size_t>(rows));
+  rstd.aux.assign(1, std::vector<double>(rstd.ref.size()));
+  std::vector<ref::RmsNormRowStats<double>> st(static_cast<size_t>(rows));
+  ref::rmsnorm_reference<double, double, double>(t[0].data, rows, n, t[0].v.ld, t[1].data, eps, y.ref.data(),
                                                  st.data());
-  for (int64_t r = 0; r < s.rows; ++r) {
-    const auto& q = st[static_cast<size_t>(r)];
-    const BoundPair yb = rmsnorm_bounds(m, q.mean_sq);
-    for (int64_t i = 0; i < s.n; ++i) {
-      const size_t l = static_cast<size_t>(r * s.n + i);
-      // + underflow of x rstd (or x gamma) in the subnormal range, then scaled by the other factor.
-      y.tol[l] = yb.ceiling.tol(std::fabs(y.ref[l]), 0) + 0x1p-149 * (2 + q.rstd) * (2 + std::fabs(t[1].at(0, i)));
-    }
-    const double e_ms = gamma_n(s.n + 2, u32) * q.mean_sq +
-                        static_cast<double>(2 * s.n + 1) * min_normal(DType::kF32) / std::max<double>(1, static_cast<double>(s.n));
-    rstd.ref[static_cast<size_t>(r)] = q.rstd;
-    rstd.tol[static_cast<size_t>(r)] = rstd_rel(e_ms, q.mean_sq, m.eps) * q.rstd + 2 * min_normal(DType::kF32);
-    // Overflow zone (declared): the fp32 sum of squares may pass FLT_MAX (n mean_sq does).
-    if (!(static_cast<double>(s.n) * q.mean_sq * 2 < max_finite(DType::kF32))) {
-      rstd.tol[static_cast<size_t>(r)] = INFINITY;
-      for (int64_t i = 0; i < s.n; ++i) y.tol[static_cast<size_t>(r * s.n + i)] = INFINITY;
-    }
+  for (int64_t r = 0; r < rows; ++r) {
+    rstd.ref[static_cast<size_t>(r)] = st[static_cast<size_t>(r)].rstd;
+    rstd.aux[0][static_cast<size_t>(r)] = st[static_cast<size_t>(r)].mean_sq;
   }
   out = {std::move(y), std::move(rstd)};
   return ok_status();
 }
 
-Status reference_bwd(int which, const Case& c, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
-  const Shape s = shape_of(c.params);
-  const size_t N = static_cast<size_t>(s.rows * s.n), n = static_cast<size_t>(s.n);
-  const double eps = static_cast<float>(num_or(c, "eps", 1e-5));
-  OutputRef dx, dg, db;
-  dx.ref.resize(N), dx.tol.resize(N);
-  dg.ref.resize(n), dg.tol.resize(n);
-  db.ref.resize(n), db.tol.resize(n);
-  std::vector<double> dx_mag(N), dg_mag(n), db_mag(n);
-  ref::NormGrads<double> g;
-  g.dx = dx.ref.data(), g.dx_mag = dx_mag.data(), g.dgamma = dg.ref.data(), g.dgamma_mag = dg_mag.data();
-  // The host backward reads dy with x's row stride: both are [rows, n] with the same padding here.
-  if (which == kLnBwd) {
-    g.dbeta = db.ref.data(), g.dbeta_mag = db_mag.data();
-    ref::layernorm_backward<double, double, double, double>(t[0].data, t[1].data, s.rows, s.n, t[0].v.ld, t[2].data,
-                                                            t[3].data, t[4].data, eps, g);
-  } else {
-    ref::rmsnorm_backward<double, double, double, double>(t[0].data, t[1].data, s.rows, s.n, t[0].v.ld, t[2].data,
-                                                          t[3].data, eps, g);
+Status bound_rms(const Case& c, const Arithmetic& a, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
+  const Params p(c.params);
+  const int64_t rows = t[0].v.rows, n = t[0].v.cols;
+  const NormModel m = norm_model(p, n, a);
+  OutputRef &y = out[0], &rstd = out[1];
+  y.tol.resize(y.ref.size());
+  rstd.tol.resize(rstd.ref.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    const size_t lr = static_cast<size_t>(r);
+    const double mean_sq = rstd.aux[0][lr], rs = rstd.ref[lr];
+    const BoundPair yb = rmsnorm_bounds(m, mean_sq);
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t l = static_cast<size_t>(r * n + i);
+      // + underflow of x rstd (or x gamma) in the subnormal range, then scaled by the other factor.
+      y.tol[l] = yb.ceiling.tol(std::fabs(y.ref[l]), 0) + 0x1p-149 * (2 + rs) * (2 + std::fabs(t[1].at(0, i)));
+    }
+    const double e_ms = gamma_n(n + 2, u32) * mean_sq +
+                        static_cast<double>(2 * n + 1) * min_normal(DType::kF32) / std::max<double>(1, static_cast<double>(n));
+    rstd.tol[lr] = rstd_rel(e_ms, mean_sq, m.eps, m.fast_math) * rs + 2 * min_normal(DType::kF32);
+    // Overflow zone (declared): the fp32 sum of squares may pass FLT_MAX (n mean_sq does).
+    if (!(static_cast<double>(n) * mean_sq * 2 < max_finite(DType::kF32))) {
+      rstd.tol[lr] = INFINITY;
+      for (int64_t i = 0; i < n; ++i) y.tol[static_cast<size_t>(r * n + i)] = INFINITY;
+    }
   }
+  return ok_status();
+}
+
+/// rows x n of a host view, dense (the host backward reads x and dy with one row stride).
+std::vector<double> dense(const HostTensor& h) {
+  std::vector<double> d(static_cast<size_t>(h.v.rows * h.v.cols));
+  for (int64_t r = 0; r < h.v.rows; ++r)
+    for (int64_t j = 0; j < h.v.cols; ++j) d[static_cast<size_t>(r * h.v.cols + j)] = h.at(r, j);
+  return d;
+}
+
+/// dx, dgamma (and dbeta) in ref; aux[0] of each: backward.h's magnitude (dx_mag, dgamma_mag, dbeta_mag).
+Status reference_bwd(Which w, const Case& c, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
+  const Params p(c.params);
+  const int64_t rows = t[0].v.rows, n = t[0].v.cols;
+  const size_t N = static_cast<size_t>(rows * n), nn = static_cast<size_t>(n);
+  const double eps = static_cast<float>(p.r("eps", 1e-5));
+  OutputRef dx, dg, db;
+  dx.ref.resize(N), dx.aux.assign(1, std::vector<double>(N));
+  dg.ref.resize(nn), dg.aux.assign(1, std::vector<double>(nn));
+  std::vector<double> db_ref(nn), db_mag(nn);
+  ref::NormGrads<double> g;
+  g.dx = dx.ref.data(), g.dx_mag = dx.aux[0].data(), g.dgamma = dg.ref.data(), g.dgamma_mag = dg.aux[0].data();
+  const std::vector<double> x = dense(t[0]), dy = dense(t[1]);
+  if (w == kLnBwd) {
+    g.dbeta = db_ref.data(), g.dbeta_mag = db_mag.data();
+    ref::layernorm_backward<double, double, double, double>(x.data(), dy.data(), rows, n, n, t[2].data, t[3].data,
+                                                            t[4].data, eps, g);
+    if (p.i("bias") != 0) {
+      db.ref = std::move(db_ref);
+      db.aux = {std::move(db_mag)};
+    } else {
+      db.aux.assign(1, {});
+    }
+    out = {std::move(dx), std::move(dg), std::move(db)};
+  } else {
+    ref::rmsnorm_backward<double, double, double, double>(x.data(), dy.data(), rows, n, n, t[2].data, t[3].data, eps,
+                                                          g);
+    out = {std::move(dx), std::move(dg)};
+  }
+  return ok_status();
+}
+
+Status bound_bwd(Which w, const Case& c, const Arithmetic&, const std::vector<HostTensor>& t,
+                 std::vector<OutputRef>& out) {
+  const Params p(c.params);
+  const int64_t rows = t[0].v.rows, n = t[0].v.cols;
+  const size_t nn = static_cast<size_t>(n);
+  const DType dt = p.dt("dtype");
+  OutputRef &dx = out[0], &dg = out[1];
+  dx.tol.resize(dx.ref.size());
+  dg.tol.resize(dg.ref.size());
   // Underflow: an fp32 operation whose result is subnormal errs by up to U/2 absolute
   // (U = 2^-149, the subnormal spacing), however small its operands' relative errors.
   // Followed through dx = rstd (dxh - m1 - xhat m2) with dxh = dy gamma, m1 = mean(dxh),
@@ -420,49 +396,134 @@ Status reference_bwd(int which, const Case& c, const std::vector<HostTensor>& t,
   // n * dx_mag, the column sums) the kernel may give Inf/NaN: no bound there (+Inf),
   // declared (every fp32 kernel of this shape overflows the same way).
   const double U = 0x1p-149, big = max_finite(DType::kF32) / 4;
-  const double ref_slack = 1 + gamma_n(s.n + s.rows + 8, 0x1p-53);  // the reference's own magnitudes
-  const double gdx = gamma_n(s.n + 12, u32) * ref_slack;
+  const double ref_slack = 1 + gamma_n(n + rows + 8, 0x1p-53);  // the reference's own magnitudes
+  const double gdx = gamma_n(n + 12, u32) * ref_slack;
   const HostTensor &X = t[0], &DY = t[1], &G = t[2];
-  std::vector<double> col_dy(n, 0.0), col_x(n, 0.0);
-  for (int64_t r = 0; r < s.rows; ++r) {
-    const double mean = which == kLnBwd ? t[3].at(0, r) : 0.0, rs = which == kLnBwd ? t[4].at(0, r) : t[3].at(0, r);
+  std::vector<double> col_dy(nn, 0.0), col_x(nn, 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double mean = w == kLnBwd ? t[3].at(0, r) : 0.0, rs = w == kLnBwd ? t[4].at(0, r) : t[3].at(0, r);
     double m_xh = 0, m_dxh = 0, m2 = 0, xmax = 0;
-    for (int64_t i = 0; i < s.n; ++i) {
+    for (int64_t i = 0; i < n; ++i) {
       const double xh = (X.at(r, i) - mean) * rs, dxh = DY.at(r, i) * G.at(0, i);
       m_xh += std::fabs(xh), m_dxh += std::fabs(dxh), m2 += dxh * xh;
       xmax = std::max(xmax, std::fabs(X.at(r, i)) + std::fabs(mean));
       col_dy[static_cast<size_t>(i)] += std::fabs(DY.at(r, i));
       col_x[static_cast<size_t>(i)] = std::max(col_x[static_cast<size_t>(i)], std::fabs(X.at(r, i)) + std::fabs(mean));
     }
-    const double nn = std::max<double>(1, static_cast<double>(s.n));
-    m_xh /= nn, m_dxh /= nn, m2 = std::fabs(m2) / nn;
-    for (int64_t i = 0; i < s.n; ++i) {
-      const size_t l = static_cast<size_t>(r * s.n + i);
+    const double nd = std::max<double>(1, static_cast<double>(n));
+    m_xh /= nd, m_dxh /= nd, m2 = std::fabs(m2) / nd;
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t l = static_cast<size_t>(r * n + i);
       const double xh = std::fabs((X.at(r, i) - mean) * rs);
       const double under = std::fabs(rs) * U * (3 + m2 + xh * (1 + m_xh + m_dxh)) + U;
-      const double e = gdx * dx_mag[l] + under;
-      dx.tol[l] = e + store_rounding(std::fabs(dx.ref[l]) * (1 + 0x1p-9) + e, s.dt);
-      if (!(xmax < big && static_cast<double>(s.n) * dx_mag[l] < big)) dx.tol[l] = INFINITY;
+      const double e = gdx * dx.aux[0][l] + under;
+      dx.tol[l] = e + store_rounding(std::fabs(dx.ref[l]) * (1 + 0x1p-9) + e, dt);
+      if (!(xmax < big && static_cast<double>(n) * dx.aux[0][l] < big)) dx.tol[l] = INFINITY;
     }
   }
-  const double gdg = gamma_n(s.rows + 4, u32) * ref_slack, gdb = gamma_n(s.rows, u32) * ref_slack;
-  for (size_t j = 0; j < n; ++j) {
-    dg.tol[j] = gdg * dg_mag[j] + U * (col_dy[j] + static_cast<double>(s.rows));
-    db.tol[j] = gdb * db_mag[j] + U * static_cast<double>(s.rows);
-    if (!(dg_mag[j] < big && col_x[j] < big)) dg.tol[j] = INFINITY;  // x - mean itself may overflow
-    if (!(db_mag[j] < big)) db.tol[j] = INFINITY;
+  const double gdg = gamma_n(rows + 4, u32) * ref_slack, gdb = gamma_n(rows, u32) * ref_slack;
+  for (size_t j = 0; j < nn; ++j) {
+    dg.tol[j] = gdg * dg.aux[0][j] + U * (col_dy[j] + static_cast<double>(rows));
+    if (!(dg.aux[0][j] < big && col_x[j] < big)) dg.tol[j] = INFINITY;  // x - mean itself may overflow
   }
-  if (which == kLnBwd && !bool_or(c, "bias", true)) {
-    db.ref.clear(), db.tol.clear();
+  if (w == kLnBwd) {
+    OutputRef& db = out[2];
+    db.tol.resize(db.ref.size());
+    for (size_t j = 0; j < db.ref.size(); ++j) {
+      db.tol[j] = gdb * db.aux[0][j] + U * static_cast<double>(rows);
+      if (!(db.aux[0][j] < big)) db.tol[j] = INFINITY;
+    }
   }
-  if (which == kLnBwd)
-    out = {std::move(dx), std::move(dg), std::move(db)};
-  else
-    out = {std::move(dx), std::move(dg)};
   return ok_status();
 }
 
-RowOpConfig config(int which) {
+// ---- self-checks (host references, CPU) --------------------------------------------------
+std::vector<double> sample(int64_t n, double scale, double phase) {
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) v[static_cast<size_t>(j)] = scale * std::sin(phase + 0.7 * static_cast<double>(j)) + 0.3;
+  return v;
+}
+
+/// The forward references against a long-double evaluation of one row.
+Status self_check_fwd(Which w, std::string& report) {
+  const int64_t n = 37;
+  const double eps = 1e-5;
+  const std::vector<double> x = sample(n, 3, 0.1), gamma = sample(n, 1.5, 0.4), beta = sample(n, 0.5, 0.9);
+  std::vector<double> y(static_cast<size_t>(n));
+  long double mu = 0, ss = 0;
+  for (double v : x) mu += v;
+  mu /= n;
+  for (double v : x) ss += w == kLn ? (v - mu) * (v - mu) : static_cast<long double>(v) * v;
+  const long double rs = 1 / std::sqrt(ss / n + eps);
+  double stat_err = 0;
+  if (w == kLn) {
+    ref::LayerNormRowStats<double> st;
+    ref::layernorm_reference<double, double, double>(x.data(), 1, n, n, gamma.data(), beta.data(), eps, y.data(),
+                                                     nullptr, &st);
+    stat_err = static_cast<double>(std::max(std::fabs((st.mean - mu) / mu), std::fabs((st.rstd - rs) / rs)));
+  } else {
+    ref::RmsNormRowStats<double> st;
+    ref::rmsnorm_reference<double, double, double>(x.data(), 1, n, n, gamma.data(), eps, y.data(), &st);
+    stat_err = static_cast<double>(std::fabs((st.rstd - rs) / rs));
+  }
+  double worst = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    const size_t l = static_cast<size_t>(j);
+    const long double scaled = (w == kLn ? x[l] - mu : static_cast<long double>(x[l])) * rs * gamma[l];
+    const long double e = w == kLn ? scaled + beta[l] : scaled;
+    // Relative to the terms' magnitude: y may cancel to near 0 (scaled ~ -beta).
+    const long double mag = std::fabs(scaled) + (w == kLn ? std::fabs(beta[l]) : 0.0L);
+    worst = std::max(worst, static_cast<double>(std::fabs(y[l] - e) / (mag + 1e-300L)));
+  }
+  const char* name = w == kLn ? "layernorm" : "rmsnorm";
+  if (!(worst < 1e-12 && stat_err < 1e-13))
+    return internal_error(fmt::format("{}: host reference off by {:.3g} (y) / {:.3g} (statistics), relative", name,
+                                      worst, stat_err));
+  report += fmt::format("{}: host reference within {:.2g} (y) and {:.2g} (statistics) of a long-double evaluation "
+                        "(37 elements)\n",
+                        name, worst, stat_err);
+  return ok_status();
+}
+
+/// The backward references against finite differences of the forward references
+/// (harness/gradcheck.h): inputs x (rows x n), gamma (and beta), outputs y.
+Status self_check_bwd(Which w, std::string& report) {
+  const int64_t rows = 3, n = 5;
+  const double eps = 1e-5;
+  const bool ln = w == kLnBwd;
+  const int64_t X = rows * n;
+  Differentiable f;
+  f.n = X + (ln ? 2 * n : n);
+  f.m = X;
+  f.forward = [=](const double* in, double* y) {
+    if (ln)
+      ref::layernorm_reference<double, double, double>(in, rows, n, n, in + X, in + X + n, eps, y, nullptr, nullptr);
+    else
+      ref::rmsnorm_reference<double, double, double>(in, rows, n, n, in + X, eps, y, nullptr);
+  };
+  f.vjp = [=](const double* in, const double* v, double* g) {
+    ref::NormGrads<double> o;
+    o.dx = g, o.dgamma = g + X;
+    if (ln) {
+      o.dbeta = g + X + n;
+      ref::layernorm_backward<double, double, double, double>(in, v, rows, n, n, in + X, nullptr, nullptr, eps, o);
+    } else {
+      ref::rmsnorm_backward<double, double, double, double>(in, v, rows, n, n, in + X, nullptr, eps, o);
+    }
+  };
+  std::vector<double> in = sample(f.n, 2, 0.2);
+  GradCheckOptions opts;
+  opts.projections = 14;
+  ASSAY_ASSIGN_OR_RETURN(GradCheckResult r, gradcheck_projections(f, in.data(), opts));
+  const char* name = ln ? "layernorm_bwd" : "rmsnorm_bwd";
+  if (!r.pass) return internal_error(fmt::format("{}: host backward fails the gradient check: {}", name, r.summary));
+  report += fmt::format("{}: host backward (dx, dgamma{}) agrees with finite differences of the forward, {} "
+                        "projections, worst {:.2g} of the tolerance\n",
+                        name, ln ? ", dbeta" : "", r.projections.size(), r.max_ratio);
+  return ok_status();
+}
+
+OpDef make(Which w) {
   static const char* const names[] = {"layernorm", "layernorm_bwd", "rmsnorm", "rmsnorm_bwd"};
   static const char* const desc[] = {
       "LayerNorm forward: y, saved mean and rstd (fp32); fp32/fp16/bf16 activations",
@@ -470,52 +531,73 @@ RowOpConfig config(int which) {
       "RMSNorm forward: y and saved rstd (fp32)",
       "RMSNorm backward: dx and dgamma (fp32) from the saved rstd",
   };
-  RowOpConfig cfg;
-  cfg.name = names[which];
-  cfg.description = desc[which];
-  cfg.def.op = names[which];
-  cfg.def.bound_name = which % 2 == 0 ? "normalisation ceiling" : "normalisation-backward ceiling";
-  switch (which) {
+  OpDef op;
+  op.name = names[w];
+  op.description = desc[w];
+  op.params = params(w);
+  op.tensors = tensors(w);
+  op.check = check;
+  op.bound_name = is_bwd(w) ? "normalisation-backward ceiling" : "normalisation ceiling";
+  switch (w) {
     case kLn:
-      cfg.def.prepare = [](const Case& c, std::vector<unsigned char*>& img) { constant_rows(c, img, false); };
-      cfg.def.reference = reference_ln;
+      op.prepare = [](const Case& c, std::vector<unsigned char*>& img) { constant_rows(c, img, false); };
+      op.reference = reference_ln;
+      op.bound = bound_ln;
+      op.backward = "layernorm_bwd";
       break;
     case kRms:
-      cfg.def.prepare = [](const Case& c, std::vector<unsigned char*>& img) {
-        constant_rows(c, img, int_or(c, "constant_every", 0) % 2 == 0);  // even: zero rows (rstd = 1/sqrt(eps))
+      op.prepare = [](const Case& c, std::vector<unsigned char*>& img) {
+        // even: zero rows (rstd = 1/sqrt(eps))
+        constant_rows(c, img, Params(c.params).i("constant_every", 0) % 2 == 0);
       };
-      cfg.def.reference = reference_rms;
+      op.reference = reference_rms;
+      op.bound = bound_rms;
+      op.backward = "rmsnorm_bwd";
       break;
     default:
-      cfg.def.prepare = [which](const Case& c, std::vector<unsigned char*>& img) { saved_stats(which, c, img); };
-      cfg.def.reference = [which](const Case& c, const std::vector<HostTensor>& t, std::vector<OutputRef>& o) {
-        return reference_bwd(which, c, t, o);
+      op.prepare = [w](const Case& c, std::vector<unsigned char*>& img) { saved_stats(w, c, img); };
+      op.reference = [w](const Case& c, const std::vector<HostTensor>& t, std::vector<OutputRef>& o) {
+        return reference_bwd(w, c, t, o);
+      };
+      op.bound = [w](const Case& c, const Arithmetic& a, const std::vector<HostTensor>& t, std::vector<OutputRef>& o) {
+        return bound_bwd(w, c, a, t, o);
       };
   }
-  if (which == kLn || which == kLnBwd)
-    cfg.def.transform = [which](const Case& c, std::vector<unsigned char*>& img) {
-      if (str_or(c, "relation", "") != "shift") return false;
+  if (is_ln(w))
+    op.transform = [w](const Case& c, std::vector<unsigned char*>& img) {
+      if (Params(c.params).s("relation") != "shift") return false;
       shift_tensor(c, img, 0);
-      if (which == kLnBwd) shift_tensor(c, img, 3);  // the saved mean moves with x; rstd stays
+      if (w == kLnBwd) shift_tensor(c, img, 3);  // the saved mean moves with x; rstd stays
       return true;
     };
-  cfg.registry = &reg(which);
-  cfg.gen = [which](const GenConfig& g) { return gen(which, g); };
-  cfg.build = [which](const nlohmann::json& p, const std::vector<ValueRecipe>& r, int64_t pad, int64_t off) {
-    return build(which, p, r, pad, off);
-  };
-  cfg.validate = [which](const Case& c) { return validate(which, c); };
-  cfg.shrink_keys = {{"rows", 1}, {"n", 1}};
-  cfg.self_check_note = which % 2 == 0
-                            ? "host reference: two-pass statistics in double (tests/references/rowwise_ref_test.cpp)"
-                            : "host backward gradient-checked in tests/references/backward_ref_test.cpp";
-  return cfg;
+  op.self_check = [w](std::string& report) { return is_bwd(w) ? self_check_bwd(w, report) : self_check_fwd(w, report); };
+  return op;
 }
 
-[[maybe_unused]] const bool kSpecs = register_spec(std::make_unique<RowOpSpec>(config(kLn))) &&
-                                     register_spec(std::make_unique<RowOpSpec>(config(kLnBwd))) &&
-                                     register_spec(std::make_unique<RowOpSpec>(config(kRms))) &&
-                                     register_spec(std::make_unique<RowOpSpec>(config(kRmsBwd)));
+// ---- binding ------------------------------------------------------------------------
+const char* const kSrc = "kernels/rowwise/norms.cu";
+ASSAY_REGISTER(register_op(make(kLn)));
+ASSAY_REGISTER(register_op(make(kLnBwd)));
+ASSAY_REGISTER(register_op(make(kRms)));
+ASSAY_REGISTER(register_op(make(kRmsBwd)));
+ASSAY_REGISTER(add_variant("layernorm", {.name = "welford",
+                                         .description = "warp or block per row, Welford + Chan merge in fp32",
+                                         .launch = layernorm_launch(kernels::rowwise::layernorm_fwd),
+                                         .source = kSrc}));
+ASSAY_REGISTER(add_variant("layernorm_bwd",
+                           {.name = "rowwise",
+                            .description = "dx per row; dgamma, dbeta by a column kernel in fixed row order (overwrites)",
+                            .launch = layernorm_bwd_launch(kernels::rowwise::layernorm_bwd),
+                            .source = kSrc}));
+ASSAY_REGISTER(add_variant("rmsnorm", {.name = "rowwise",
+                                       .description = "warp or block per row, mean of squares in fp32",
+                                       .launch = rmsnorm_launch(kernels::rowwise::rmsnorm_fwd),
+                                       .source = kSrc}));
+ASSAY_REGISTER(add_variant("rmsnorm_bwd",
+                           {.name = "rowwise",
+                            .description = "dx per row; dgamma by a column kernel in fixed row order (overwrites)",
+                            .launch = rmsnorm_bwd_launch(kernels::rowwise::rmsnorm_bwd),
+                            .source = kSrc}));
 
 }  // namespace
 }  // namespace assay::rowwise

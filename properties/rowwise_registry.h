@@ -18,20 +18,6 @@ namespace assay::rowwise {
 using kernels::rowwise::Act;
 using kernels::rowwise::Dt;
 
-// ---- norms (properties/norms.cpp) ----
-using LayerNormFwdFn = cudaError_t (*)(Dt, const void*, int64_t, const void*, const void*, void*, int64_t, float*,
-                                       float*, int64_t, int64_t, float, cudaStream_t);
-using LayerNormBwdFn = cudaError_t (*)(Dt, const void*, int64_t, const void*, int64_t, const void*, const float*,
-                                       const float*, void*, int64_t, float*, float*, int64_t, int64_t, cudaStream_t);
-using RmsNormFwdFn = cudaError_t (*)(Dt, const void*, int64_t, const void*, void*, int64_t, float*, int64_t, int64_t,
-                                     float, cudaStream_t);
-using RmsNormBwdFn = cudaError_t (*)(Dt, const void*, int64_t, const void*, int64_t, const void*, const float*, void*,
-                                     int64_t, float*, int64_t, int64_t, cudaStream_t);
-bool register_layernorm_fwd(VariantInfo info, LayerNormFwdFn fn);
-bool register_layernorm_bwd(VariantInfo info, LayerNormBwdFn fn);
-bool register_rmsnorm_fwd(VariantInfo info, RmsNormFwdFn fn);
-bool register_rmsnorm_bwd(VariantInfo info, RmsNormBwdFn fn);
-
 // ---- activations (properties/activation.cpp) ----
 using ActivationFwdFn = cudaError_t (*)(Dt, Act, const void*, void*, int64_t, cudaStream_t);
 using ActivationBwdFn = cudaError_t (*)(Dt, Act, const void*, const void*, void*, int64_t, cudaStream_t);
@@ -58,25 +44,21 @@ ActivationPoint activation_bwd_point(Act act, DType out, double x, double dy);
 StatusOr<ExhaustiveReport> activation_exhaustive(const std::string& variant, Act act, DType dt, bool backward,
                                                  int device);
 
-// ---- rope, embedding, cross-entropy (properties/rope.cpp, embedding.cpp, cross_entropy.cpp) ----
-// Index and target tensors are int32 (DType::kI32) on the harness side.
+// ---- rope, embedding (properties/rope.cpp, embedding.cpp) ----
+// Index tensors are int32 (DType::kI32) on the harness side.
 using RopeFn = cudaError_t (*)(Dt, const void*, int64_t, void*, int64_t, int64_t, int64_t, int64_t, float, bool, bool,
                                cudaStream_t);
 using EmbeddingFwdFn = cudaError_t (*)(Dt, const int32_t*, int64_t, const void*, int64_t, int64_t, int64_t, void*,
                                        int64_t, cudaStream_t);
 using EmbeddingBwdFn = cudaError_t (*)(Dt, const int32_t*, int64_t, const void*, int64_t, float*, int64_t, int64_t,
                                        int64_t, cudaStream_t);
-using CrossEntropyFn = cudaError_t (*)(Dt, const void*, int64_t, const int32_t*, int64_t, int64_t, int64_t, float,
-                                       float*, void*, int64_t, cudaStream_t);
 bool register_rope(VariantInfo info, RopeFn fn);
 bool register_embedding_fwd(VariantInfo info, EmbeddingFwdFn fn);
 bool register_embedding_bwd(VariantInfo info, EmbeddingBwdFn fn);
-bool register_cross_entropy(VariantInfo info, CrossEntropyFn fn);
 /// The specs' testbed definitions (prepare, reference and bound, properties, transform), for the
 /// CPU tests of references and bounds (tests/properties/rowwise_specs_test.cpp).
 const TensorOpDef& rope_def();
 const TensorOpDef& embedding_def();
 const TensorOpDef& embedding_bwd_def();
-const TensorOpDef& cross_entropy_def();
 
 }  // namespace assay::rowwise

@@ -1,5 +1,5 @@
 // The softmax and normalisation generators (CPU): cases validate, reach the
-// value classes and layouts the issue names (masked rows, constant rows,
+// value classes and layouts the specs name (masked rows, constant rows,
 // mean-spread rows, short rows, odd lengths, padding, offsets, every dtype,
 // relations), shrink to valid smaller cases, survive a JSON round trip with
 // the same id, and malformed cases are refused with a one-line error.

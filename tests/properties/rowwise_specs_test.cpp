@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "harness/executor.h"
+#include "harness/op_model.h"
 #include "harness/spec.h"
 #include "harness/testbeds/tensor_op.h"
 #include "harness/values.h"
@@ -131,7 +132,7 @@ TEST_P(RowwiseSpecsGen, MalformedCasesGetOneLineErrorsNamingTheField) {
   expect_error([](Case& c) { c.params.erase("dtype"); }, "dtype");
   expect_error([](Case& c) { c.params["dtype"] = "int8"; }, "dtype");
   expect_error([](Case& c) { c.params["relation"] = "bogus"; }, "relation");
-  expect_error([](Case& c) { c.tensors.pop_back(); }, "expected tensors");
+  expect_error([](Case& c) { c.tensors.pop_back(); }, "expected");
   expect_error([](Case& c) { c.tensors[0].name = "Q"; }, "tensor 0");
   if (GetParam() == "rope") {
     expect_error([](Case& c) { c.params["head_dim"] = c.params["head_dim"].get<int64_t>() + 1; }, "head_dim");
@@ -213,6 +214,34 @@ void run_reference(const TensorOpDef& def, const Case& c, HostRun& h) {
   decode_into(c, h.img, h.dec, h.hv);
   const Status st = def.reference(c, h.hv, h.refs);
   ASSERT_TRUE(st.ok()) << st.message();
+}
+
+/// The same for an op declared on the op model: reference, then the bound under IEEE arithmetic.
+void run_reference(const OpDef& def, const Case& c, HostRun& h) {
+  h.c = &c;
+  h.bytes.assign(c.tensors.size(), {});
+  h.img.clear();
+  for (size_t t = 0; t < c.tensors.size(); ++t) {
+    const auto& s = c.tensors[t];
+    h.bytes[t].resize(static_cast<size_t>(s.desc.extent()) * dtype_size(s.desc.dtype) + 16);
+    h.img.push_back(h.bytes[t].data());
+    if (s.role == Role::kOut)
+      materialize_output(s.desc, h.img.back());
+    else
+      materialize(s.desc, s.values, fnv1a64(s.name.data(), s.name.size()), h.img.back());
+  }
+  if (def.prepare) def.prepare(c, h.img);
+  decode_into(c, h.img, h.dec, h.hv);
+  Status st = def.reference(c, h.hv, h.refs);
+  ASSERT_TRUE(st.ok()) << st.message();
+  st = def.bound(c, Arithmetic{}, h.hv, h.refs);
+  ASSERT_TRUE(st.ok()) << st.message();
+}
+
+const OpDef& ce_def() {
+  const OpDef* d = find_op("cross_entropy");
+  EXPECT_NE(d, nullptr);
+  return *d;
 }
 
 /// Elements the device check (harness/gpu/check_kernels.cu, tensor-op settings: mag = tol,
@@ -534,23 +563,20 @@ struct CeOpts {
 };
 
 Case ce_case(DType dt, int64_t rows, int64_t n, const ValueRecipe& logits, uint64_t seed, const CeOpts& o) {
-  Case c;
-  c.op = "cross_entropy";
-  c.params = {{"dtype", std::string(dtype_name(dt))},
-              {"rows", rows},
-              {"n", n},
-              {"ignore_index", o.ignore_index},
-              {"smoothing", o.smoothing},
-              {"ignore_every", o.ignore_every}};
-  if (o.inf_every > 0) c.params["inf_every"] = o.inf_every;
-  if (o.oob) c.params["oob_targets"] = true;
+  nlohmann::json p = {{"dtype", std::string(dtype_name(dt))},
+                      {"rows", rows},
+                      {"n", n},
+                      {"ignore_index", o.ignore_index},
+                      {"smoothing", o.smoothing},
+                      {"ignore_every", o.ignore_every},
+                      {"oob_targets", o.oob}};
+  if (o.inf_every > 0) p["inf_every"] = o.inf_every;
   ValueRecipe t = recipe(ValueClass::kSameSign, seed, static_cast<double>(n));
   if (o.oob) t.inject = {kSpecialPosInf | kSpecialNegInf, 0.1, 0, 0};
-  c.tensors = {make_tensor("logits", Role::kIn, dt, rows, n, 8, 1, logits),
-               make_tensor("target", Role::kIn, DType::kI32, -1, rows, 0, 1, t),
-               make_tensor("loss", Role::kOut, DType::kF32, -1, rows, 0, 1, {}),
-               make_tensor("dlogits", Role::kOut, dt, rows, n, 8, 1, {})};
-  return c;
+  // logits and dlogits padded by 8, every tensor offset by one element.
+  auto c = build_case(ce_def(), p, {logits, t}, {{8, 1}, {0, 1}, {0, 1}, {8, 1}});
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  return c.ok() ? *c : Case{};
 }
 
 enum class CeBug { kNone, kIgnoreIndexIgnored, kSmoothingWrong };
@@ -626,7 +652,7 @@ TEST(CrossEntropyBound, AcceptsFloatCrossEntropyAndRejectsThePlantedBugs) {
           ASSERT_TRUE(find_spec("cross_entropy")->validate(c).ok())
               << find_spec("cross_entropy")->validate(c).message();
           HostRun h;
-          run_reference(rowwise::cross_entropy_def(), c, h);
+          run_reference(ce_def(), c, h);
           std::string first;
           EXPECT_EQ(ce_violations(c, h, CeBug::kNone, &first), 0) << c.summary() << ": " << first;
           // Rows 0, 3, 6, ... carry ignore_index: computed (ig = 0) or NaN (ig = -100) by the bug. With
@@ -655,7 +681,7 @@ TEST(CrossEntropyBound, EdgeRowsAndValueClasses) {
         const Case c = ce_case(dt, 40, 129, r, seed++, o);
         ASSERT_TRUE(find_spec("cross_entropy")->validate(c).ok());
         HostRun h;
-        run_reference(rowwise::cross_entropy_def(), c, h);
+        run_reference(ce_def(), c, h);
         std::string first;
         EXPECT_EQ(ce_violations(c, h, CeBug::kNone, &first), 0)
             << c.summary() << " " << value_class_name(cls) << ": " << first;
@@ -669,7 +695,7 @@ TEST(CrossEntropyBound, PreparedRowsHaveTheDeclaredLosses) {
   o.ignore_every = 5;
   const Case c = ce_case(DType::kF32, 8, 10, recipe(ValueClass::kNormal, 9), 10, o);
   HostRun h;
-  run_reference(rowwise::cross_entropy_def(), c, h);
+  run_reference(ce_def(), c, h);
   EXPECT_EQ(h.hv[1].at(0, 0), -100);  // r % 5 == 0: ignored
   EXPECT_EQ(h.refs[0].ref[0], 0);
   EXPECT_EQ(h.refs[0].tol[0], 0);
@@ -691,7 +717,7 @@ TEST(CrossEntropyProperties, ShiftedLogitsKeepLossAndGradient) {
     c.params["relation"] = "shift";
     c.params["shift"] = 64.0;
     ASSERT_TRUE(find_spec("cross_entropy")->validate(c).ok());
-    const TensorOpDef& def = rowwise::cross_entropy_def();
+    const OpDef& def = ce_def();
     HostRun h;
     run_reference(def, c, h);
     HostRun h2;
@@ -700,6 +726,7 @@ TEST(CrossEntropyProperties, ShiftedLogitsKeepLossAndGradient) {
     ASSERT_TRUE(def.transform(c, h2.img));
     decode_into(c, h2.img, h2.dec, h2.hv);
     ASSERT_TRUE(def.reference(c, h2.hv, h2.refs).ok());
+    ASSERT_TRUE(def.bound(c, Arithmetic{}, h2.hv, h2.refs).ok());
     EXPECT_EQ(h2.hv[0].at(1, 2), h.hv[0].at(1, 2) + 64);
     const auto y1 = ce_float(c, h, CeBug::kNone), y2 = ce_float(c, h2, CeBug::kNone);
     for (int o2 = 0; o2 < 2; ++o2) {

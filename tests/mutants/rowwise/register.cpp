@@ -1,5 +1,7 @@
 // Registers the planted row-wise bugs as [mutant] variants of their ops, bound
 // exactly like the kernels they replace (properties/rowwise_registry.h).
+#include "properties/cross_entropy.h"
+#include "properties/norms.h"
 #include "properties/rowwise_registry.h"
 #include "properties/softmax.h"
 #include "tests/mutants/rowwise/mutants.h"
@@ -32,19 +34,33 @@ ASSAY_REGISTER(add_variant("softmax_bwd", {.name = "mutant_softmax_bwd_no_sum",
                                            .mutant = true,
                                            .source = kSoftmax}));
 
-[[maybe_unused]] const bool kNormMutants =
-    register_layernorm_fwd(
-        mutant("mutant_layernorm_one_pass", "variance as E[x^2] - E[x]^2 in fp32 (one pass)", kNorms),
-        m::layernorm_one_pass) &&
-    register_layernorm_bwd(
-        mutant("mutant_layernorm_dbeta_skip_last_row", "dgamma/dbeta reduction stops at rows - 1", kNorms),
-        m::layernorm_dbeta_skip_last_row) &&
-    register_layernorm_bwd(
-        mutant("mutant_layernorm_bwd_race", "block-per-row dx: shared partial sums read without a barrier", kNorms,
-               true),
-        m::layernorm_bwd_race) &&
-    register_rmsnorm_fwd(mutant("mutant_rmsnorm_no_eps", "eps ignored: a zero row gives Inf/NaN", kNorms),
-                         m::rmsnorm_no_eps);
+ASSAY_REGISTER(add_variant("layernorm", {.name = "mutant_layernorm_one_pass",
+                                         .description = "variance as E[x^2] - E[x]^2 in fp32 (one pass)",
+                                         .launch = layernorm_launch(m::layernorm_one_pass),
+                                         .mutant = true,
+                                         .source = kNorms}));
+ASSAY_REGISTER(add_variant("layernorm_bwd", {.name = "mutant_layernorm_dbeta_skip_last_row",
+                                             .description = "dgamma/dbeta reduction stops at rows - 1",
+                                             .launch = layernorm_bwd_launch(m::layernorm_dbeta_skip_last_row),
+                                             .mutant = true,
+                                             .source = kNorms}));
+ASSAY_REGISTER(add_variant("layernorm_bwd",
+                           {.name = "mutant_layernorm_bwd_race",
+                            .description = "block-per-row dx: shared partial sums read without a barrier",
+                            .launch = layernorm_bwd_launch(m::layernorm_bwd_race),
+                            .mutant = true,
+                            .source = kNorms}));
+ASSAY_REGISTER(add_variant("rmsnorm", {.name = "mutant_rmsnorm_no_eps",
+                                       .description = "eps ignored: a zero row gives Inf/NaN",
+                                       .launch = rmsnorm_launch(m::rmsnorm_no_eps),
+                                       .mutant = true,
+                                       .source = kNorms}));
+ASSAY_REGISTER(add_variant("rmsnorm_bwd",
+                           {.name = "mutant_rmsnorm_bwd_no_projection",
+                            .description = "dx = rstd dy gamma: the d rstd/dx term missing",
+                            .launch = rmsnorm_bwd_launch(m::rmsnorm_bwd_no_projection),
+                            .mutant = true,
+                            .source = kNorms}));
 
 const char* const kAct = "tests/mutants/rowwise/activation_mutants.cu";
 [[maybe_unused]] const bool kActMutants =
@@ -56,10 +72,7 @@ const char* const kAct = "tests/mutants/rowwise/activation_mutants.cu";
 [[maybe_unused]] const bool kMoreMutants =
     register_embedding_fwd(mutant("mutant_embedding_fwd_off_by_one", "range check accepts index == vocab",
                                   "tests/mutants/rowwise/embedding_mutants.cu"),
-                           m::embedding_fwd_off_by_one) &&
-    register_rmsnorm_bwd(mutant("mutant_rmsnorm_bwd_no_projection", "dx = rstd dy gamma: the d rstd/dx term missing",
-                                kNorms),
-                         m::rmsnorm_bwd_no_projection);
+                           m::embedding_fwd_off_by_one);
 
 [[maybe_unused]] const bool kOtherMutants =
     register_rope(mutant("mutant_rope_wrong_pairing", "interleaved layout rotated as half-split pairs",
@@ -67,13 +80,19 @@ const char* const kAct = "tests/mutants/rowwise/activation_mutants.cu";
                   m::rope_wrong_pairing) &&
     register_embedding_bwd(mutant("mutant_embedding_bwd_overwrite", "plain store instead of atomicAdd",
                                   "tests/mutants/rowwise/embedding_mutants.cu", false),
-                           m::embedding_bwd_overwrite) &&
-    register_cross_entropy(mutant("mutant_ce_ignore_index_ignored", "ignore_index rows not skipped",
-                                  "tests/mutants/rowwise/cross_entropy_mutants.cu"),
-                           m::ce_ignore_index_ignored) &&
-    register_cross_entropy(mutant("mutant_ce_smoothing_wrong", "smoothing mass eps/(n-1) off the target",
-                                  "tests/mutants/rowwise/cross_entropy_mutants.cu"),
-                           m::ce_smoothing_wrong);
+                           m::embedding_bwd_overwrite);
+
+const char* const kCe = "tests/mutants/rowwise/cross_entropy_mutants.cu";
+ASSAY_REGISTER(add_variant("cross_entropy", {.name = "mutant_ce_ignore_index_ignored",
+                                             .description = "ignore_index rows not skipped",
+                                             .launch = cross_entropy_launch(m::ce_ignore_index_ignored),
+                                             .mutant = true,
+                                             .source = kCe}));
+ASSAY_REGISTER(add_variant("cross_entropy", {.name = "mutant_ce_smoothing_wrong",
+                                             .description = "smoothing mass eps/(n-1) off the target",
+                                             .launch = cross_entropy_launch(m::ce_smoothing_wrong),
+                                             .mutant = true,
+                                             .source = kCe}));
 
 }  // namespace
 }  // namespace assay::rowwise
