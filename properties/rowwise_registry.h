@@ -32,51 +32,13 @@ bool register_layernorm_bwd(VariantInfo info, LayerNormBwdFn fn);
 bool register_rmsnorm_fwd(VariantInfo info, RmsNormFwdFn fn);
 bool register_rmsnorm_bwd(VariantInfo info, RmsNormBwdFn fn);
 
-// ---- activations (properties/activation.cpp) ----
-using ActivationFwdFn = cudaError_t (*)(Dt, Act, const void*, void*, int64_t, cudaStream_t);
-using ActivationBwdFn = cudaError_t (*)(Dt, Act, const void*, const void*, void*, int64_t, cudaStream_t);
-bool register_activation_fwd(VariantInfo info, ActivationFwdFn fn);
-bool register_activation_bwd(VariantInfo info, ActivationBwdFn fn);
-/// The launcher registered under `variant` (kernel or mutant); nullptr if none.
-ActivationFwdFn find_activation_fwd(const std::string& variant);
-ActivationBwdFn find_activation_bwd(const std::string& variant);
-/// "gelu_erf", "gelu_tanh", "silu" (the case param "act"); nullopt for any other name.
-std::optional<Act> parse_act(std::string_view name);
-std::string_view act_name(Act a);
-/// Reference (fp64, references/host/backward.h) and absolute tolerance (the spec's hard ceiling,
-/// derived in properties/activation.cpp) of one element computed in fp32 and stored in `out`
-/// (fp32, fp16, bf16). tol = 0 where the reference is NaN or +-Inf (pattern check only).
-struct ActivationPoint {
-  double ref = 0;
-  double tol = 0;
-};
-ActivationPoint activation_fwd_point(Act act, DType out, double x);
-/// dx = dy act'(x).
-ActivationPoint activation_bwd_point(Act act, DType out, double x, double dy);
-/// All 2^16 inputs of `dt` (fp16 or bf16) through the registered `variant` in one launch, on
-/// `device`, against activation_*_point (backward: dy = 1). Not found: no such variant.
-StatusOr<ExhaustiveReport> activation_exhaustive(const std::string& variant, Act act, DType dt, bool backward,
-                                                 int device);
-
-// ---- rope, embedding, cross-entropy (properties/rope.cpp, embedding.cpp, cross_entropy.cpp) ----
-// Index and target tensors are int32 (DType::kI32) on the harness side.
-using RopeFn = cudaError_t (*)(Dt, const void*, int64_t, void*, int64_t, int64_t, int64_t, int64_t, float, bool, bool,
-                               cudaStream_t);
-using EmbeddingFwdFn = cudaError_t (*)(Dt, const int32_t*, int64_t, const void*, int64_t, int64_t, int64_t, void*,
-                                       int64_t, cudaStream_t);
-using EmbeddingBwdFn = cudaError_t (*)(Dt, const int32_t*, int64_t, const void*, int64_t, float*, int64_t, int64_t,
-                                       int64_t, cudaStream_t);
+// ---- cross-entropy (properties/cross_entropy.cpp) ----
+// Target tensors are int32 (DType::kI32) on the harness side.
 using CrossEntropyFn = cudaError_t (*)(Dt, const void*, int64_t, const int32_t*, int64_t, int64_t, int64_t, float,
                                        float*, void*, int64_t, cudaStream_t);
-bool register_rope(VariantInfo info, RopeFn fn);
-bool register_embedding_fwd(VariantInfo info, EmbeddingFwdFn fn);
-bool register_embedding_bwd(VariantInfo info, EmbeddingBwdFn fn);
 bool register_cross_entropy(VariantInfo info, CrossEntropyFn fn);
 /// The specs' testbed definitions (prepare, reference and bound, properties, transform), for the
 /// CPU tests of references and bounds (tests/properties/rowwise_specs_test.cpp).
-const TensorOpDef& rope_def();
-const TensorOpDef& embedding_def();
-const TensorOpDef& embedding_bwd_def();
 const TensorOpDef& cross_entropy_def();
 
 }  // namespace assay::rowwise
