@@ -301,7 +301,8 @@ double e32_grad(const Lib& L, Act act, double x, double mag) {
       const double s = sig(x), sc = sig(-x);
       const double e_acc = mag * (pw(1 + L.e_sig(x), 2) * pw(1 + kU, 3) - 1);
       const double es = (1 + L.e_exp(x)) * (1 + kU) * (1 + L.e_div) - 1;
-      const bool one = std::exp(-x) * (1 + L.e_exp(x)) < kU;  // 1 + expf(-x) rounds to 1: s^ = 1
+      // 1 + expf(-x) rounds to 1: s^ = 1 (IEEE division; __fdividef(1, 1) may err by 2 ulp).
+      const bool one = !L.fast && std::exp(-x) * (1 + L.e_exp(x)) < kU;
       const double err_sc = one ? sc : es * s + kU * sc;
       const double rb = (1 + es) * pw(1 + kU, 4);
       const double e_txt = mag * (rb - 1) + ax * s * err_sc * rb;

@@ -524,9 +524,12 @@ TEST(ActivationFastMath, CeilingAdmitsTheIntrinsicsWorstCaseWhichTheIeeeCeilingR
         ieee_bad += !accepted(g, activation_bwd_point(a, DType::kF32, x, -3.5), DType::kF32);
       }
       EXPECT_EQ(fast_bad, 0) << act_name(a);
-      // gelu_erf's forward has no intrinsic (erff / erfcf); its backward's pdf is an __expf.
-      EXPECT_GT(ieee_bad, 0) << act_name(a) << (f == Form::kAccurate ? " accurate" : " textbook")
-                             << ": the IEEE ceiling admits the fast-math worst case everywhere";
+      // gelu_erf's forward has no intrinsic (erff / erfcf), and its backward's __expf (the pdf)
+      // stays inside the allowance for the textbook cdf's cancellation: the IEEE ceiling admits
+      // it. Every other form's worst case breaks the IEEE ceiling somewhere.
+      if (a != Act::kGeluErf)
+        EXPECT_GT(ieee_bad, 0) << act_name(a) << (f == Form::kAccurate ? " accurate" : " textbook")
+                               << ": the IEEE ceiling admits the fast-math worst case everywhere";
       RecordProperty(fmt::format("{}_{}_ieee_rejects", act_name(a), f == Form::kAccurate ? "accurate" : "textbook"),
                      std::to_string(ieee_bad));
     }
@@ -544,13 +547,12 @@ TEST(ActivationFastMath, FlushToZeroIsAdmittedOnlyUnderAnFtzContract) {
     EXPECT_FALSE(accepted(0.0, i, DType::kF32)) << i.tol;
     EXPECT_TRUE(accepted(0.0, z, DType::kF32)) << z.tol;
   }
-  // gelu_tanh' at x = -10.3: s(1 - s) = exp(-|2w|) flushes, and with it the second term
-  // 2 x s (1 - s) w', some 100 min_normal: the flushed form returns s (also flushed: 0).
+  // silu' at x = -87.5: the sigmoid s = e / (1 + e) flushes and g = s (1 + x (1 - s)) becomes 0,
+  // while |g| = 86.5 s is about 74 min_normal.
   {
-    const float x = -10.3f;
-    const ActivationPoint i = activation_bwd_point(Act::kGeluTanh, DType::kF32, x, 1.0);
-    const ActivationPoint z = activation_bwd_point(Act::kGeluTanh, DType::kF32, x, 1.0, ftz);
-    EXPECT_GT(std::fabs(i.ref), 30 * min_normal(DType::kF32));
+    const ActivationPoint i = activation_bwd_point(Act::kSilu, DType::kF32, -87.5, 1.0);
+    const ActivationPoint z = activation_bwd_point(Act::kSilu, DType::kF32, -87.5, 1.0, ftz);
+    EXPECT_GT(std::fabs(i.ref), 50 * min_normal(DType::kF32));
     EXPECT_FALSE(accepted(0.0, i, DType::kF32)) << i.ref << " " << i.tol;
     EXPECT_TRUE(accepted(0.0, z, DType::kF32)) << z.ref << " " << z.tol;
   }
