@@ -225,9 +225,12 @@ struct Lib {
       tanh_rel = fast_tanh_rel();
     }
   }
-  /// expf (or __expf) at argument a, relative vs exact.
+  /// expf (or __expf) at argument a, relative vs exact. Past |a| = 104 exp(-|a|) is below the
+  /// smallest subnormal and exp(|a|) past the largest finite value: 0 or Inf whatever the ulps
+  /// (the gate rule and the underflow floor cover those), so __expf's count stops growing there.
   double e_exp(double a) const {
-    const double n = fast ? exp_ulp + std::floor(exp_slope * std::fabs(a) * (1 + gamma_n(8, kU))) : n_exp;
+    const double aa = std::min(std::fabs(a) * (1 + gamma_n(8, kU)), 104.0);
+    const double n = fast ? exp_ulp + std::floor(exp_slope * aa) : n_exp;
     return (2 * n + 1) * kU;
   }
   /// sigmoid / x sigmoid from one exp at argument a: the exp (numerator and denominator), the
@@ -362,9 +365,12 @@ ref::Activation ref_act(Act a) {
   return ref::Activation::kIdentity;
 }
 
-/// Output rounding and the reference's own error (see the header).
+/// Output rounding and the reference's own error (see the header). A ceiling past half the output
+/// type's largest value (the textbook tanh forms under __tanhf at |x| ~ 1e14) admits any value,
+/// an overflow included: +Inf, as the engine's check reads it.
 double finish(double ref_abs, double e, DType out) {
-  return (e + store_rounding(ref_abs + e, out)) * (1 + 0x1p-20);
+  const double t = (e + store_rounding(ref_abs + e, out)) * (1 + 0x1p-20);
+  return t > 0.5 * max_finite(out) ? INFINITY : t;
 }
 
 /// E32 of the forward at x whose exact value is y, under the arithmetic (before the output rounding).
