@@ -71,7 +71,7 @@ std::vector<ParamDef> params(bool fwd) {
 TensorDef idx_tensor() {
   return {.name = "idx",
           .dims = {"count"},
-          .dtype = "i32",
+          .dtype = "int32",
           // +-Inf saturate to INT32_MAX / INT32_MIN: out of range.
           .values = {.specials = kSpecialPosInf | kSpecialNegInf, .inject_percent = 20, .int_hi_param = "vocab"}};
 }
