@@ -806,7 +806,7 @@ const MathFnAccuracy kTable[] = {
     {"atan2f", 3, "", kNoFast, 2},
     {"sinhf", 3, "", kNoFast, 2},
     {"coshf", 2, "", kNoFast, 1},
-    {"tanhf", 2, "__tanhf", fast_rel(0x1.0252p-11), 1},  // 2^-10.987 rounded up; cc >= 7.5; subnormal results not flushed
+    {"tanhf", 2, "__tanhf", fast_rel(0x1p-11), 1},  // cc >= 7.5; subnormal results not flushed
     {"asinhf", 3, "", kNoFast, 3},
     {"acoshf", 4, "", kNoFast, 3},
     {"atanhf", 3, "", kNoFast, 2},

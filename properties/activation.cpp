@@ -67,9 +67,10 @@
 //   sigmoids, x^2/2 for the pdf), taken at |a| (1 + gamma_8) for the kernel's rounded argument;
 // - a division errs by 2 ulp: 5u relative instead of u (denominators 1 + e stay in [1, 2^126]
 //   except where e > 2^126, where __fdividef returns 0: covered by the gate rule below);
-// - __tanhf errs by 2^-10.987 relative (+ u): near +-1 that is ABSOLUTE, with no saturation
-//   guarantee, so 1 + t and 1 - t^2 err by it everywhere (the textbook tanh forms then allow
-//   0.5 |x| 2^-10.987 however large x is: that is the declared arithmetic).
+// - __tanhf (tanh.approx.f32) errs by 2^-11 relative over the whole range ([PTX] tanh; the
+//   2^-10.987 sometimes quoted is tanh.approx.f16's absolute error), + u: near +-1 that is
+//   ABSOLUTE, with no saturation guarantee, so 1 + t and 1 - t^2 err by it everywhere (the
+//   textbook tanh forms then allow 0.5 |x| 2^-11 however large x is: the declared arithmetic).
 // Under flush-to-zero (fast-math implies it) subnormal inputs, intermediates and results become
 // 0. A flushed gate (Phi, sigmoid, their exp; the pdf; s(1 - s)) or a flushed result zeroes the
 // term it belongs to, so the error is that term's magnitude: forward, where the gate |y/x| or
