@@ -163,25 +163,42 @@ Status build_setup(const OpDef& op, const VariantDef& v, const Case& c0, gpu::La
   ASSAY_RETURN_IF_ERROR(compute_refs(op, c, k.arithmetic(), ref_in, s.refs));
   if (s.refs.size() != s.outs.size())
     return internal_error(fmt::format("{}: reference gave {} outputs", op.name, s.refs.size()));
+  // An accumulated output's expectation: prefill + result, rounded once more into the output
+  // type, or k times for a kernel that adds term by term in place (OutputRef::acc_terms). The
+  // prefill is the engine's, not the op's: the exact tier does not carry over.
+  auto accumulate = [&](std::vector<OutputRef>& refs) {
+    for (size_t o = 0; o < s.outs.size(); ++o) {
+      const int t = s.outs[o];
+      if (!accumulated(t)) continue;
+      const View2D& w = s.views[t];
+      auto& r = refs[o];
+      const bool terms = r.acc_terms.size() == r.ref.size() && r.acc_mag.size() == r.ref.size();
+      const double u = unit_roundoff(T[t].desc.dtype);
+      r.exact = false;
+      for (int64_t i = 0; i < w.rows; ++i)
+        for (int64_t j = 0; j < w.cols; ++j) {
+          const size_t l = static_cast<size_t>(i * w.cols + j);
+          const double pre = s.hv[static_cast<size_t>(t)].at(i, j), sum = pre + r.ref[l];
+          r.tol[l] = r.tol[l] * (1 + u) + u * std::fabs(sum);
+          if (terms) r.tol[l] += gamma_n(r.acc_terms[l], u) * (std::fabs(pre) + r.acc_mag[l]);
+          r.ref[l] = sum;
+        }
+    }
+  };
   auto* ex = reinterpret_cast<double*>(lane.host_extra());
   for (size_t o = 0; o < s.outs.size(); ++o) {
     const int t = s.outs[o];
     const View2D& w = s.views[t];
     const size_t n = static_cast<size_t>(w.rows * w.cols);
-    auto& r = s.refs[o];
-    if (r.ref.size() != n || r.tol.size() != n)
+    if (s.refs[o].ref.size() != n || s.refs[o].tol.size() != n)
       return internal_error(fmt::format("{}: reference of {} has the wrong size", op.name, T[t].name));
-    if (accumulated(t)) {
-      // prefill + result, rounded once more into the output type.
-      const double u = unit_roundoff(T[t].desc.dtype);
-      for (int64_t i = 0; i < w.rows; ++i)
-        for (int64_t j = 0; j < w.cols; ++j) {
-          const size_t l = static_cast<size_t>(i * w.cols + j);
-          const double sum = s.hv[static_cast<size_t>(t)].at(i, j) + r.ref[l];
-          r.tol[l] = r.tol[l] * (1 + u) + u * std::fabs(sum);
-          r.ref[l] = sum;
-        }
-    }
+  }
+  accumulate(s.refs);
+  for (size_t o = 0; o < s.outs.size(); ++o) {
+    const int t = s.outs[o];
+    const View2D& w = s.views[t];
+    const size_t n = static_cast<size_t>(w.rows * w.cols);
+    auto& r = s.refs[o];
     if (const auto* p = partial(t)) {
       const Params pp(c.params);
       for (int64_t i = 0; i < w.rows; ++i)
@@ -229,6 +246,7 @@ Status build_setup(const OpDef& op, const VariantDef& v, const Case& c0, gpu::La
       ASSAY_RETURN_IF_ERROR(compute_refs(op, c, k.arithmetic(), hv2, s.refs2));
       if (s.refs2.size() != s.outs.size())
         return internal_error(fmt::format("{}: reference gave {} outputs", op.name, s.refs2.size()));
+      accumulate(s.refs2);
       s.transformed = true;
     }
   }

@@ -69,6 +69,7 @@ struct ParamDef {
   bool size = false;                                     ///< kInt: an extent, capped by --max-dim
   std::function<int64_t(const Params&)> hi_of;           ///< kInt: tighter cap from earlier params (element budget)
   std::vector<int64_t> edges;                            ///< kInt: values the generator aims at (tile widths)
+  int64_t step = 1;                                      ///< kInt: only multiples of step (an even extent)
   std::vector<nlohmann::json> values;                    ///< kReal / kBool / kChoice / kDType: simplest first
   std::vector<size_t> weights;                           ///< per value (empty: uniform)
   std::function<bool(const Params&)> when;               ///< present only where this holds (earlier params)
@@ -83,6 +84,7 @@ struct ParamDef {
   static ParamDef choice(std::string name, std::vector<std::string> values);
   static ParamDef dtype(std::string name, std::vector<DType> values);
   ParamDef& aim(std::vector<int64_t> e) { edges = std::move(e); return *this; }
+  ParamDef& multiple_of(int64_t s) { step = s; return *this; }
   ParamDef& cap(std::function<int64_t(const Params&)> f) { hi_of = std::move(f); return *this; }
   ParamDef& weigh(std::vector<size_t> w) { weights = std::move(w); return *this; }
   ParamDef& only_when(std::function<bool(const Params&)> f) { when = std::move(f); return *this; }
@@ -148,6 +150,12 @@ struct OutputRef {
   std::vector<double> ref, tol;
   std::vector<std::vector<double>> aux;
   bool exact = false;
+  /// For a variant that accumulates into this output (Contract::accumulates) term by term in
+  /// place (atomics): per element the number of terms k and the sum m of their magnitudes. The
+  /// running value, prefill included, is rounded k times, so the engine adds gamma_k (|prefill|
+  /// + m). Empty: the kernel adds its finished result to the prefill once.
+  std::vector<int64_t> acc_terms;
+  std::vector<double> acc_mag;
 };
 
 // ---- the kernel's declared arithmetic ---------------------------------------------------------------

@@ -365,6 +365,8 @@ Status check_param(const OpDef& op, const ParamDef& d, const nlohmann::json& v, 
       if (d.hi_of) hi = std::min(hi, d.hi_of(p));
       if (!v.is_number_integer() || v.get<int64_t>() < d.lo || v.get<int64_t>() > hi)
         return bad(fmt::format("an integer in [{}, {}]", d.lo, hi));
+      if (d.step > 1 && v.get<int64_t>() % d.step != 0)
+        return bad(fmt::format("a multiple of {} in [{}, {}]", d.step, d.lo, hi));
       return ok_status();
     }
     case ParamKind::kReal:
@@ -453,6 +455,7 @@ IntDomain int_domain(const OpDef& op, const ParamDef& d, const Params& p, const 
   IntDomain r;
   r.lo = d.lo;
   r.hi = d.hi;
+  r.step = std::max<int64_t>(d.step, 1);
   if (d.hi_of) r.hi = std::min(r.hi, d.hi_of(p));
   if (d.size) r.hi = std::min(r.hi, std::max(cfg.max_dim, r.lo));
   if (k == nullptr || !in_contract) return r;
@@ -644,7 +647,7 @@ std::vector<Case> model_shrink(const OpDef& op, const Contract* contract, const 
     if (!c.params.contains(d.name)) continue;
     const auto& v = c.params[d.name];
     if (d.kind == ParamKind::kInt && v.is_number_integer()) {
-      int64_t step = 1, lo = d.lo;
+      int64_t step = std::max<int64_t>(d.step, 1), lo = d.lo;
       std::vector<std::string> tied;
       if (contract != nullptr)
         for (const auto& r : contract->rules()) {

@@ -1,9 +1,9 @@
 // activation / activation_bwd: GELU (erf and tanh forms) and SiLU, elementwise, forward and backward.
 //
-// Sections: binding, generators, references, bound, exhaustive sweep.
+// Sections: declaration (params, tensors), references, bound, binding, exhaustive sweep.
 // Binding: kernels/rowwise/activations.cu ("elementwise": grid-stride, 16-byte packs when every
-// pointer is aligned, scalar otherwise); mutants in tests/mutants/rowwise/ register beside it
-// through register_activation_fwd / register_activation_bwd (properties/rowwise_registry.h).
+// pointer is aligned, scalar otherwise; IEEE arithmetic, an empty contract); the planted bugs of
+// tests/mutants/rowwise/ bind through activation_launch / activation_bwd_launch (activation.h).
 // References: references/host/backward.h in double, in the forms without cancellation
 // (GELU = x Phi(x) with Phi from erfc, tanh form x sigmoid(2w), SiLU x sigmoid(x)), and
 // activation_grad with `mag` = |first term| + |second term| of act'.
@@ -60,6 +60,25 @@
 //   = -88.72 the textbook silu's expf(-x) overflows and x/(1+inf) = -0 where |y| = |x| e^x <=
 //   ln(max)/max (22.1 min_normal), silu' likewise (|1+x| e^x); every other underflow (subnormal
 //   exp/erfc results, their products) loses a few subnormal spacings. Backward: F (|dy| + 1).
+// Declared arithmetic (the variant's Contract: fast_math, ftz). Under fast-math the kernel's
+// expf is __expf, its divisions are __fdividef / -prec-div=false, its tanhf is __tanhf ([CUDA]
+// "Intrinsic Functions", harness/bounds.h cuda_math_table; erff / erfcf have no intrinsic):
+// - e_exp(a) = (2N + 1)u with N = 2 + floor(1.173 |a|) ulps at the argument a (|v| for the
+//   sigmoids, x^2/2 for the pdf), taken at |a| (1 + gamma_8) for the kernel's rounded argument;
+// - a division errs by 2 ulp: 5u relative instead of u (denominators 1 + e stay in [1, 2^126]
+//   except where e > 2^126, where __fdividef returns 0: covered by the gate rule below);
+// - __tanhf (tanh.approx.f32) errs by 2^-11 relative over the whole range ([PTX] tanh; the
+//   2^-10.987 sometimes quoted is tanh.approx.f16's absolute error), + u: near +-1 that is
+//   ABSOLUTE, with no saturation guarantee, so 1 + t and 1 - t^2 err by it everywhere (the
+//   textbook tanh forms then allow 0.5 |x| 2^-11 however large x is: the declared arithmetic).
+// Under flush-to-zero (fast-math implies it) subnormal inputs, intermediates and results become
+// 0. A flushed gate (Phi, sigmoid, their exp; the pdf; s(1 - s)) or a flushed result zeroes the
+// term it belongs to, so the error is that term's magnitude: forward, where the gate |y/x| or
+// |y| is below 2 min_normal (the computed value below min_normal, the exact one within its
+// relative error of it), tol >= |y|; backward, the same per term of act' (first: Phi or s;
+// second: the pdf or s(1 - s)), + min_normal for a flushed x (|act'(x) - act'(0)| <= |x|
+// max|act''| < min_normal) or a flushed partial product, and tol >= |dx| where |dx| < 2
+// min_normal (a flushed dy or product). The IEEE underflow floor F below stays.
 // Output: + 0.5 ulp of the output dtype at |ref| + E (the binade the fp32 value may reach; fp16 /
 // bf16 only). The fp64 reference errs by the same derivation with u = 2^-53 (2^-29 of each term,
 // a few ulps of double for erfc / exp): the whole tolerance is multiplied by (1 + 2^-20).
@@ -75,57 +94,30 @@
 // 0.0447 of gelu_tanh_wrong_const leaves it on 89% of fp32 inputs in +-[0.5, 4] (up to 36x), on
 // 698 fp16 and 15 bf16 inputs there (bf16 x in [-3, -1.27]: where its change crosses a rounding
 // boundary); silu_bwd_missing_term (silu' = s) on every input there.
-// Properties: none (params.relation is rejected); elementwise outputs are checked per element.
+// Properties: none (no params.relation); elementwise outputs are checked per element.
 // Value classes: normal / uniform with scales up to 120 (the cancellation region x << 0 and exp's
 // saturation at |x| ~ 88), same-sign, small integers, log-uniform across up to 120 binades,
 // Pareto tails, near-overflow, subnormals, signed zeros; NaN / +-inf / -0 injected at the first,
-// last and pack-edge (8) elements or at random. Lengths: edges of 4, 8 and 256 (packs and blocks)
-// up to min(max_dim, 2^20); element offsets 0..7 for the inputs and, separately, the output
-// (params.out_off), so 16-byte packs are misaligned on one tensor only.
+// last and tile-edge (32: pack edges too) elements or at random; params.x_scale (4, 12, 40, 120)
+// widens normal and uniform X (prepare). Lengths: edges of 4, 8 and 256 (packs and blocks) up to
+// min(max_dim, 2^20); every tensor draws its own element offset, so 16-byte packs are misaligned
+// on one tensor only as often as on all.
 // Exhaustive sweep (assay exhaustive): every fp16 / bf16 bit pattern through one launch, compared
 // in ulps against the same reference and tolerance (harness/exhaustive.h).
+#include "properties/activation.h"
+
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
-#include "properties/rowwise_common.h"
-#include "properties/rowwise_registry.h"
+#include <fmt/format.h>
+
+#include "harness/bounds.h"
+#include "harness/op_model.h"
 #include "references/host/backward.h"
 
 namespace assay::rowwise {
-namespace {
-
-// ---- binding ---------------------------------------------------------------------
-struct FwdEntry {
-  VariantInfo info;
-  ActivationFwdFn fn;
-};
-struct BwdEntry {
-  VariantInfo info;
-  ActivationBwdFn fn;
-};
-std::vector<TensorOpVariant>& fwd_registry() {
-  static std::vector<TensorOpVariant> v;
-  return v;
-}
-std::vector<TensorOpVariant>& bwd_registry() {
-  static std::vector<TensorOpVariant> v;
-  return v;
-}
-std::vector<FwdEntry>& fwd_launchers() {
-  static std::vector<FwdEntry> v;
-  return v;
-}
-std::vector<BwdEntry>& bwd_launchers() {
-  static std::vector<BwdEntry> v;
-  return v;
-}
-
-Act act_of(const Case& c) {
-  return parse_act(str_or(c, "act", "")).value_or(Act::kGeluErf);
-}
-
-}  // namespace
 
 std::optional<Act> parse_act(std::string_view name) {
   if (name == "gelu_erf") return Act::kGeluErf;
@@ -146,158 +138,50 @@ std::string_view act_name(Act a) {
   return "?";
 }
 
-bool register_activation_fwd(VariantInfo info, ActivationFwdFn fn) {
-  fwd_launchers().push_back({info, fn});
-  fwd_registry().push_back({std::move(info), [fn](const Case& c, const std::vector<DevTensor>& t, cudaStream_t s) {
-                              return fn(to_dt(t[0].dtype), act_of(c), t[0].ptr, t[1].ptr, t[0].v.cols, s);
-                            }});
-  return true;
-}
-bool register_activation_bwd(VariantInfo info, ActivationBwdFn fn) {
-  bwd_launchers().push_back({info, fn});
-  bwd_registry().push_back({std::move(info), [fn](const Case& c, const std::vector<DevTensor>& t, cudaStream_t s) {
-                              return fn(to_dt(t[0].dtype), act_of(c), t[0].ptr, t[1].ptr, t[2].ptr, t[0].v.cols, s);
-                            }});
-  return true;
-}
-
-ActivationFwdFn find_activation_fwd(const std::string& variant) {
-  for (const auto& e : fwd_launchers())
-    if (e.info.name == variant) return e.fn;
-  return nullptr;
-}
-ActivationBwdFn find_activation_bwd(const std::string& variant) {
-  for (const auto& e : bwd_launchers())
-    if (e.info.name == variant) return e.fn;
-  return nullptr;
-}
-
 namespace {
 
-[[maybe_unused]] const bool kFwd = register_activation_fwd(
-    {"elementwise", "grid-stride, 16-byte packs when x and y are aligned, fp32 math with erfcf / expf", false, true,
-     "kernels/rowwise/activations.cu"},
-    kernels::rowwise::activation_fwd);
-[[maybe_unused]] const bool kBwd = register_activation_bwd(
-    {"elementwise", "grid-stride, 16-byte packs when x, dy and dx are aligned; dx = dy act'(x) in fp32", false, true,
-     "kernels/rowwise/activations.cu"},
-    kernels::rowwise::activation_bwd);
-
 constexpr int64_t kMaxCount = int64_t{1} << 20;
-constexpr int64_t kMaxOffset = 7;
-const std::vector<std::string> kActs = {"gelu_erf", "gelu_tanh", "silu"};
 
-// ---- generators -----------------------------------------------------------------
-int64_t out_off_of(const nlohmann::json& p, int64_t off) {
-  auto it = p.find("out_off");
-  return it != p.end() && it->is_number_integer() ? it->get<int64_t>() : off;
-}
-
-Case build_fwd(const nlohmann::json& p, const std::vector<ValueRecipe>& r, int64_t /*pad*/, int64_t off) {
-  Case c;
-  c.op = "activation";
-  c.params = p;
-  const DType dt = *parse_dtype(p["dtype"].get<std::string>());
-  const int64_t n = p["count"].get<int64_t>();
-  c.tensors = {make_tensor("X", Role::kIn, dt, -1, n, 0, off, r[0]),
-               make_tensor("Y", Role::kOut, dt, -1, n, 0, out_off_of(p, off), {})};
-  return c;
-}
-Case build_bwd(const nlohmann::json& p, const std::vector<ValueRecipe>& r, int64_t /*pad*/, int64_t off) {
-  Case c;
-  c.op = "activation_bwd";
-  c.params = p;
-  const DType dt = *parse_dtype(p["dtype"].get<std::string>());
-  const int64_t n = p["count"].get<int64_t>();
-  c.tensors = {make_tensor("X", Role::kIn, dt, -1, n, 0, off, r[0]),
-               make_tensor("dY", Role::kIn, dt, -1, n, 0, off, r[1]),
-               make_tensor("dX", Role::kOut, dt, -1, n, 0, out_off_of(p, off), {})};
-  return c;
-}
-
-/// Offsets in elements: aligned (0) most often, so that the 16-byte path runs, else 1..7.
-rc::Gen<int64_t> gen_offset() {
-  return gen_element<int64_t>({0, 0, 0, 1, 2, 3, 4, 5, 6, 7});
-}
-
-rc::Gen<nlohmann::json> gen_params(const GenConfig& cfg, int64_t off) {
-  const int64_t cap = std::clamp<int64_t>(cfg.max_dim, 1, kMaxCount);
-  return rc::gen::exec([cap, off] {
-    nlohmann::json p;
-    p["dtype"] = std::string(dtype_name(*gen_element(activation_dtypes())));
-    p["act"] = *gen_element(kActs);
-    p["count"] = *gen_extent(cap, {4, 8, 256}, 0);
-    // The output shares the inputs' offset three times in four, else has its own.
-    p["out_off"] = *gen_weighted_index({3, 1}) == 0 ? off : *gen_offset();
-    return p;
-  });
+// ---- declaration ------------------------------------------------------------------
+std::vector<ParamDef> params() {
+  return {ParamDef::dtype("dtype", activation_dtypes()),
+          ParamDef::choice("act", {"gelu_erf", "gelu_tanh", "silu"}),
+          ParamDef::extent("count", 0, kMaxCount).aim({4, 8, 256}),
+          ParamDef::real("x_scale", {4, 12, 40, 120})
+              .optional(1)
+              .describe("normal / uniform X times this: x << 0 (1 + erf, 1 + tanh cancel; exp saturates at ~88)")};
 }
 
 /// X: every class that reaches a distinct regime of the three functions.
-rc::Gen<ValueRecipe> gen_x_recipe(DType dt) {
-  return rc::gen::exec([dt] {
-    RecipeOptions o;
-    o.classes = {ValueClass::kNormal,       ValueClass::kUniform,    ValueClass::kSameSign,
-                 ValueClass::kSmallInt,     ValueClass::kLogUniform, ValueClass::kPareto,
-                 ValueClass::kNearOverflow, ValueClass::kSubnormal,  ValueClass::kSignedZero};
-    o.dtype = dt;
-    o.specials = kSpecialAll;
-    o.tile = 8;  // pack edges (8 fp16/bf16, two fp32 packs)
-    o.inject_percent = 15;
-    ValueRecipe r = *gen_value_recipe(o);
-    // Wider scales than the generic ones: x << 0 (1 + erf / 1 + tanh cancel, exp saturates at ~88).
-    if ((r.cls == ValueClass::kNormal || r.cls == ValueClass::kUniform) && *gen_weighted_index({1, 1}) == 1)
-      r.scale = *gen_element<double>({4, 12, 40, 120});
-    return r;
-  });
+ValueSpec x_values() {
+  return {.classes = {ValueClass::kNormal, ValueClass::kUniform, ValueClass::kSameSign, ValueClass::kSmallInt,
+                      ValueClass::kLogUniform, ValueClass::kPareto, ValueClass::kNearOverflow, ValueClass::kSubnormal,
+                      ValueClass::kSignedZero},
+          .specials = kSpecialAll};
 }
 /// dY: finite upstream gradients; NaN and -0 only (see the header on +-inf).
-rc::Gen<ValueRecipe> gen_dy_recipe(DType dt) {
-  RecipeOptions o;
-  o.classes = {ValueClass::kNormal,   ValueClass::kUniform,    ValueClass::kSameSign,
-               ValueClass::kSmallInt, ValueClass::kLogUniform, ValueClass::kSignedZero};
-  o.dtype = dt;
-  o.specials = kSpecialNaN | kSpecialNegZero;
-  o.tile = 8;
-  o.inject_percent = 10;
-  return gen_value_recipe(o);
+ValueSpec dy_values() {
+  return {.classes = {ValueClass::kNormal, ValueClass::kUniform, ValueClass::kSameSign, ValueClass::kSmallInt,
+                      ValueClass::kLogUniform, ValueClass::kSignedZero},
+          .specials = kSpecialNaN | kSpecialNegZero,
+          .inject_percent = 10};
 }
 
-rc::Gen<Case> gen_fwd(const GenConfig& cfg) {
-  return rc::gen::exec([cfg] {
-    const int64_t off = *gen_offset();
-    const nlohmann::json p = *gen_params(cfg, off);
-    const DType dt = *parse_dtype(p["dtype"].get<std::string>());
-    return build_fwd(p, {*gen_x_recipe(dt)}, 0, off);
-  });
-}
-rc::Gen<Case> gen_bwd(const GenConfig& cfg) {
-  return rc::gen::exec([cfg] {
-    const int64_t off = *gen_offset();
-    const nlohmann::json p = *gen_params(cfg, off);
-    const DType dt = *parse_dtype(p["dtype"].get<std::string>());
-    return build_bwd(p, {*gen_x_recipe(dt), *gen_dy_recipe(dt)}, 0, off);
-  });
+/// params.x_scale widens normal and uniform X (the other classes have their own ranges).
+void scale_x(const Case& c, std::vector<unsigned char*>& img) {
+  const double k = Params(c.params).r("x_scale", 1);
+  const ValueClass cls = c.tensors[0].values.cls;
+  if (k == 1 || (cls != ValueClass::kNormal && cls != ValueClass::kUniform)) return;
+  const auto& d = c.tensors[0].desc;
+  const View2D v = view_of(d);
+  for (int64_t j = 0; j < v.cols; ++j) poke(d.dtype, img[0], d.offset + j, k * peek(d.dtype, img[0], d.offset + j));
 }
 
-Status validate_common(const Case& c, const std::vector<std::pair<std::string, Role>>& layout) {
-  ASSAY_ASSIGN_OR_RETURN(DType dt, param_dtype(c));
-  if (!parse_act(str_or(c, "act", "")))
-    return invalid_argument(c.op + " case: params.act must be \"gelu_erf\", \"gelu_tanh\" or \"silu\"");
-  ASSAY_ASSIGN_OR_RETURN(int64_t n, param_int(c, "count", 0, kMaxCount));
-  if (c.params.contains("out_off")) ASSAY_RETURN_IF_ERROR(param_int(c, "out_off", 0, kMaxOffset).status());
-  if (c.params.contains("relation"))
-    return invalid_argument(c.op +
-                            " case: params.relation is not supported (elementwise outputs are checked per element)");
-  ASSAY_RETURN_IF_ERROR(validate_tensor_layout(c, layout));
-  for (const auto& t : c.tensors)
-    if (t.desc.dtype != dt || t.desc.rank() != 1 || t.desc.shape != std::vector<int64_t>{n})
-      return invalid_argument(
-          fmt::format("{} case: tensor {} must be {} [{}] (rank 1)", c.op, t.name, dtype_name(dt), n));
-  return ok_status();
+Act act_of(const Case& c) {
+  return parse_act(Params(c.params).s("act")).value_or(Act::kGeluErf);
 }
 
-// ---- references and bounds --------------------------------------------------------
+// ---- bound ------------------------------------------------------------------------
 constexpr double kU = 0x1p-24;  // fp32 unit roundoff
 
 double pw(double b, int e) {
@@ -313,37 +197,55 @@ double log_sig(double v) {
   return v >= 0 ? -std::log1p(std::exp(-v)) : v - std::log1p(std::exp(v));
 }
 
-/// The library functions' accuracy, from the [CUDA] table (harness/bounds.h).
-struct LibAccuracy {
-  double n_erf = 2, n_erfc = 4, n_tanh = 2, n_exp = 2;  // ulps vs the correctly rounded result
-  double e_erfc = 0, e_exp = 0;                         // relative vs exact: (2N + 1)u
-  double e_sig = 0;                                     // sigmoid / x sigmoid from one expf
-};
-const LibAccuracy& lib() {
-  static const LibAccuracy a = [] {
-    LibAccuracy l;
-    auto ulps = [](const char* name, double dflt) {
-      const MathFnAccuracy* f = find_math_fn(name);
-      return f != nullptr ? f->ulp_f32 : dflt;
-    };
-    l.n_erf = ulps("erff", 2);
-    l.n_erfc = ulps("erfcf", 4);
-    l.n_tanh = ulps("tanhf", 2);
-    l.n_exp = ulps("expf", 2);
-    l.e_erfc = (2 * l.n_erfc + 1) * kU;
-    l.e_exp = (2 * l.n_exp + 1) * kU;
-    l.e_sig = pw(1 + l.e_exp, 2) * pw(1 + kU, 3) - 1;
-    return l;
-  }();
-  return a;
+double table_ulps(const char* name, double dflt) {
+  const MathFnAccuracy* f = find_math_fn(name);
+  return f != nullptr ? f->ulp_f32 : dflt;
 }
 
-/// Error of an N-ulp function whose exact magnitude is at least 1 - one_minus near +-1: (N + 1/2) ulp
-/// of [1/2, 1) = (N + 1/2)u; where it saturates (1 - |f| <= u/2: the correctly rounded value is +-1)
-/// the function must return +-1 and errs by 1 - |f|.
-double near_one(double one_minus, double n_ulps) {
-  return one_minus <= 0.5 * kU ? one_minus : (n_ulps + 0.5) * kU;
-}
+/// The library functions' accuracy under the declared arithmetic, from the [CUDA] tables
+/// (harness/bounds.h): precise functions, or the fast-math intrinsics.
+struct Lib {
+  bool fast = false, ftz = false;
+  double n_erf = 2, n_erfc = 4, n_tanh = 2, n_exp = 2;  // ulps vs the correctly rounded result
+  double exp_ulp = 2, exp_slope = 0;                    // __expf: exp_ulp + floor(exp_slope |a|)
+  double e_erfc = 0;                                    // relative vs exact: (2N + 1)u
+  double e_div = kU;                                    // one division, relative
+  double tanh_rel = 0;                                  // __tanhf: relative vs exact (fast only)
+
+  explicit Lib(const Arithmetic& a) : fast(a.fast_math), ftz(a.ftz || a.fast_math) {
+    n_erf = table_ulps("erff", 2);
+    n_erfc = table_ulps("erfcf", 4);
+    n_tanh = table_ulps("tanhf", 2);
+    n_exp = table_ulps("expf", 2);
+    e_erfc = (2 * n_erfc + 1) * kU;
+    if (fast) {
+      const MathFnAccuracy* e = find_math_fn("expf");
+      exp_ulp = e->fast.ulp;
+      exp_slope = e->fast.slope;
+      e_div = (2 * find_math_fn("x/y")->fast.ulp + 1) * kU;
+      tanh_rel = fast_tanh_rel();
+    }
+  }
+  /// expf (or __expf) at argument a, relative vs exact. Past |a| = 104 exp(-|a|) is below the
+  /// smallest subnormal and exp(|a|) past the largest finite value: 0 or Inf whatever the ulps
+  /// (the gate rule and the underflow floor cover those), so __expf's count stops growing there.
+  double e_exp(double a) const {
+    const double aa = std::min(std::fabs(a) * (1 + gamma_n(8, kU)), 104.0);
+    const double n = fast ? exp_ulp + std::floor(exp_slope * aa) : n_exp;
+    return (2 * n + 1) * kU;
+  }
+  /// sigmoid / x sigmoid from one exp at argument a: the exp (numerator and denominator), the
+  /// sum, the division, the product ([H] Lemma 3.3).
+  double e_sig(double a) const { return pw(1 + e_exp(a), 2) * pw(1 + kU, 2) * (1 + e_div) - 1; }
+  /// Error of tanh near +-1 (absolute), exact magnitude at least 1 - one_minus: (N + 1/2) ulp of
+  /// [1/2, 1) = (N + 1/2)u; where it saturates (1 - |t| <= u/2: the correctly rounded value is
+  /// +-1) the function must return +-1 and errs by 1 - |t|. __tanhf: its relative error, always.
+  double tanh_near_one(double one_minus) const {
+    if (fast) return tanh_rel + kU;
+    return one_minus <= 0.5 * kU ? one_minus : (n_tanh + 0.5) * kU;
+  }
+  double erf_near_one(double one_minus) const { return one_minus <= 0.5 * kU ? one_minus : (n_erf + 0.5) * kU; }
+};
 
 /// Underflow floor (see the header): silu's textbook form at x < -ln(max), plus subnormal losses.
 double underflow_floor() {
@@ -366,15 +268,14 @@ double erf_one_minus(double ax) {  // 1 - |erf(t_lo)|
   return std::erfc(ax / kSqrt2 * (1 - g2));
 }
 
-double e32_forward(Act act, double x, double y) {
-  const LibAccuracy& L = lib();
+double e32_forward(const Lib& L, Act act, double x, double y) {
   const double ax = std::fabs(x), ay = std::fabs(y);
   switch (act) {
     case Act::kGeluErf: {
       const double a = ax * erf_arg(ax);  // 0.5|x| |erfc(t^) - erfc(t)|
       const double ra = (1 + L.e_erfc) * pw(1 + kU, 3);
       const double e_acc = ay * (ra - 1) + a * ra;
-      const double e1 = near_one(erf_one_minus(ax), L.n_erf);
+      const double e1 = L.erf_near_one(erf_one_minus(ax));
       const double rb = pw(1 + kU, 4);
       const double e_txt = ay * (rb - 1) + (a + 0.5 * ax * e1) * rb;
       return std::max(e_acc, e_txt);
@@ -383,40 +284,47 @@ double e32_forward(Act act, double x, double y) {
       const double w = kK * (x + kGeluA * x * x * x), v = 2 * w, dv = gamma_n(8, kU) * std::fabs(v);
       // |x| s(v^) <= y_hi = |x| s(v) exp(dv s(-(v - dv))), in logs (s(v) may underflow where the factor overflows).
       const double y_hi = ax * std::exp(log_sig(v) + dv * sig(-(v - dv)));
-      const double e_acc = y_hi * (1 + L.e_sig) * (1 + kU) - ay;
+      const double e_acc = y_hi * (1 + L.e_sig(v)) * (1 + kU) - ay;
       const double wlo = std::fabs(w) * (1 - gamma_n(8, kU));
-      const double e1 = near_one(2 * sig(-2 * wlo), L.n_tanh);  // 1 - tanh(w_lo)
+      const double e1 = L.tanh_near_one(2 * sig(-2 * wlo));  // 1 - tanh(w_lo)
       const double rb = pw(1 + kU, 3);
       const double e_txt = y_hi * rb - ay + 0.5 * ax * e1 * rb;
       return std::max(e_acc, e_txt);
     }
     case Act::kSilu:
-      return ay * ((1 + L.e_sig) * (1 + kU) - 1);
+      return ay * ((1 + L.e_sig(x)) * (1 + kU) - 1);
   }
   return INFINITY;
 }
 
-/// E_g: |g^ - g| for the fp32 derivative g^ at x (first, second: backward.h's terms).
-double e32_grad(Act act, double x, double mag) {
-  const LibAccuracy& L = lib();
-  const double ax = std::fabs(x);
+/// E_g: |g^ - g| for the fp32 derivative g^ at x (mag: backward.h's |first| + |second|).
+double e32_grad(const Lib& L, Act act, double x, double mag) {
+  const double ax = std::fabs(x), mn = min_normal(DType::kF32);
   switch (act) {
     case Act::kSilu: {
       const double s = sig(x), sc = sig(-x);
-      const double e_acc = mag * (pw(1 + L.e_sig, 2) * pw(1 + kU, 3) - 1);
-      const double es = (1 + L.e_exp) * pw(1 + kU, 2) - 1;
-      const bool one = std::exp(-x) * (1 + L.e_exp) < kU;  // 1 + expf(-x) rounds to 1: s^ = 1
+      const double e_acc = mag * (pw(1 + L.e_sig(x), 2) * pw(1 + kU, 3) - 1);
+      const double es = (1 + L.e_exp(x)) * (1 + kU) * (1 + L.e_div) - 1;
+      // 1 + expf(-x) rounds to 1: s^ = 1 (IEEE division; __fdividef(1, 1) may err by 2 ulp).
+      const bool one = !L.fast && std::exp(-x) * (1 + L.e_exp(x)) < kU;
       const double err_sc = one ? sc : es * s + kU * sc;
       const double rb = (1 + es) * pw(1 + kU, 4);
       const double e_txt = mag * (rb - 1) + ax * s * err_sc * rb;
-      return std::max(e_acc, e_txt);
+      double e = std::max(e_acc, e_txt);
+      if (L.ftz) e += (s < 2 * mn ? s : 0) + (s * sc < 2 * mn ? ax * s * sc : 0) + mn;
+      return e;
     }
     case Act::kGeluErf: {
-      const double r = (1 + std::max(L.e_erfc, L.e_exp)) * pw(1 + kU, 4) - 1;
+      const double r = (1 + std::max(L.e_erfc, L.e_exp(x * x / 2))) * pw(1 + kU, 4) - 1;
       const double cdf_arg = erf_arg(ax);
-      const double e1 = near_one(erf_one_minus(ax), L.n_erf);
+      const double e1 = L.erf_near_one(erf_one_minus(ax));
       const double p = ax * (std::exp(-(1 - kU) * x * x / 2) - std::exp(-x * x / 2)) / kSqrt2Pi;
-      return mag * r + (cdf_arg + 0.5 * e1 + p) * (1 + r);
+      double e = mag * r + (cdf_arg + 0.5 * e1 + p) * (1 + r);
+      if (L.ftz) {
+        const double cdf = 0.5 * std::erfc(-x / kSqrt2), pdf = std::exp(-x * x / 2) / kSqrt2Pi;
+        e += (cdf < 2 * mn ? cdf : 0) + (pdf < 2 * mn ? ax * pdf : 0) + mn;
+      }
+      return e;
     }
     case Act::kGeluTanh: {
       const double w = kK * (x + kGeluA * x * x * x), v = 2 * w;
@@ -427,17 +335,20 @@ double e32_grad(Act act, double x, double mag) {
       const double ls = log_sig(v) + dv * sig(-(v - dv)), lsc = log_sig(-v) + dv * sig(v + dv);
       const double s_hi = std::exp(ls);
       const double second_hi = ax == 0 ? 0 : std::exp(std::log(2 * ax * wp) + ls + lsc);
-      const double e_acc = (s_hi * (1 + L.e_sig) * pw(1 + kU, 2) - s) +
-                           (second_hi * pw(1 + L.e_sig, 2) * (1 + g8) * pw(1 + kU, 4) - second);
+      const double es = L.e_sig(v);
+      const double e_acc = (s_hi * (1 + es) * pw(1 + kU, 2) - s) +
+                           (second_hi * pw(1 + es, 2) * (1 + g8) * pw(1 + kU, 4) - second);
       const double wlo = std::fabs(w) * (1 - g8);
       const double om = 2 * sig(-2 * wlo);  // 1 - tanh(w_lo)
-      const double e1 = near_one(om, L.n_tanh);
-      const double dt = om <= 0.5 * kU ? 4 * sig(2 * wlo) * sig(-2 * wlo) : 2 * e1 + e1 * e1 + 2 * kU;
+      const double e1 = L.tanh_near_one(om);
+      const double dt = !L.fast && om <= 0.5 * kU ? 4 * sig(2 * wlo) * sig(-2 * wlo) : 2 * e1 + e1 * e1 + 2 * kU;
       const double e_txt = (s_hi * pw(1 + kU, 3) - s) + 0.5 * e1 * pw(1 + kU, 3) +
                            (second_hi * (1 + g8) * pw(1 + kU, 4) - second) +
                            0.5 * ax * wp * dt * (1 + g8) * pw(1 + kU, 4);
       (void)mag;
-      return std::max(e_acc, e_txt);
+      double e = std::max(e_acc, e_txt);
+      if (L.ftz) e += (s < 2 * mn ? s : 0) + (s * sc < 2 * mn ? second_hi : 0) + mn;
+      return e;
     }
   }
   return INFINITY;
@@ -455,105 +366,190 @@ ref::Activation ref_act(Act a) {
   return ref::Activation::kIdentity;
 }
 
-/// Output rounding and the reference's own error (see the header).
+/// Output rounding and the reference's own error (see the header). A ceiling past half the output
+/// type's largest value (the textbook tanh forms under __tanhf at |x| ~ 1e14) admits any value,
+/// an overflow included: +Inf, as the engine's check reads it.
 double finish(double ref_abs, double e, DType out) {
-  return (e + store_rounding(ref_abs + e, out)) * (1 + 0x1p-20);
+  const double t = (e + store_rounding(ref_abs + e, out)) * (1 + 0x1p-20);
+  return t > 0.5 * max_finite(out) ? INFINITY : t;
+}
+
+/// E32 of the forward at x whose exact value is y, under the arithmetic (before the output rounding).
+double fwd_error(const Lib& L, Act act, double x, double y) {
+  const double ay = std::fabs(y), mn = min_normal(DType::kF32);
+  double e = e32_forward(L, act, x, y) + underflow_floor();
+  // Flush-to-zero or __fdividef's 0 for denominators past 2^126: a flushed gate or result zeroes y.
+  if (L.ftz || L.fast)
+    if (ay < 2 * mn || (x != 0 && ay / std::fabs(x) < 2 * mn)) e += ay;
+  return e;
+}
+
+double bwd_error(const Lib& L, Act act, double x, double dy, double mag, double dx) {
+  const double ady = std::fabs(dy), f = underflow_floor(), mn = min_normal(DType::kF32);
+  double e = ady * (e32_grad(L, act, x, mag) + f) * (1 + kU) + kU * std::fabs(dx) + f;
+  if (L.ftz && std::fabs(dx) < 2 * mn) e += std::fabs(dx);  // a flushed dy or product
+  return e;
 }
 
 }  // namespace
 
-ActivationPoint activation_fwd_point(Act act, DType out, double x) {
+double fast_tanh_rel() {
+  static const double r = find_math_fn("tanhf")->fast.rel;
+  return r;
+}
+
+ActivationPoint activation_fwd_point(Act act, DType out, double x, const Arithmetic& a) {
   ActivationPoint p;
   p.ref = ref::activation<double>(ref_act(act), x);
   if (!std::isfinite(p.ref) || !std::isfinite(x)) return p;  // NaN / Inf pattern only
-  const double e = e32_forward(act, x, p.ref) + underflow_floor();
-  p.tol = finish(std::fabs(p.ref), e, out);
+  p.tol = finish(std::fabs(p.ref), fwd_error(Lib(a), act, x, p.ref), out);
   return p;
 }
 
-ActivationPoint activation_bwd_point(Act act, DType out, double x, double dy) {
+ActivationPoint activation_bwd_point(Act act, DType out, double x, double dy, const Arithmetic& a) {
   ActivationPoint p;
   double mag = 0;
   const double g = ref::activation_grad<double>(ref_act(act), x, &mag);
   p.ref = dy * g;
   if (!std::isfinite(p.ref) || !std::isfinite(x) || !std::isfinite(dy)) return p;
-  const double ady = std::fabs(dy), f = underflow_floor();
-  const double e = ady * (e32_grad(act, x, mag) + f) * (1 + kU) + kU * std::fabs(p.ref) + f;
-  p.tol = finish(std::fabs(p.ref), e, out);
+  p.tol = finish(std::fabs(p.ref), bwd_error(Lib(a), act, x, dy, mag, p.ref), out);
   return p;
 }
 
 namespace {
 
+// ---- references ---------------------------------------------------------------------
+/// y in ref (tol 0 where the reference is not finite: pattern only, as the bound leaves it).
 Status reference_fwd(const Case& c, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
-  const DType dt = *parse_dtype(c.params["dtype"].get<std::string>());
   const Act act = act_of(c);
   const int64_t n = t[0].v.cols;
   OutputRef y;
   y.ref.resize(static_cast<size_t>(n));
-  y.tol.resize(y.ref.size());
-  for (int64_t i = 0; i < n; ++i) {
-    const ActivationPoint p = activation_fwd_point(act, dt, t[0].at(0, i));
-    y.ref[static_cast<size_t>(i)] = p.ref;
-    y.tol[static_cast<size_t>(i)] = p.tol;
-  }
+  for (int64_t i = 0; i < n; ++i) y.ref[static_cast<size_t>(i)] = ref::activation<double>(ref_act(act), t[0].at(0, i));
   out = {std::move(y)};
   return ok_status();
 }
 
+/// dx in ref; aux[0]: |first| + |second| of act'(x) (backward.h's mag, without |dy|).
 Status reference_bwd(const Case& c, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
-  const DType dt = *parse_dtype(c.params["dtype"].get<std::string>());
   const Act act = act_of(c);
   const int64_t n = t[0].v.cols;
   OutputRef dx;
   dx.ref.resize(static_cast<size_t>(n));
-  dx.tol.resize(dx.ref.size());
+  dx.aux.assign(1, std::vector<double>(dx.ref.size()));
   for (int64_t i = 0; i < n; ++i) {
-    const ActivationPoint p = activation_bwd_point(act, dt, t[0].at(0, i), t[1].at(0, i));
-    dx.ref[static_cast<size_t>(i)] = p.ref;
-    dx.tol[static_cast<size_t>(i)] = p.tol;
+    double mag = 0;
+    const double g = ref::activation_grad<double>(ref_act(act), t[0].at(0, i), &mag);
+    dx.ref[static_cast<size_t>(i)] = t[1].at(0, i) * g;
+    dx.aux[0][static_cast<size_t>(i)] = mag;
   }
   out = {std::move(dx)};
   return ok_status();
 }
 
-RowOpConfig fwd_config() {
-  RowOpConfig cfg;
-  cfg.name = "activation";
-  cfg.description = "GELU (erf, tanh) and SiLU elementwise (params.act), fp32/fp16/bf16 with fp32 math";
-  cfg.def.op = "activation";
-  cfg.def.bound_name = "activation ceiling";
-  cfg.def.reference = reference_fwd;
-  cfg.registry = &fwd_registry();
-  cfg.gen = gen_fwd;
-  cfg.build = build_fwd;
-  cfg.validate = [](const Case& c) { return validate_common(c, {{"X", Role::kIn}, {"Y", Role::kOut}}); };
-  cfg.shrink_keys = {{"count", 1}, {"out_off", 0}};
-  cfg.self_check_note =
-      "host activations gradient-checked in tests/references/backward_ref_test.cpp; tolerance swept over fp32 "
-      "inputs against both fp32 forms in tests/properties/activation_test.cpp";
-  return cfg;
-}
-RowOpConfig bwd_config() {
-  RowOpConfig cfg;
-  cfg.name = "activation_bwd";
-  cfg.description = "backward of GELU (erf, tanh) and SiLU: dx = dy act'(x) (params.act)";
-  cfg.def.op = "activation_bwd";
-  cfg.def.bound_name = "activation-backward ceiling";
-  cfg.def.reference = reference_bwd;
-  cfg.registry = &bwd_registry();
-  cfg.gen = gen_bwd;
-  cfg.build = build_bwd;
-  cfg.validate = [](const Case& c) {
-    return validate_common(c, {{"X", Role::kIn}, {"dY", Role::kIn}, {"dX", Role::kOut}});
-  };
-  cfg.shrink_keys = {{"count", 1}, {"out_off", 0}};
-  cfg.self_check_note = "host backward gradient-checked in tests/references/backward_ref_test.cpp";
-  return cfg;
+Status bound_fwd(const Case& c, const Arithmetic& a, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
+  const Params p(c.params);
+  const Act act = act_of(c);
+  const DType dt = p.dt("dtype");
+  const Lib L(a);
+  OutputRef& y = out[0];
+  y.tol.assign(y.ref.size(), 0.0);
+  for (size_t i = 0; i < y.ref.size(); ++i) {
+    const double x = t[0].at(0, static_cast<int64_t>(i)), r = y.ref[i];
+    if (!std::isfinite(r) || !std::isfinite(x)) continue;  // NaN / Inf pattern only
+    y.tol[i] = finish(std::fabs(r), fwd_error(L, act, x, r), dt);
+  }
+  return ok_status();
 }
 
-[[maybe_unused]] const bool kSpecs = register_spec(std::make_unique<RowOpSpec>(fwd_config())) &&
-                                     register_spec(std::make_unique<RowOpSpec>(bwd_config()));
+Status bound_bwd(const Case& c, const Arithmetic& a, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
+  const Params p(c.params);
+  const Act act = act_of(c);
+  const DType dt = p.dt("dtype");
+  const Lib L(a);
+  OutputRef& dx = out[0];
+  dx.tol.assign(dx.ref.size(), 0.0);
+  for (size_t i = 0; i < dx.ref.size(); ++i) {
+    const double x = t[0].at(0, static_cast<int64_t>(i)), dy = t[1].at(0, static_cast<int64_t>(i)), r = dx.ref[i];
+    if (!std::isfinite(r) || !std::isfinite(x) || !std::isfinite(dy)) continue;
+    dx.tol[i] = finish(std::fabs(r), bwd_error(L, act, x, dy, dx.aux[0][i], r), dt);
+  }
+  return ok_status();
+}
+
+/// The host forms against long double at a few points, and the ceiling's own sanity: the
+/// reference's value is within it and a fast-math ceiling is at least the IEEE one.
+Status self_check(bool backward, std::string& report) {
+  double worst = 0;
+  Arithmetic fast;
+  fast.fast_math = fast.ftz = true;
+  for (double x : {-7.5, -2.0, -0.3, 0.4, 1.7, 6.0}) {
+    const long double xl = x;
+    const long double phi = 0.5L * std::erfc(-xl / std::sqrt(2.0L));
+    const long double want =
+        backward ? phi + xl * std::exp(-xl * xl / 2) / std::sqrt(2 * 3.14159265358979323846264338327950288L) : xl * phi;
+    const ActivationPoint pt = backward ? activation_bwd_point(Act::kGeluErf, DType::kF32, x, 1.0)
+                                        : activation_fwd_point(Act::kGeluErf, DType::kF32, x);
+    worst = std::max(worst, static_cast<double>(std::fabs((pt.ref - want) / want)));
+    for (Act a : {Act::kGeluErf, Act::kGeluTanh, Act::kSilu}) {
+      const ActivationPoint i = backward ? activation_bwd_point(a, DType::kF32, x, 1.0)
+                                         : activation_fwd_point(a, DType::kF32, x);
+      const ActivationPoint f = backward ? activation_bwd_point(a, DType::kF32, x, 1.0, fast)
+                                         : activation_fwd_point(a, DType::kF32, x, fast);
+      if (!(i.tol > 0 && f.tol >= i.tol))
+        return internal_error(fmt::format("{}: ceiling at x = {} is {:.3g} (IEEE) and {:.3g} (fast-math)",
+                                          act_name(a), x, i.tol, f.tol));
+    }
+  }
+  if (!(worst < 1e-13))
+    return internal_error(fmt::format("activation: host gelu_erf reference off by {:.3g} (relative)", worst));
+  report += fmt::format(
+      "{}: host gelu_erf{} within {:.2g} of a long-double evaluation (6 points); fast-math ceilings >= IEEE "
+      "ones; tolerance swept over fp32 inputs in tests/properties/activation_test.cpp\n",
+      backward ? "activation_bwd" : "activation", backward ? "'" : "", worst);
+  return ok_status();
+}
+
+OpDef make(bool fwd) {
+  OpDef op;
+  op.name = fwd ? "activation" : "activation_bwd";
+  op.description = fwd ? "GELU (erf, tanh) and SiLU elementwise (params.act), fp32/fp16/bf16 with fp32 math"
+                       : "backward of GELU (erf, tanh) and SiLU: dx = dy act'(x) (params.act)";
+  op.params = params();
+  if (fwd) {
+    op.tensors = {{.name = "X", .dims = {"count"}, .values = x_values()},
+                  {.name = "Y", .role = Role::kOut, .dims = {"count"}}};
+    op.reference = reference_fwd;
+    op.bound = bound_fwd;
+    op.bound_name = "activation ceiling";
+    op.backward = "activation_bwd";
+  } else {
+    op.tensors = {{.name = "X", .dims = {"count"}, .values = x_values()},
+                  {.name = "dY", .dims = {"count"}, .values = dy_values()},
+                  {.name = "dX", .role = Role::kOut, .dims = {"count"}}};
+    op.reference = reference_bwd;
+    op.bound = bound_bwd;
+    op.bound_name = "activation-backward ceiling";
+  }
+  op.prepare = scale_x;
+  op.self_check = [fwd](std::string& r) { return self_check(!fwd, r); };
+  return op;
+}
+
+// ---- binding ------------------------------------------------------------------------
+ASSAY_REGISTER(register_op(make(true)));
+ASSAY_REGISTER(register_op(make(false)));
+ASSAY_REGISTER(add_variant("activation",
+                           {.name = "elementwise",
+                            .description = "grid-stride, 16-byte packs when x and y are aligned, fp32 math with erfcf / expf",
+                            .launch = activation_launch(kernels::rowwise::activation_fwd),
+                            .source = "kernels/rowwise/activations.cu"}));
+ASSAY_REGISTER(add_variant(
+    "activation_bwd",
+    {.name = "elementwise",
+     .description = "grid-stride, 16-byte packs when x, dy and dx are aligned; dx = dy act'(x) in fp32",
+     .launch = activation_bwd_launch(kernels::rowwise::activation_bwd),
+     .source = "kernels/rowwise/activations.cu"}));
 
 }  // namespace
 
@@ -562,47 +558,53 @@ StatusOr<ExhaustiveReport> activation_exhaustive(const std::string& variant, Act
                                                  int device) {
   if (dt != DType::kF16 && dt != DType::kBF16)
     return invalid_argument("exhaustive sweeps take --dtype fp16 or bf16 (2^16 bit patterns)");
+  const std::string opname = backward ? "activation_bwd" : "activation";
+  const OpDef* op = find_op(opname);
+  const VariantDef* v = find_variant(opname, variant);
+  if (op == nullptr || v == nullptr) return not_found(fmt::format("{} has no variant '{}'", opname, variant));
+  const int64_t n = int64_t{1} << 16;
+  const nlohmann::json params = {
+      {"dtype", std::string(dtype_name(dt))}, {"act", std::string(act_name(act))}, {"count", n}};
+  {
+    // The sweep's buffers are contiguous and aligned: the case the variant's contract must admit.
+    ASSAY_ASSIGN_OR_RETURN(Case c, build_case(*op, params, std::vector<ValueRecipe>(backward ? 2 : 1),
+                                              std::vector<Layout>(op->tensors.size())));
+    if (auto rule = outside_contract(v->contract, c))
+      return invalid_argument(fmt::format("{}[{}]: the sweep's case is outside its contract: {}", opname, variant, *rule));
+  }
   ExhaustiveSweep s;
-  s.name =
-      fmt::format("{}[{}] {} {}", backward ? "activation_bwd" : "activation", variant, act_name(act), dtype_name(dt));
+  s.name = fmt::format("{}[{}] {} {}", opname, variant, act_name(act), dtype_name(dt));
   s.dtype = dt;
   s.backward = backward;
   s.dy = 1;
-  if (backward) {
-    const ActivationBwdFn fn = find_activation_bwd(variant);
-    if (fn == nullptr) return not_found(fmt::format("activation_bwd has no variant '{}'", variant));
-    const kernels::rowwise::Dt kd = to_dt(dt);
-    s.launch = [fn, kd, act](const void* x, const void* dy, void* out, int64_t n, cudaStream_t st) {
-      return fn(kd, act, x, dy, out, n, st);
+  const Launch launch = v->launch;
+  const Arithmetic arith = v->contract.arithmetic();
+  s.launch = [launch, params, dt, backward](const void* x, const void* dy, void* out, int64_t count, cudaStream_t st) {
+    nlohmann::json p = params;
+    p["count"] = count;
+    const View2D w{1, count, std::max<int64_t>(count, 1)};
+    auto dev = [&](const void* ptr) {
+      return DevTensor{const_cast<void*>(ptr), dt, w, {count}, {1}};
     };
-    s.reference = [act, dt](double x, double dy) {
-      const ActivationPoint p = activation_bwd_point(act, dt, x, dy);
-      return ExhaustiveRef{p.ref, p.tol};
-    };
-  } else {
-    const ActivationFwdFn fn = find_activation_fwd(variant);
-    if (fn == nullptr) return not_found(fmt::format("activation has no variant '{}'", variant));
-    const kernels::rowwise::Dt kd = to_dt(dt);
-    s.launch = [fn, kd, act](const void* x, const void*, void* out, int64_t n, cudaStream_t st) {
-      return fn(kd, act, x, out, n, st);
-    };
-    s.reference = [act, dt](double x, double) {
-      const ActivationPoint p = activation_fwd_point(act, dt, x);
-      return ExhaustiveRef{p.ref, p.tol};
-    };
-  }
+    std::vector<DevTensor> t = {dev(x)};
+    if (backward) t.push_back(dev(dy));
+    t.push_back(dev(out));
+    return launch(Params(p), t, st);
+  };
+  s.reference = [act, dt, backward, arith](double x, double dy) {
+    const ActivationPoint p =
+        backward ? activation_bwd_point(act, dt, x, dy, arith) : activation_fwd_point(act, dt, x, arith);
+    return ExhaustiveRef{p.ref, p.tol};
+  };
   return run_exhaustive(s, device);
 }
 
-}  // namespace assay::rowwise
-
-namespace assay::rowwise {
 namespace {
 ExhaustiveOp exhaustive_op(bool backward) {
   ExhaustiveOp e;
   e.functions = {"gelu_erf", "gelu_tanh", "silu"};
   e.has_variant = [backward](const std::string& v) {
-    return backward ? find_activation_bwd(v) != nullptr : find_activation_fwd(v) != nullptr;
+    return find_variant(backward ? "activation_bwd" : "activation", v) != nullptr;
   };
   e.run = [backward](const std::string& v, const std::string& f, DType dt, int device) -> StatusOr<ExhaustiveReport> {
     const auto act = parse_act(f);
@@ -614,4 +616,5 @@ ExhaustiveOp exhaustive_op(bool backward) {
 [[maybe_unused]] const bool kExhaustive = register_exhaustive_op("activation", exhaustive_op(false)) &&
                                           register_exhaustive_op("activation_bwd", exhaustive_op(true));
 }  // namespace
+
 }  // namespace assay::rowwise

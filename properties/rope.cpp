@@ -2,10 +2,10 @@
 // and backward (params.inverse = true rotates by -theta: the backward dx from dy
 // is the same kernel, so one op covers both directions).
 //
-// Sections: binding, generators, references, bound, properties.
+// Sections: declaration (params, tensors), references, bound, properties, binding.
 // Binding: kernels/rowwise/rope.cu (one thread per rotated pair, the angle
-// computed per pair in fp32); mutants in tests/mutants/rowwise/ register
-// beside it through register_rope.
+// computed per pair in fp32, IEEE: an empty contract); the planted bugs of
+// tests/mutants/rowwise/ bind through rope_launch (rope.h).
 // Reference: references/host/backward.h rotary_tables / rotary_forward /
 // rotary_backward in double, theta_{t,i} = t base^(-2i/d) exactly (d =
 // head_dim, row t*heads + h at position t), mag = |a cos| + |b sin|.
@@ -26,6 +26,10 @@
 //     |y^ - y| <= (5u + gamma_2 (1 + 5u)) Ms + dtheta N + 4 min_normal(fp32)
 //   (the floor covers underflowing products), + half an ulp of the output dtype
 //   at |y| (fp16/bf16 stores, store_rounding).
+// - declared arithmetic: flush-to-zero changes a subnormal input or product by
+//   less than min_normal each, within the 4 min_normal floor; fast-math
+//   intrinsics (__powf, __sinf / __cosf, unbounded outside [-pi, pi]) have no
+//   bound here: a variant declaring them gets an error, not a silent pass.
 // - inputs with an infinity: the reference's Inf/NaN pattern is exact unless a
 //   coefficient (cos or sin) of an infinite input is within dtheta + 5u of 0,
 //   where the kernel's sign may differ: those elements are unchecked (tol +Inf).
@@ -44,102 +48,41 @@
 // rotation, subnormals, NaN/Inf injection); head_dim even up to 256 (pairs
 // below and around a warp), heads 1..16, tokens up to 4096 (large positions),
 // both layouts, both directions, bases 10000 and 500000, padded rows, offsets.
+#include "properties/rope.h"
+
 #include <cmath>
 #include <vector>
 
-#include "properties/rowwise_common.h"
-#include "properties/rowwise_registry.h"
+#include <fmt/format.h>
+
+#include "harness/bounds.h"
 #include "references/host/backward.h"
 
 namespace assay::rowwise {
 namespace {
 
-// ---- binding ---------------------------------------------------------------------
-std::vector<TensorOpVariant>& registry() {
-  static std::vector<TensorOpVariant> v;
-  return v;
-}
-
-}  // namespace
-
-bool register_rope(VariantInfo info, RopeFn fn) {
-  registry().push_back({std::move(info), [fn](const Case& c, const std::vector<DevTensor>& t, cudaStream_t s) {
-                          return fn(to_dt(t[0].dtype), t[0].ptr, t[0].v.ld, t[1].ptr, t[1].v.ld, int_or(c, "tokens", 0),
-                                    int_or(c, "heads", 0), int_or(c, "head_dim", 0),
-                                    static_cast<float>(num_or(c, "base", 10000)), bool_or(c, "interleaved", false),
-                                    bool_or(c, "inverse", false), s);
-                        }});
-  return true;
-}
-
-namespace {
-
-[[maybe_unused]] const bool kRegistered =
-    register_rope({"pairwise", "one thread per rotated pair, angle from powf and sincosf in fp32 per pair (no table)",
-                   false, true, "kernels/rowwise/rope.cu"},
-                  kernels::rowwise::rope);
-
 constexpr int64_t kMaxTokens = 4096, kMaxHeads = 16, kMaxHeadDim = 256, kMaxElems = 1 << 21;
 constexpr double u32 = 0x1p-24, u64 = 0x1p-53;
 
-// ---- generators -----------------------------------------------------------------
-Case build(const nlohmann::json& p, const std::vector<ValueRecipe>& r, int64_t pad, int64_t off) {
-  Case c;
-  c.op = "rope";
-  c.params = p;
-  const DType dt = *parse_dtype(p["dtype"].get<std::string>());
-  const int64_t rows = p["tokens"].get<int64_t>() * p["heads"].get<int64_t>(), d = p["head_dim"].get<int64_t>();
-  c.tensors = {make_tensor("X", Role::kIn, dt, rows, d, pad, off, r[0]),
-               make_tensor("Y", Role::kOut, dt, rows, d, pad, off, {})};
-  return c;
+// ---- declaration ------------------------------------------------------------------
+std::vector<ParamDef> params() {
+  return {ParamDef::dtype("dtype", activation_dtypes()),
+          // Pair counts below, at and around a warp, then up to 128 pairs.
+          ParamDef::extent("head_dim", 2, kMaxHeadDim).multiple_of(2).aim({32, 64, 128}),
+          ParamDef::integer("heads", 1, kMaxHeads).aim({4, 8}),
+          ParamDef::extent("tokens", 1, kMaxTokens).aim({32, 1024}).cap([](const Params& q) {
+            return std::max<int64_t>(1, kMaxElems / std::max<int64_t>(q.i("heads") * q.i("head_dim"), 1));
+          }),
+          ParamDef::real("base", {10000, 500000}),
+          ParamDef::flag("interleaved"),
+          ParamDef::flag("inverse"),
+          ParamDef::choice("relation", {"norm", "inverse"}).optional(3)};
 }
 
-rc::Gen<Case> gen(const GenConfig& cfg) {
-  const int64_t cap = std::max<int64_t>(1, std::min<int64_t>(cfg.max_dim, kMaxTokens));
-  const int64_t dcap = std::max<int64_t>(1, std::min<int64_t>(cfg.max_dim, kMaxHeadDim) / 2);
-  return rc::gen::exec([cap, dcap] {
-    // Pair counts below, at and around a warp, then up to 128 pairs.
-    const int64_t d = 2 * *gen_extent(dcap, {16, 32, 64}, 1);
-    const int64_t heads = *gen_extent(kMaxHeads, {4, 8}, 1);
-    const int64_t tokens = *gen_extent(std::max<int64_t>(1, std::min(cap, kMaxElems / (heads * d))), {32, 1024}, 1);
-    const DType dt = *gen_element(activation_dtypes());
-    nlohmann::json p = {{"dtype", std::string(dtype_name(dt))},
-                        {"tokens", tokens},
-                        {"heads", heads},
-                        {"head_dim", d},
-                        {"base", *gen_element<double>({10000, 500000})},
-                        {"interleaved", *gen_element<bool>({false, true})},
-                        {"inverse", *gen_element<bool>({false, true})}};
-    const size_t rel = *gen_weighted_index({6, 1, 1});
-    if (rel == 1) p["relation"] = "norm";
-    if (rel == 2) p["relation"] = "inverse";
-    const ValueRecipe r = *gen_row_recipe(dt, kSpecialAll);
-    const int64_t pad = *gen_element<int64_t>({0, 0, 0, 1, 3, 8});
-    const int64_t off = *gen_element<int64_t>({0, 0, 0, 1, 2});
-    return build(p, {r}, pad, off);
-  });
-}
-
-Status validate(const Case& c) {
-  ASSAY_ASSIGN_OR_RETURN(DType dt, param_dtype(c));
-  ASSAY_ASSIGN_OR_RETURN(int64_t tokens, param_int(c, "tokens", 0, kMaxTokens));
-  ASSAY_ASSIGN_OR_RETURN(int64_t heads, param_int(c, "heads", 0, kMaxHeads));
-  ASSAY_ASSIGN_OR_RETURN(int64_t d, param_int(c, "head_dim", 0, kMaxHeadDim));
-  if (d % 2 != 0) return invalid_argument(fmt::format("rope case: params.head_dim must be even, not {}", d));
-  const double base = num_or(c, "base", NAN);
+Status check(const Params& p) {
+  const double base = p.r("base", NAN);
   if (!(base >= 2 && base <= 1e7) || static_cast<double>(static_cast<float>(base)) != base)
     return invalid_argument("rope case: params.base must be an fp32 value in [2, 1e7] (10000, 500000)");
-  for (const char* k : {"interleaved", "inverse"})
-    if (c.params.contains(k) && !c.params[k].is_boolean())
-      return invalid_argument(fmt::format("rope case: params.{} must be a boolean", k));
-  const std::string rel = str_or(c, "relation", "");
-  if (c.params.contains("relation") && rel != "norm" && rel != "inverse")
-    return invalid_argument("rope case: params.relation must be \"norm\" or \"inverse\"");
-  ASSAY_RETURN_IF_ERROR(validate_tensor_layout(c, {{"X", Role::kIn}, {"Y", Role::kOut}}));
-  for (const auto& t : c.tensors)
-    if (t.desc.dtype != dt || t.desc.rank() != 2 || t.desc.shape != std::vector<int64_t>{tokens * heads, d})
-      return invalid_argument(fmt::format("rope case: tensor {} must be {} [tokens*heads, head_dim] = [{}, {}]", t.name,
-                                          dtype_name(dt), tokens * heads, d));
   return ok_status();
 }
 
@@ -197,13 +140,9 @@ struct RopeShape {
   bool interleaved = false, inverse = false;
 };
 RopeShape shape_of(const Case& c) {
-  return {*parse_dtype(c.params["dtype"].get<std::string>()),
-          int_or(c, "tokens", 0),
-          int_or(c, "heads", 0),
-          int_or(c, "head_dim", 0),
-          num_or(c, "base", 10000),
-          bool_or(c, "interleaved", false),
-          bool_or(c, "inverse", false)};
+  const Params p(c.params);
+  return {p.dt("dtype"),        p.i("tokens"),        p.i("heads"),    p.i("head_dim"),
+          p.r("base", 10000), p.b("interleaved"), p.b("inverse")};
 }
 std::pair<int64_t, int64_t> pair_cols(const RopeShape& s, int64_t i) {
   return s.interleaved ? std::pair<int64_t, int64_t>{2 * i, 2 * i + 1} : std::pair<int64_t, int64_t>{i, i + s.d / 2};
@@ -216,27 +155,38 @@ double rotation_err(double mag, double dtheta, double s_abs) {
   return (c + gamma_n(2, u32) * (1 + c)) * (mag + dtheta * s_abs) * (1 + gamma_n(4, u64)) + 4 * min_normal(DType::kF32);
 }
 
+/// y in ref; aux[0]: the reference's mag (|a cos| + |b sin| of the exact angle).
 Status reference(const Case& c, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
   const RopeShape s = shape_of(c);
   const int64_t rows = s.tokens * s.heads, d = s.d, half = d / 2;
   OutputRef y;
   y.ref.assign(static_cast<size_t>(rows * d), 0.0);
-  y.tol.assign(y.ref.size(), 0.0);
-  if (rows == 0 || d == 0) {
-    out = {std::move(y)};
-    return ok_status();
+  y.aux.assign(1, std::vector<double>(y.ref.size(), 0.0));
+  if (rows > 0 && d > 0) {
+    std::vector<double> cs(static_cast<size_t>(s.tokens * half)), sn(cs.size());
+    ref::rotary_tables<double>(s.tokens, d, s.base, cs.data(), sn.data());
+    std::vector<int64_t> pos(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) pos[static_cast<size_t>(r)] = r / s.heads;
+    const auto layout = s.interleaved ? ref::RotaryLayout::kInterleaved : ref::RotaryLayout::kHalfSplit;
+    if (s.inverse)
+      ref::rotary_backward<double>(t[0].data, rows, d, t[0].v.ld, d, cs.data(), sn.data(), pos.data(), layout,
+                                   y.ref.data(), y.aux[0].data());
+    else
+      ref::rotary_forward<double>(t[0].data, rows, d, t[0].v.ld, d, cs.data(), sn.data(), pos.data(), layout,
+                                  y.ref.data(), y.aux[0].data());
   }
-  std::vector<double> cs(static_cast<size_t>(s.tokens * half)), sn(cs.size()), mag(y.ref.size());
-  ref::rotary_tables<double>(s.tokens, d, s.base, cs.data(), sn.data());
-  std::vector<int64_t> pos(static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r) pos[static_cast<size_t>(r)] = r / s.heads;
-  const auto layout = s.interleaved ? ref::RotaryLayout::kInterleaved : ref::RotaryLayout::kHalfSplit;
-  if (s.inverse)
-    ref::rotary_backward<double>(t[0].data, rows, d, t[0].v.ld, d, cs.data(), sn.data(), pos.data(), layout,
-                                 y.ref.data(), mag.data());
-  else
-    ref::rotary_forward<double>(t[0].data, rows, d, t[0].v.ld, d, cs.data(), sn.data(), pos.data(), layout,
-                                y.ref.data(), mag.data());
+  out = {std::move(y)};
+  return ok_status();
+}
+
+Status bound(const Case& c, const Arithmetic& arith, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
+  if (arith.fast_math)
+    return unavailable("rope: no bound under fast-math intrinsics (__sinf / __cosf are unbounded outside [-pi, pi])");
+  const RopeShape s = shape_of(c);
+  const int64_t rows = s.tokens * s.heads, d = s.d, half = d / 2;
+  OutputRef& y = out[0];
+  y.tol.assign(y.ref.size(), 0.0);
+  if (rows == 0 || d == 0) return ok_status();
   std::vector<RopeAngle> ang(static_cast<size_t>(half));
   for (int64_t tok = 0; tok < s.tokens; ++tok) {
     for (int64_t i = 0; i < half; ++i) ang[static_cast<size_t>(i)] = rope_angle(tok, i, d, s.base);
@@ -249,11 +199,11 @@ Status reference(const Case& c, const std::vector<HostTensor>& t, std::vector<Ou
         const size_t la = static_cast<size_t>(r * d + ca), lb = static_cast<size_t>(r * d + cb);
         if (!std::isfinite(a) || !std::isfinite(b)) {
           // y_a = a cos - b sin', y_b = a sin' + b cos (sin' = -sin for the inverse): a coefficient of an
-          // infinite input within the angle and sincosf error of 0 leaves the kernel's sign open. At
-          // t = 0 the kernel's angle is exactly 0 (sin 0 = 0, cos 0 = 1 exactly): nothing is open.
+          // infinite input within the angle and sincosf error of 0 leaves the kernel's sign open (ref 0,
+          // tol +Inf: unchecked). At t = 0 the kernel's angle is exactly 0 (sin 0 = 0, cos 0 = 1
+          // exactly): nothing is open.
           const double slack = tok == 0 ? -1.0 : g.err + trig_rel() + 1e-30;
-          const double co = std::fabs(cs[static_cast<size_t>(tok * half + i)]),
-                       si = std::fabs(sn[static_cast<size_t>(tok * half + i)]);
+          const double co = std::fabs(std::cos(g.theta)), si = std::fabs(std::sin(g.theta));
           const bool ia = std::isinf(a), ib = std::isinf(b);
           const bool open_a = (ia && co <= slack) || (ib && si <= slack);
           const bool open_b = (ia && si <= slack) || (ib && co <= slack);
@@ -263,20 +213,19 @@ Status reference(const Case& c, const std::vector<HostTensor>& t, std::vector<Ou
         }
         const double norm = std::hypot(a, b), sabs = std::fabs(a) + std::fabs(b);
         for (size_t l : {la, lb}) {
-          const double e32 = rotation_err(mag[l], g.err, sabs) + g.err * norm;
+          const double e32 = rotation_err(y.aux[0][l], g.err, sabs) + g.err * norm;
           y.tol[l] = e32 + store_rounding(std::fabs(y.ref[l]) + e32, s.dt);
         }
       }
     }
   }
-  out = {std::move(y)};
   return ok_status();
 }
 
 // ---- properties ---------------------------------------------------------------------
 void properties(const Case& c, const std::vector<HostTensor>& in, const std::vector<HostTensor>& out,
                 const std::vector<OutputRef>& refs, std::vector<Failure>& f) {
-  const std::string rel = str_or(c, "relation", "");
+  const std::string rel = Params(c.params).s("relation");
   if (rel != "norm" && rel != "inverse") return;
   const RopeShape s = shape_of(c);
   const int64_t rows = s.tokens * s.heads, d = s.d, half = d / 2;
@@ -337,36 +286,52 @@ void properties(const Case& c, const std::vector<HostTensor>& in, const std::vec
                  fmt::format("{} of {} pairs break the '{}' relation; first: {}", bad, rows * half, rel, first)});
 }
 
-RowOpConfig config() {
-  RowOpConfig cfg;
-  cfg.name = "rope";
-  cfg.description =
+/// The host angle and rotation against long double at a few positions.
+Status self_check(std::string& report) {
+  double worst = 0;
+  const int64_t d = 64;
+  std::vector<double> cs(static_cast<size_t>(3000 * d / 2)), sn(cs.size());
+  ref::rotary_tables<double>(3000, d, 10000, cs.data(), sn.data());
+  for (int64_t t : {1, 17, 2999})
+    for (int64_t i : {0, 5, 31}) {
+      const long double th = static_cast<long double>(t) * std::pow(10000.0L, -2.0L * i / d);
+      const size_t l = static_cast<size_t>(t * d / 2 + i);
+      worst = std::max({worst, static_cast<double>(std::fabs(cs[l] - std::cos(th))),
+                        static_cast<double>(std::fabs(sn[l] - std::sin(th)))});
+    }
+  if (!(worst < 1e-12)) return internal_error(fmt::format("rope: host rotary tables off by {:.3g}", worst));
+  report += fmt::format(
+      "rope: host cos/sin tables within {:.2g} of long double (positions up to 2999); rotary reference "
+      "gradient-checked in tests/references/backward_ref_test.cpp\n",
+      worst);
+  return ok_status();
+}
+
+OpDef make() {
+  OpDef op;
+  op.name = "rope";
+  op.description =
       "rotary position embedding, half-split or interleaved pairs (params.interleaved); params.inverse rotates by "
       "-theta, which is the backward (dx from dy); angles computed by the kernel in fp32";
-  cfg.def.op = "rope";
-  cfg.def.bound_name = "rope ceiling";
-  cfg.def.reference = reference;
-  cfg.def.properties = properties;
-  cfg.registry = &registry();
-  cfg.gen = gen;
-  cfg.build = build;
-  cfg.validate = validate;
-  cfg.shrink_keys = {{"tokens", 1}, {"heads", 1}, {"head_dim", 2}};
-  cfg.self_check_note = "host rotary reference gradient-checked in tests/references/backward_ref_test.cpp";
-  return cfg;
+  op.params = params();
+  op.check = check;
+  op.tensors = {{.name = "X", .dims = {"tokens", "heads", "head_dim"}, .values = {.specials = kSpecialAll}},
+                {.name = "Y", .role = Role::kOut, .dims = {"tokens", "heads", "head_dim"}}};
+  op.reference = reference;
+  op.bound = bound;
+  op.bound_name = "rope ceiling";
+  op.properties = properties;
+  op.self_check = self_check;
+  return op;
 }
 
-const RowOpConfig& the_config() {
-  static const RowOpConfig cfg = config();
-  return cfg;
-}
-
-[[maybe_unused]] const bool kSpec = register_spec(std::make_unique<RowOpSpec>(the_config()));
+// ---- binding ------------------------------------------------------------------------
+ASSAY_REGISTER(register_op(make()));
+ASSAY_REGISTER(add_variant(
+    "rope", {.name = "pairwise",
+             .description = "one thread per rotated pair, angle from powf and sincosf in fp32 per pair (no table)",
+             .launch = rope_launch(kernels::rowwise::rope),
+             .source = "kernels/rowwise/rope.cu"}));
 
 }  // namespace
-
-const TensorOpDef& rope_def() {
-  return the_config().def;
-}
-
 }  // namespace assay::rowwise

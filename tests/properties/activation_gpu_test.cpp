@@ -1,6 +1,6 @@
 // GPU tests of the activation specs: the kernels pass fuzzing (forward and backward) and the
 // exhaustive sweep of every fp16 and bf16 input for each activation; each planted activation bug
-// (tests/mutants/rowwise/, registered through properties/rowwise_registry.h) is caught by the
+// (tests/mutants/rowwise/, registered as mutant variants through properties/activation.h) is caught by the
 // fuzzer, shrunk and stored, and caught by the exhaustive sweeps in fp16 and bf16. Skipped,
 // visibly, without a GPU, and per mutant while it is not registered.
 #include <gtest/gtest.h>
@@ -16,7 +16,7 @@
 #include "harness/corpus.h"
 #include "harness/gpu/lane.h"
 #include "harness/spec.h"
-#include "properties/rowwise_registry.h"
+#include "properties/activation.h"
 
 namespace assay::rowwise {
 namespace {
@@ -110,8 +110,7 @@ TEST_P(ActivationGpuMutants, CaughtByFuzzingAndByTheExhaustiveSweeps) {
   const OpSpec* spec = m.backward ? bwd_ : fwd_;
   if (!spec->has_variant(m.variant))
     GTEST_SKIP() << m.variant << " is not registered with " << spec->name()
-                 << " (tests/mutants/rowwise/ registers it through register_activation_" << (m.backward ? "bwd" : "fwd")
-                 << ")";
+                 << " (tests/mutants/rowwise/register.cpp adds it with add_variant)";
   CampaignOptions o;
   o.variants = {m.variant};
   o.max_cases = 500;

@@ -3,8 +3,10 @@
 // the textbook forms PyTorch uses -- over a dense sweep of fp32 inputs (subnormals, +-0, huge
 // values, +-inf, NaN) and over every fp16 / bf16 input, while the planted bugs' formulas
 // (gelu_tanh_wrong_const: 0.0447 for 0.044715; silu_bwd_missing_term: silu' = s) leave it on
-// ordinary inputs in fp32 and bf16. The generator's cases validate and reach every value class;
-// validate() rejects malformed ones with one line.
+// ordinary inputs in fp32 and bf16. Under a fast-math contract the ceiling admits an emulation of
+// the intrinsics' documented worst case (__expf, __fdividef, __tanhf) and of flush-to-zero, which
+// the IEEE ceiling rejects. The generator's cases validate and reach every value class; validate()
+// rejects malformed ones with one line.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -23,7 +25,8 @@
 #include "harness/exhaustive.h"
 #include "harness/spec.h"
 #include "harness/values.h"
-#include "properties/rowwise_registry.h"
+#include "harness/op_model.h"
+#include "properties/activation.h"
 
 namespace assay::rowwise {
 namespace {
@@ -35,13 +38,47 @@ constexpr float kSqrt2OverPi = 0.797884560802865355880f;
 constexpr float kC = 0.044715f;
 constexpr float kWrongC = 0.0447f;  // the planted bug
 
-float x_sigmoid(float x, float z) {  // as kernels/rowwise/activations.cu
-  const float e = std::exp(-std::fabs(z));
-  return z >= 0.0f ? x / (1.0f + e) : (x * e) / (1.0f + e);
+/// The arithmetic a form is evaluated in: glibc's functions and IEEE division, or an emulation of
+/// the fast-math intrinsics' documented worst case.
+struct Ieee {
+  static float exp(float a) { return std::exp(a); }
+  static float tanh(float a) { return std::tanh(a); }
+  static float div(float a, float b) { return a / b; }
+};
+/// `n` ulps away from zero from v (stays finite only as far as the dtype goes).
+float ulps_out(float v, int64_t n) {
+  for (int64_t i = 0; i < n && std::isfinite(v) && v != 0; ++i) v = std::nextafter(v, std::copysign(INFINITY, v));
+  return v;
 }
+struct FastWorst {
+  // __expf: 2 + floor(1.173 |a|) ulps from the correctly rounded result, here all of them upward.
+  static float exp(float a) {
+    const float r = static_cast<float>(std::exp(static_cast<double>(a)));
+    return ulps_out(r, 2 + static_cast<int64_t>(std::floor(1.173 * std::fabs(static_cast<double>(a)))));
+  }
+  // __tanhf: relative error 2^-11 (PTX tanh.approx.f32), toward zero (1 + t and 1 - t^2 then err
+  // most near +-1).
+  static float tanh(float a) {
+    return static_cast<float>(std::tanh(static_cast<double>(a)) * (1 - 0x1p-11));
+  }
+  // __fdividef: 2 ulps from the correctly rounded quotient where it is inexact (an exact one,
+  // such as 1 / 1 where 1 + e rounds to 1, comes back exact: x * rcp.approx(y) with y a power of 2).
+  static float div(float a, float b) {
+    const double q = static_cast<double>(a) / static_cast<double>(b);
+    const float r = static_cast<float>(q);
+    return static_cast<double>(r) == q ? r : ulps_out(r, 2);
+  }
+};
+
+template <typename M = Ieee>
+float x_sigmoid(float x, float z) {  // as kernels/rowwise/activations.cu
+  const float e = M::exp(-std::fabs(z));
+  return z >= 0.0f ? M::div(x, 1.0f + e) : M::div(x * e, 1.0f + e);
+}
+template <typename M = Ieee>
 void sigmoid_pair(float z, float& s, float& sc) {
-  const float e = std::exp(-std::fabs(z));
-  const float big = 1.0f / (1.0f + e);
+  const float e = M::exp(-std::fabs(z));
+  const float big = M::div(1.0f, 1.0f + e);
   const float small = e * big;
   s = z >= 0.0f ? big : small;
   sc = z >= 0.0f ? small : big;
@@ -49,32 +86,34 @@ void sigmoid_pair(float z, float& s, float& sc) {
 
 enum class Form { kAccurate, kTextbook };
 
+template <typename M = Ieee>
 float fwd32(Act a, Form f, float x, float c = kC) {
   switch (a) {
     case Act::kGeluErf:
       return f == Form::kAccurate ? x * 0.5f * std::erfc(-x * kSqrt1_2) : 0.5f * x * (1.0f + std::erf(x * kSqrt1_2));
     case Act::kGeluTanh: {
-      if (f == Form::kAccurate) return x_sigmoid(x, 2.0f * (kSqrt2OverPi * std::fma(c * x * x, x, x)));
+      if (f == Form::kAccurate) return x_sigmoid<M>(x, 2.0f * (kSqrt2OverPi * std::fma(c * x * x, x, x)));
       const float inner = kSqrt2OverPi * (x + c * (x * x * x));
-      return 0.5f * x * (1.0f + std::tanh(inner));
+      return 0.5f * x * (1.0f + M::tanh(inner));
     }
     case Act::kSilu:
-      return f == Form::kAccurate ? x_sigmoid(x, x) : x / (1.0f + std::exp(-x));
+      return f == Form::kAccurate ? x_sigmoid<M>(x, x) : M::div(x, 1.0f + M::exp(-x));
   }
   return NAN;
 }
 
+template <typename M = Ieee>
 float grad32(Act a, Form f, float x) {
   switch (a) {
     case Act::kGeluErf: {
       if (f == Form::kAccurate) {
         const float cdf = 0.5f * std::erfc(-x * kSqrt1_2);
-        const float pdf = kInvSqrt2Pi * std::exp(-0.5f * x * x);
+        const float pdf = kInvSqrt2Pi * M::exp(-0.5f * x * x);
         return std::fma(x, pdf, cdf);
       }
       // PyTorch GeluBackwardCUDAKernelImpl, approximate = 'none'.
       const float cdf = 0.5f * (1.0f + std::erf(x * kSqrt1_2));
-      const float pdf = std::exp(-0.5f * x * x) * kInvSqrt2Pi;
+      const float pdf = M::exp(-0.5f * x * x) * kInvSqrt2Pi;
       return cdf + x * pdf;
     }
     case Act::kGeluTanh: {
@@ -82,7 +121,7 @@ float grad32(Act a, Form f, float x) {
         const float x2 = x * x;
         const float u = kSqrt2OverPi * std::fma(kC * x2, x, x);
         float s, sc;
-        sigmoid_pair(2.0f * u, s, sc);
+        sigmoid_pair<M>(2.0f * u, s, sc);
         const float w = s * sc;
         const float du = kSqrt2OverPi * std::fma(3.0f * kC, x2, 1.0f);
         if (w == 0.0f && std::isfinite(x)) return s;
@@ -92,7 +131,7 @@ float grad32(Act a, Form f, float x) {
       const float x_sq = x * x;
       const float x_cube = x_sq * x;
       const float inner = kSqrt2OverPi * (x + kC * x_cube);
-      const float t = std::tanh(inner);
+      const float t = M::tanh(inner);
       const float left = 0.5f * x;
       const float right = 1.0f + t;
       const float left_derivative = 0.5f * right;
@@ -104,10 +143,10 @@ float grad32(Act a, Form f, float x) {
     case Act::kSilu: {
       if (f == Form::kAccurate) {
         float s, sc;
-        sigmoid_pair(x, s, sc);
+        sigmoid_pair<M>(x, s, sc);
         return s * std::fma(x, sc, 1.0f);
       }
-      const float s = 1.0f / (1.0f + std::exp(-x));  // PyTorch silu_backward
+      const float s = M::div(1.0f, 1.0f + M::exp(-x));  // PyTorch silu_backward
       return s * (1.0f + x * (1.0f - s));
     }
   }
@@ -117,6 +156,7 @@ float grad32(Act a, Form f, float x) {
 /// The device check's rule for one element (harness/gpu/check_kernels.cu with overflow_mag = Inf).
 bool accepted(double out, const ActivationPoint& p, DType dt) {
   if (std::isnan(p.ref)) return std::isnan(out);
+  if (std::isinf(p.tol)) return true;  // no bound
   if (std::isinf(p.ref)) return std::isinf(out) && std::signbit(out) == std::signbit(p.ref);
   if (std::isnan(out)) return false;
   if (std::isinf(out)) return std::fabs(p.ref) + p.tol > max_finite(dt) && std::signbit(out) == std::signbit(p.ref);
@@ -424,11 +464,11 @@ TEST(ActivationValidate, RejectsMalformedCasesWithOneLine) {
   c.params["count"] = (int64_t{1} << 20) + 1;
   expect_bad(*spec, c, "params.count");
   c = good;
-  c.params["out_off"] = 8;
-  expect_bad(*spec, c, "params.out_off");
+  c.params["x_scale"] = "wide";
+  expect_bad(*spec, c, "params.x_scale");
   c = good;
   c.params["relation"] = "shift";
-  expect_bad(*spec, c, "params.relation");
+  expect_bad(*spec, c, "relation");
   c = good;
   c.tensors[1].desc.shape = {c.tensors[1].desc.shape[0] + 1};
   expect_bad(*spec, c, "tensor Y");
@@ -437,22 +477,118 @@ TEST(ActivationValidate, RejectsMalformedCasesWithOneLine) {
   expect_bad(*spec, c, "'X'");
   c = good;
   c.tensors.pop_back();
-  expect_bad(*spec, c, "expected tensors");
+  expect_bad(*spec, c, "tensors, expected");
   c = good;
   c.tensors[0].desc.dtype = c.tensors[0].desc.dtype == DType::kF32 ? DType::kF16 : DType::kF32;
   expect_bad(*spec, c, "tensor X");
   c = good;
   c.op = "activation_bwd";
-  expect_bad(*bwd, c, "expected tensors");  // a forward case has no dY
+  expect_bad(*bwd, c, "tensors, expected");  // a forward case has no dY
 }
 
-TEST(ActivationRegistry, FindsTheKernelLaunchersByName) {
-  EXPECT_NE(find_activation_fwd("elementwise"), nullptr);
-  EXPECT_NE(find_activation_bwd("elementwise"), nullptr);
-  EXPECT_EQ(find_activation_fwd("no_such_variant"), nullptr);
+TEST(ActivationRegistry, FindsTheKernelVariantsByName) {
+  for (const char* op : {"activation", "activation_bwd"}) {
+    const VariantDef* v = find_variant(op, "elementwise");
+    ASSERT_NE(v, nullptr) << op;
+    EXPECT_TRUE(static_cast<bool>(v->launch));
+    EXPECT_EQ(v->contract.arithmetic(), Arithmetic{}) << op << ": the kernel is built without fast-math";
+    EXPECT_EQ(find_variant(op, "no_such_variant"), nullptr);
+  }
+  EXPECT_NE(find_variant("activation", "mutant_gelu_tanh_wrong_const"), nullptr);
+  EXPECT_NE(find_variant("activation_bwd", "mutant_silu_bwd_missing_term"), nullptr);
   EXPECT_EQ(parse_act("gelu_tanh"), Act::kGeluTanh);
   EXPECT_FALSE(parse_act("gelu"));
   for (Act a : kAllActs) EXPECT_EQ(parse_act(act_name(a)), a);
+}
+
+// ---- the declared arithmetic: fast-math intrinsics and flush-to-zero ---------------------------------------
+
+Arithmetic fast_math() {
+  Arithmetic a;
+  a.fast_math = a.ftz = true;
+  return a;
+}
+
+TEST(ActivationFastMath, CeilingAdmitsTheIntrinsicsWorstCaseWhichTheIeeeCeilingRejects) {
+  ASSERT_EQ(fast_math(), Contract().fast_math().arithmetic());
+  // The table's __tanhf entry: tanh.approx.f32's documented 2^-11 relative.
+  EXPECT_EQ(fast_tanh_rel(), 0x1p-11);
+  const std::vector<float> xs = fp32_sweep();
+  for (Act a : kAllActs) {
+    int64_t ieee_bad = 0;
+    for (Form f : {Form::kAccurate, Form::kTextbook}) {
+      int64_t fast_bad = 0;
+      for (float x : xs) {
+        if (a == Act::kGeluTanh && f == Form::kTextbook && std::fabs(x) > 1.8e19f) continue;  // see above
+        const double y = fwd32<FastWorst>(a, f, x);
+        const double g = static_cast<double>(-3.5f * grad32<FastWorst>(a, f, x));
+        const ActivationPoint pf = activation_fwd_point(a, DType::kF32, x, fast_math());
+        const ActivationPoint qf = activation_bwd_point(a, DType::kF32, x, -3.5, fast_math());
+        if (!accepted(y, pf, DType::kF32) && fast_bad++ < 3) ADD_FAILURE() << show(a, f, "fast forward", x, y, pf);
+        if (!accepted(g, qf, DType::kF32) && fast_bad++ < 3) ADD_FAILURE() << show(a, f, "fast backward", x, g, qf);
+        ieee_bad += !accepted(y, activation_fwd_point(a, DType::kF32, x), DType::kF32);
+        ieee_bad += !accepted(g, activation_bwd_point(a, DType::kF32, x, -3.5), DType::kF32);
+      }
+      EXPECT_EQ(fast_bad, 0) << act_name(a) << (f == Form::kAccurate ? " accurate" : " textbook");
+    }
+    // gelu_erf has no intrinsic but the pdf's __expf, whose error stays inside the allowance for the
+    // textbook cdf's cancellation: the IEEE ceiling admits it. The others' worst cases break it.
+    if (a != Act::kGeluErf)
+      EXPECT_GT(ieee_bad, 0) << act_name(a) << ": the IEEE ceiling admits the fast-math worst case everywhere";
+    RecordProperty(fmt::format("{}_ieee_rejects", act_name(a)), std::to_string(ieee_bad));
+  }
+}
+
+TEST(ActivationFastMath, FlushToZeroIsAdmittedOnlyUnderAnFtzContract) {
+  Arithmetic ftz;
+  ftz.ftz = true;
+  // silu at x = -87.5: exp(-87.5) is subnormal, flushed, and y = x e / (1 + e) becomes 0, while
+  // |y| = 87.5 e^-87.5 is about 75 min_normal, past the IEEE underflow floor.
+  {
+    const ActivationPoint i = activation_fwd_point(Act::kSilu, DType::kF32, -87.5);
+    const ActivationPoint z = activation_fwd_point(Act::kSilu, DType::kF32, -87.5, ftz);
+    EXPECT_GT(std::fabs(i.ref), 50 * min_normal(DType::kF32));
+    EXPECT_FALSE(accepted(0.0, i, DType::kF32)) << i.tol;
+    EXPECT_TRUE(accepted(0.0, z, DType::kF32)) << z.tol;
+  }
+  // silu' at x = -87.5: the sigmoid s = e / (1 + e) flushes and g = s (1 + x (1 - s)) becomes 0,
+  // while |g| = 86.5 s is about 74 min_normal.
+  {
+    const ActivationPoint i = activation_bwd_point(Act::kSilu, DType::kF32, -87.5, 1.0);
+    const ActivationPoint z = activation_bwd_point(Act::kSilu, DType::kF32, -87.5, 1.0, ftz);
+    EXPECT_GT(std::fabs(i.ref), 50 * min_normal(DType::kF32));
+    EXPECT_FALSE(accepted(0.0, i, DType::kF32)) << i.ref << " " << i.tol;
+    EXPECT_TRUE(accepted(0.0, z, DType::kF32)) << z.ref << " " << z.tol;
+  }
+  // A subnormal input flushed: y = 0 (within both: the IEEE floor covers |y| < min_normal).
+  for (Act a : kAllActs) {
+    const ActivationPoint z = activation_fwd_point(a, DType::kF32, -1e-39, ftz);
+    EXPECT_TRUE(accepted(0.0, z, DType::kF32)) << act_name(a);
+    const ActivationPoint q = activation_bwd_point(a, DType::kF32, 1.0, 1e-39, ftz);
+    EXPECT_TRUE(accepted(0.0, q, DType::kF32)) << act_name(a);
+  }
+}
+
+TEST(ActivationFastMath, VariantsDeclaringFastMathGetTheLooserCeilingThroughTheEngine) {
+  // The op's bound reads the Arithmetic the engine passes from the variant's contract.
+  const OpDef* op = find_op("activation");
+  ASSERT_NE(op, nullptr);
+  ASSERT_TRUE(static_cast<bool>(op->bound));
+  const nlohmann::json params = {{"dtype", "fp32"}, {"act", "silu"}, {"count", 3}};
+  auto c = build_case(*op, params, {ValueRecipe{}}, std::vector<Layout>(2));
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const std::vector<double> xs = {-80.0, 2.0, -87.5}, ys(3, 0.0);
+  const std::vector<HostTensor> t = {{xs.data(), {1, 3, 3}}, {ys.data(), {1, 3, 3}}};
+  std::vector<OutputRef> ieee, fast;
+  ASSERT_TRUE(op->reference(*c, t, ieee).ok());
+  fast = ieee;
+  ASSERT_TRUE(op->bound(*c, Arithmetic{}, t, ieee).ok());
+  ASSERT_TRUE(op->bound(*c, fast_math(), t, fast).ok());
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(ieee[0].tol[i], activation_fwd_point(Act::kSilu, DType::kF32, xs[i]).tol);
+    EXPECT_EQ(fast[0].tol[i], activation_fwd_point(Act::kSilu, DType::kF32, xs[i], fast_math()).tol);
+    EXPECT_GT(fast[0].tol[i], ieee[0].tol[i]) << xs[i];
+  }
 }
 
 }  // namespace

@@ -17,12 +17,12 @@
 
 #include <fmt/format.h>
 
+#include "harness/bounds.h"
 #include "harness/executor.h"
 #include "harness/op_model.h"
 #include "harness/spec.h"
 #include "harness/testbeds/tensor_op.h"
 #include "harness/values.h"
-#include "properties/rowwise_registry.h"
 
 namespace assay {
 namespace {
@@ -59,7 +59,7 @@ TEST_P(RowwiseSpecsGen, CasesValidateRoundTripAndShrinkToValidSmallerCases) {
     dtypes.insert(c.params["dtype"].get<std::string>());
     classes.insert(c.tensors[0].values.cls);
     const auto& d0 = c.tensors[0].desc;
-    padded |= d0.rank() == 2 && d0.strides[0] > std::max<int64_t>(d0.shape[1], 1);
+    padded |= d0.rank() >= 2 && Layout::pad_of(d0) > 0;
     offset |= d0.offset != 0;
     special |= c.tensors[0].values.inject.active();
     if (c.params.contains("relation")) relations.insert(c.params["relation"].get<std::string>());
@@ -162,7 +162,9 @@ TEST_P(RowwiseSpecsGen, MalformedCasesGetOneLineErrorsNamingTheField) {
     expect_error([](Case& c) { c.params["dim"] = 1025; }, "dim");
     expect_error([](Case& c) { c.params["count"] = -1; }, "count");
     expect_error([](Case& c) { c.tensors[1].desc.dtype = DType::kF32; }, "idx");
-    expect_error([](Case& c) { c.params["count"] = c.params["count"].get<int64_t>() + 1; }, "count");
+    // The first tensor whose shape names count: idx (forward), dout (backward).
+    expect_error([](Case& c) { c.params["count"] = c.params["count"].get<int64_t>() + 1; },
+                 GetParam() == "embedding" ? "tensor idx" : "tensor dout");
     if (GetParam() == "embedding_bwd")
       expect_error([](Case& c) { c.tensors[2].desc.dtype = DType::kF16; }, "dtable");
     else
@@ -216,8 +218,8 @@ void run_reference(const TensorOpDef& def, const Case& c, HostRun& h) {
   ASSERT_TRUE(st.ok()) << st.message();
 }
 
-/// The same for an op declared on the op model: reference, then the bound under IEEE arithmetic.
-void run_reference(const OpDef& def, const Case& c, HostRun& h) {
+/// The same for an op declared on the op model: prepare, reference and the bound under IEEE arithmetic.
+void run_reference(const OpDef& op, const Case& c, HostRun& h, const Arithmetic& a = {}) {
   h.c = &c;
   h.bytes.assign(c.tensors.size(), {});
   h.img.clear();
@@ -230,12 +232,22 @@ void run_reference(const OpDef& def, const Case& c, HostRun& h) {
     else
       materialize(s.desc, s.values, fnv1a64(s.name.data(), s.name.size()), h.img.back());
   }
-  if (def.prepare) def.prepare(c, h.img);
+  if (op.prepare) op.prepare(c, h.img);
   decode_into(c, h.img, h.dec, h.hv);
-  Status st = def.reference(c, h.hv, h.refs);
+  Status st = op.reference(c, h.hv, h.refs);
   ASSERT_TRUE(st.ok()) << st.message();
-  st = def.bound(c, Arithmetic{}, h.hv, h.refs);
+  if (op.bound) st = op.bound(c, a, h.hv, h.refs);
   ASSERT_TRUE(st.ok()) << st.message();
+}
+
+/// A case of a model op from params, input recipes and one (pad, offset) for every tensor.
+Case model_case(const std::string& op, const nlohmann::json& params, const std::vector<ValueRecipe>& recipes,
+                int64_t pad, int64_t off) {
+  const OpDef* d = find_op(op);
+  EXPECT_NE(d, nullptr) << op;
+  auto c = build_case(*d, params, recipes, std::vector<Layout>(d->tensors.size(), Layout{pad, off}));
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  return c.ok() ? *c : Case{};
 }
 
 const OpDef& ce_def() {
@@ -317,15 +329,15 @@ ValueRecipe recipe(ValueClass cls, uint64_t seed, double scale = 1) {
 
 Case rope_case(DType dt, int64_t tokens, int64_t heads, int64_t d, double base, bool interleaved, bool inverse,
                const ValueRecipe& r, const std::string& relation = "") {
-  Case c;
-  c.op = "rope";
-  c.params = {
+  nlohmann::json p = {
       {"dtype", std::string(dtype_name(dt))}, {"tokens", tokens},  {"heads", heads}, {"head_dim", d}, {"base", base},
       {"interleaved", interleaved},           {"inverse", inverse}};
-  if (!relation.empty()) c.params["relation"] = relation;
-  c.tensors = {make_tensor("X", Role::kIn, dt, tokens * heads, d, 3, 1, r),
-               make_tensor("Y", Role::kOut, dt, tokens * heads, d, 3, 1, {})};
-  return c;
+  if (!relation.empty()) p["relation"] = relation;
+  return model_case("rope", p, {r}, 3, 1);
+}
+
+const OpDef& rope_op() {
+  return *find_op("rope");
 }
 
 enum class RopeBug { kNone, kWrongPairing, kPositionPlusOne, kWrongDirection };
@@ -365,7 +377,7 @@ TEST(RopeBound, AcceptsFloatRopeAndRejectsWrongPairing) {
           const Case c = rope_case(dt, 4096, 1, 32, base, interleaved, inverse, recipe(ValueClass::kNormal, seed++));
           ASSERT_TRUE(find_spec("rope")->validate(c).ok()) << find_spec("rope")->validate(c).message();
           HostRun h;
-          run_reference(rowwise::rope_def(), c, h);
+          run_reference(rope_op(), c, h);
           std::string first;
           EXPECT_EQ(violations(h.refs[0], rope_float(c, h, RopeBug::kNone), dt, &first), 0) << c.summary() << first;
           EXPECT_GT(violations(h.refs[0], rope_float(c, h, RopeBug::kPositionPlusOne), dt), 0) << c.summary();
@@ -384,7 +396,7 @@ TEST(RopeBound, AcceptsFloatRopeOnEveryValueClass) {
       r.inject = {kSpecialAll, 0.02, 0, 0};
       const Case c = rope_case(dt, 600, 3, 256, 10000, (seed & 1) != 0, (seed & 2) != 0, r);
       HostRun h;
-      run_reference(rowwise::rope_def(), c, h);
+      run_reference(rope_op(), c, h);
       std::string first;
       EXPECT_EQ(violations(h.refs[0], rope_float(c, h, RopeBug::kNone), dt, &first), 0)
           << c.summary() << " " << value_class_name(cls) << ": " << first;
@@ -399,11 +411,11 @@ TEST(RopeProperties, NormAndInverseHoldForFloatRopeAndCatchAWrongDirection) {
         const Case c = rope_case(dt, 2048, 2, 64, 500000, true, inverse, recipe(ValueClass::kNormal, seed++), rel);
         ASSERT_TRUE(find_spec("rope")->validate(c).ok());
         HostRun h;
-        run_reference(rowwise::rope_def(), c, h);
+        run_reference(rope_op(), c, h);
         for (RopeBug bug : {RopeBug::kNone, RopeBug::kWrongDirection, RopeBug::kWrongPairing}) {
           const OutViews o = out_views(c, {rope_float(c, h, bug)});
           std::vector<Failure> f;
-          rowwise::rope_def().properties(c, h.hv, o.hv, h.refs, f);
+          rope_op().properties(c, h.hv, o.hv, h.refs, f);
           // A rotation in the wrong direction or between the wrong pairs still keeps each pair's
           // norm only in the first case; the inverse relation catches both.
           const bool expect_fail =
@@ -422,21 +434,13 @@ ValueRecipe idx_recipe(int64_t vocab, uint64_t seed, bool inject) {
   return r;
 }
 
+/// dtable is the op's output (overwritten: the scatter-sum alone); the atomic kernel's accumulation
+/// into it is its contract's business (see InPlaceAccumulation below).
 Case embedding_case(bool fwd, DType dt, int64_t vocab, int64_t dim, int64_t count, const ValueRecipe& act,
-                    const ValueRecipe& idx, const ValueRecipe& pre, bool permute = false) {
-  Case c;
-  c.op = fwd ? "embedding" : "embedding_bwd";
-  c.params = {{"dtype", std::string(dtype_name(dt))}, {"vocab", vocab}, {"dim", dim}, {"count", count}};
-  if (permute) c.params["relation"] = "permute";
-  if (fwd)
-    c.tensors = {make_tensor("table", Role::kIn, dt, vocab, dim, 3, 2, act),
-                 make_tensor("idx", Role::kIn, DType::kI32, -1, count, 0, 2, idx),
-                 make_tensor("out", Role::kOut, dt, count, dim, 3, 2, {})};
-  else
-    c.tensors = {make_tensor("dout", Role::kIn, dt, count, dim, 3, 2, act),
-                 make_tensor("idx", Role::kIn, DType::kI32, -1, count, 0, 2, idx),
-                 make_tensor("dtable", Role::kInOut, DType::kF32, vocab, dim, 3, 2, pre)};
-  return c;
+                    const ValueRecipe& idx, bool permute = false) {
+  nlohmann::json p = {{"dtype", std::string(dtype_name(dt))}, {"vocab", vocab}, {"dim", dim}, {"count", count}};
+  if (permute) p["relation"] = "permute";
+  return model_case(fwd ? "embedding" : "embedding_bwd", p, {act, idx}, 3, 2);
 }
 
 enum class EmbBug { kNone, kReverseOrder, kOverwrite, kClampIndex };
@@ -444,9 +448,7 @@ enum class EmbBug { kNone, kReverseOrder, kOverwrite, kClampIndex };
 std::vector<double> embedding_bwd_float(const HostRun& h, EmbBug bug) {
   const HostTensor &dout = h.hv[0], &idx = h.hv[1], &pre = h.hv[2];
   const int64_t vocab = pre.v.rows, dim = pre.v.cols, count = idx.v.cols;
-  std::vector<float> t(static_cast<size_t>(vocab * dim));
-  for (int64_t v = 0; v < vocab; ++v)
-    for (int64_t j = 0; j < dim; ++j) t[static_cast<size_t>(v * dim + j)] = static_cast<float>(pre.at(v, j));
+  std::vector<float> t(static_cast<size_t>(vocab * dim), 0.0f);
   for (int64_t k = 0; k < count; ++k) {
     const int64_t r = bug == EmbBug::kReverseOrder ? count - 1 - k : k;
     const int64_t v = static_cast<int64_t>(idx.at(0, r));
@@ -479,10 +481,10 @@ TEST(EmbeddingBound, GatherIsExactAndOutOfRangeRowsAreZero) {
     for (int64_t vocab : {1, 7, 1000}) {
       ValueRecipe act = recipe(ValueClass::kNormal, seed++);
       act.inject = {kSpecialAll, 0.01, 0, 0};
-      const Case c = embedding_case(true, dt, vocab, 33, 700, act, idx_recipe(vocab, seed++, true), {});
+      const Case c = embedding_case(true, dt, vocab, 33, 700, act, idx_recipe(vocab, seed++, true));
       ASSERT_TRUE(find_spec("embedding")->validate(c).ok()) << find_spec("embedding")->validate(c).message();
       HostRun h;
-      run_reference(rowwise::embedding_def(), c, h);
+      run_reference(*find_op("embedding"), c, h);
       ASSERT_TRUE(h.refs[0].exact);
       std::string first;
       EXPECT_EQ(violations(h.refs[0], embedding_fwd_float(h, dt, EmbBug::kNone), dt, &first), 0) << first;
@@ -497,11 +499,11 @@ TEST(EmbeddingBound, ScatterAddInAnyOrderPassesAndOverwriteIsCaught) {
       for (int64_t dim : {1, 33, 129}) {
         ValueRecipe act = recipe(ValueClass::kNormal, seed++);
         if (dim == 129) act = recipe(ValueClass::kSameSign, seed++, 1000);  // no cancellation, largest sums
-        const ValueRecipe idx = idx_recipe(vocab, seed++, true), pre = recipe(ValueClass::kNormal, seed++);
-        const Case c = embedding_case(false, dt, vocab, dim, 3000 / dim + 40, act, idx, pre);
+        const ValueRecipe idx = idx_recipe(vocab, seed++, true);
+        const Case c = embedding_case(false, dt, vocab, dim, 3000 / dim + 40, act, idx);
         ASSERT_TRUE(find_spec("embedding_bwd")->validate(c).ok()) << find_spec("embedding_bwd")->validate(c).message();
         HostRun h;
-        run_reference(rowwise::embedding_bwd_def(), c, h);
+        run_reference(*find_op("embedding_bwd"), c, h);
         std::string first;
         for (EmbBug order : {EmbBug::kNone, EmbBug::kReverseOrder})
           EXPECT_EQ(violations(h.refs[0], embedding_bwd_float(h, order), DType::kF32, &first), 0)
@@ -513,11 +515,11 @@ TEST(EmbeddingBound, ScatterAddInAnyOrderPassesAndOverwriteIsCaught) {
 TEST(EmbeddingBound, SmallIntegerSumsAreExactTier) {
   uint64_t seed = 500;
   for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
-    ValueRecipe act = recipe(ValueClass::kSmallInt, seed++), pre = recipe(ValueClass::kSmallInt, seed++);
-    act.int_range = pre.int_range = 64;
-    const Case c = embedding_case(false, dt, 3, 31, 2000, act, idx_recipe(3, seed++, false), pre);
+    ValueRecipe act = recipe(ValueClass::kSmallInt, seed++);
+    act.int_range = 64;
+    const Case c = embedding_case(false, dt, 3, 31, 2000, act, idx_recipe(3, seed++, false));
     HostRun h;
-    run_reference(rowwise::embedding_bwd_def(), c, h);
+    run_reference(*find_op("embedding_bwd"), c, h);
     EXPECT_TRUE(h.refs[0].exact);
     EXPECT_TRUE(std::all_of(h.refs[0].tol.begin(), h.refs[0].tol.end(), [](double t) { return t == 0; }));
     EXPECT_EQ(violations(h.refs[0], embedding_bwd_float(h, EmbBug::kReverseOrder), DType::kF32), 0);
@@ -528,11 +530,10 @@ TEST(EmbeddingBound, SmallIntegerSumsAreExactTier) {
 TEST(EmbeddingProperties, PermutedRowsGiveTheSameTableWithinBothTolerances) {
   uint64_t seed = 600;
   for (DType dt : {DType::kF32, DType::kBF16}) {
-    const ValueRecipe act = recipe(ValueClass::kNormal, seed++), idx = idx_recipe(9, seed++, false),
-                      pre = recipe(ValueClass::kNormal, seed++);
-    const Case c = embedding_case(false, dt, 9, 32, 900, act, idx, pre, true);
+    const ValueRecipe act = recipe(ValueClass::kNormal, seed++), idx = idx_recipe(9, seed++, false);
+    const Case c = embedding_case(false, dt, 9, 32, 900, act, idx, true);
     ASSERT_TRUE(find_spec("embedding_bwd")->validate(c).ok());
-    const TensorOpDef& def = rowwise::embedding_bwd_def();
+    const OpDef& def = *find_op("embedding_bwd");
     HostRun h;
     run_reference(def, c, h);
     const std::vector<double> y1 = embedding_bwd_float(h, EmbBug::kNone);
@@ -543,6 +544,7 @@ TEST(EmbeddingProperties, PermutedRowsGiveTheSameTableWithinBothTolerances) {
     ASSERT_TRUE(def.transform(c, h2.img));
     decode_into(c, h2.img, h2.dec, h2.hv);
     ASSERT_TRUE(def.reference(c, h2.hv, h2.refs).ok());
+    ASSERT_TRUE(def.bound(c, Arithmetic{}, h2.hv, h2.refs).ok());
     EXPECT_EQ(h2.hv[1].at(0, 0), h.hv[1].at(0, 899));
     EXPECT_EQ(h2.hv[0].at(0, 5), h.hv[0].at(899, 5));
     const std::vector<double> y2 = embedding_bwd_float(h2, EmbBug::kNone);
@@ -552,6 +554,39 @@ TEST(EmbeddingProperties, PermutedRowsGiveTheSameTableWithinBothTolerances) {
                h.refs[0].tol[l] + h2.refs[0].tol[l] + std::fabs(h2.refs[0].ref[l] - h.refs[0].ref[l]));
     EXPECT_EQ(bad, 0);
   }
+}
+
+TEST(EmbeddingBound, InPlaceAccumulationIntoAPrefillIsCoveredByTheDeclaredTerms) {
+  // The atomic kernel declares Contract::accumulates("dtable"): the engine prefills dtable with p
+  // and expects p + sum within tol (1 + u) + u |p + sum| + gamma_k (|p| + sum |dout|), the last
+  // term from the bound's acc_terms / acc_mag (harness/engine.cpp). Emulated here: many small
+  // terms absorbed one by one into a prefill near 1 (each rounding loses up to half an ulp of p),
+  // which the single-rounding rule alone (tol (1 + u) + u |p + sum|) would reject.
+  const VariantDef* v = find_variant("embedding_bwd", "atomic");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->contract.accumulated(), std::vector<std::string>{"dtable"});
+  EXPECT_FALSE(v->deterministic);
+  ValueRecipe small = recipe(ValueClass::kSameSign, 700, 0x1p-25);  // U(0, 2^-25): below half an ulp of 1.3
+  const Case c = embedding_case(false, DType::kF32, 1, 4, 64, small, idx_recipe(1, 701, false));
+  HostRun h;
+  run_reference(*find_op("embedding_bwd"), c, h);
+  const OutputRef& r = h.refs[0];
+  ASSERT_EQ(r.acc_terms.size(), r.ref.size());
+  ASSERT_EQ(r.acc_mag.size(), r.ref.size());
+  const double u = 0x1p-24, p = static_cast<double>(1.3f);  // the prefill as stored (fp32)
+  int64_t with_terms = 0, single_rounding = 0;
+  for (size_t l = 0; l < r.ref.size(); ++l) {
+    EXPECT_GT(r.acc_terms[l], 16);  // idx in [0, 1]: 1 is out of range and skipped
+    float acc = static_cast<float>(p);
+    for (int64_t k = 0; k < 64; ++k)
+      if (h.hv[1].at(0, k) == 0) acc += static_cast<float>(h.hv[0].at(k, static_cast<int64_t>(l)));
+    const double want = p + r.ref[l], err = std::fabs(static_cast<double>(acc) - want);
+    const double one = r.tol[l] * (1 + u) + u * std::fabs(want);
+    with_terms += err > one + gamma_n(r.acc_terms[l], u) * (p + r.acc_mag[l]);
+    single_rounding += err > one;
+  }
+  EXPECT_EQ(with_terms, 0);
+  EXPECT_GT(single_rounding, 0) << "the emulation never needs the in-place terms";
 }
 
 // ---- cross-entropy ----------------------------------------------------------------------------------

@@ -1,8 +1,10 @@
 // Registers the planted row-wise bugs as [mutant] variants of their ops, bound
-// exactly like the kernels they replace (properties/rowwise_registry.h).
+// exactly like the kernels they replace (add_variant with the op's launch template).
+#include "properties/activation.h"
 #include "properties/cross_entropy.h"
+#include "properties/embedding.h"
 #include "properties/norms.h"
-#include "properties/rowwise_registry.h"
+#include "properties/rope.h"
 #include "properties/softmax.h"
 #include "tests/mutants/rowwise/mutants.h"
 
@@ -12,10 +14,6 @@ namespace {
 namespace m = assay::mutants::rowwise;
 const char* const kSoftmax = "tests/mutants/rowwise/softmax_mutants.cu";
 const char* const kNorms = "tests/mutants/rowwise/norm_mutants.cu";
-
-VariantInfo mutant(const char* name, const char* what, const char* src, bool deterministic = true) {
-  return {name, what, true, deterministic, src};
-}
 
 ASSAY_REGISTER(add_variant("softmax", {.name = "mutant_softmax_no_max",
                                        .description = "exp(x) without subtracting the row max: overflows",
@@ -63,24 +61,37 @@ ASSAY_REGISTER(add_variant("rmsnorm_bwd",
                             .source = kNorms}));
 
 const char* const kAct = "tests/mutants/rowwise/activation_mutants.cu";
-[[maybe_unused]] const bool kActMutants =
-    register_activation_fwd(mutant("mutant_gelu_tanh_wrong_const", "tanh-GELU with c = 0.0447", kAct),
-                            m::gelu_tanh_wrong_const) &&
-    register_activation_bwd(mutant("mutant_silu_bwd_missing_term", "silu' = sigmoid only", kAct),
-                            m::silu_bwd_missing_term);
+ASSAY_REGISTER(add_variant("activation", {.name = "mutant_gelu_tanh_wrong_const",
+                                          .description = "tanh-GELU with c = 0.0447",
+                                          .launch = activation_launch(m::gelu_tanh_wrong_const),
+                                          .mutant = true,
+                                          .source = kAct}));
+ASSAY_REGISTER(add_variant("activation_bwd", {.name = "mutant_silu_bwd_missing_term",
+                                              .description = "silu' = sigmoid only",
+                                              .launch = activation_bwd_launch(m::silu_bwd_missing_term),
+                                              .mutant = true,
+                                              .source = kAct}));
 
-[[maybe_unused]] const bool kMoreMutants =
-    register_embedding_fwd(mutant("mutant_embedding_fwd_off_by_one", "range check accepts index == vocab",
-                                  "tests/mutants/rowwise/embedding_mutants.cu"),
-                           m::embedding_fwd_off_by_one);
+const char* const kEmbedding = "tests/mutants/rowwise/embedding_mutants.cu";
+ASSAY_REGISTER(add_variant("embedding", {.name = "mutant_embedding_fwd_off_by_one",
+                                         .description = "range check accepts index == vocab",
+                                         .launch = embedding_launch(m::embedding_fwd_off_by_one),
+                                         .mutant = true,
+                                         .source = kEmbedding}));
+// Bound exactly as the kernel it replaces: it declares the kernel's accumulation into dtable.
+ASSAY_REGISTER(add_variant("embedding_bwd", {.name = "mutant_embedding_bwd_overwrite",
+                                             .description = "plain store instead of atomicAdd",
+                                             .launch = embedding_bwd_launch(m::embedding_bwd_overwrite),
+                                             .contract = Contract().accumulates("dtable"),
+                                             .deterministic = false,
+                                             .mutant = true,
+                                             .source = kEmbedding}));
 
-[[maybe_unused]] const bool kOtherMutants =
-    register_rope(mutant("mutant_rope_wrong_pairing", "interleaved layout rotated as half-split pairs",
-                         "tests/mutants/rowwise/rope_mutants.cu"),
-                  m::rope_wrong_pairing) &&
-    register_embedding_bwd(mutant("mutant_embedding_bwd_overwrite", "plain store instead of atomicAdd",
-                                  "tests/mutants/rowwise/embedding_mutants.cu", false),
-                           m::embedding_bwd_overwrite);
+ASSAY_REGISTER(add_variant("rope", {.name = "mutant_rope_wrong_pairing",
+                                    .description = "interleaved layout rotated as half-split pairs",
+                                    .launch = rope_launch(m::rope_wrong_pairing),
+                                    .mutant = true,
+                                    .source = "tests/mutants/rowwise/rope_mutants.cu"}));
 
 const char* const kCe = "tests/mutants/rowwise/cross_entropy_mutants.cu";
 ASSAY_REGISTER(add_variant("cross_entropy", {.name = "mutant_ce_ignore_index_ignored",
