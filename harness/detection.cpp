@@ -16,7 +16,7 @@
 #include "harness/gpu/cuda_check.h"
 #include "harness/gpu/lane.h"
 #include "harness/spec.h"
-#include "harness/testbeds/gemm_f32.h"
+#include "properties/gemm.h"
 #include "harness/testbeds/tensor_op.h"
 
 namespace assay {
