@@ -17,7 +17,8 @@
 #include "harness/gpu/lane.h"
 #include "harness/op_model.h"
 #include "harness/spec.h"
-#include "harness/testbeds/gemm_f32.h"
+#include "properties/gemm.h"
+#include "harness/testbeds/tensor_op.h"
 
 namespace assay {
 namespace {

@@ -12,6 +12,7 @@
 // so the setup is rebuilt when it differs from the previous variant's.
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -19,6 +20,7 @@
 #include "harness/bounds.h"
 #include "harness/gpu/cuda_check.h"
 #include "harness/gpu/lane.h"
+#include "harness/gpu/materialize_device.h"
 #include "harness/op_model.h"
 #include "harness/values.h"
 
@@ -79,14 +81,113 @@ struct Setup {
   std::vector<std::vector<unsigned char>> timages;
   std::vector<gpu::DevCompare> cmp;
   bool transformed = false;
+  bool on_device = false;                ///< inputs drawn on the device, device reference
+  std::vector<DeviceOutput> douts;       ///< on_device: the reference buffers per output
+  bool vendor_done = false;              ///< the vendor column ran on this setup
+  double vendor_ratio = -1;
+  int64_t vendor_violations = 0;
+  std::string vendor_note;
 };
 
+/// True where the op's overwrites hook makes kInOut tensor t write-only for this case.
+bool overwritten(const OpDef& op, const Case& c, int t) {
+  const auto& T = c.tensors[static_cast<size_t>(t)];
+  return T.role == Role::kInOut && op.overwrites && op.overwrites(Params(c.params), T.name);
+}
+
+bool on_device(const OpDef& op, const Case& c) {
+  return op.device_reference.when && op.device_reference.when(Params(c.params));
+}
+
+/// Views of the case's tensors at `base(t)` (the working arena or the pristine snapshot).
+template <typename Base>
+std::vector<DevTensor> views_at(const Case& c, const std::vector<View2D>& views, Base base) {
+  std::vector<DevTensor> d;
+  for (size_t t = 0; t < c.tensors.size(); ++t) {
+    const auto& desc = c.tensors[t].desc;
+    d.push_back({base(static_cast<int>(t)) + desc.offset * static_cast<int64_t>(dtype_size(desc.dtype)), desc.dtype,
+                 views[t], desc.shape, desc.strides});
+  }
+  return d;
+}
+
+/// The reference sees an accumulated output zero-filled (as the kernel would overwrite it);
+/// the bound sees its prefill (`bound_in`), which the kernel's sum may round with the result.
 Status compute_refs(const OpDef& op, const Case& c, const Arithmetic& arith, const std::vector<HostTensor>& hv,
-                    std::vector<OutputRef>& refs) {
+                    std::vector<OutputRef>& refs, const std::vector<HostTensor>* bound_in = nullptr) {
   refs.clear();
   ASSAY_RETURN_IF_ERROR(op.reference(c, hv, refs));
-  if (op.bound) ASSAY_RETURN_IF_ERROR(op.bound(c, arith, hv, refs));
+  if (op.bound) ASSAY_RETURN_IF_ERROR(op.bound(c, arith, bound_in != nullptr ? *bound_in : hv, refs));
   unbounded_where_nan(refs);
+  return ok_status();
+}
+
+/// The device path of build_setup: inputs drawn into the snapshot, outputs poisoned there,
+/// the op's device reference into scratch after the save areas.
+Status build_device_setup(const OpDef& op, const Contract& k, gpu::Lane& lane, const std::vector<gpu::ArenaTensor>& at,
+                          int64_t save_bytes, Setup& s) {
+  const Case& c = s.c;
+  const auto& T = c.tensors;
+  const int nt = static_cast<int>(T.size());
+  if (!k.accumulated().empty())
+    return unavailable(fmt::format("{}: accumulated outputs need the host reference (case above the device "
+                                     "reference threshold)", op.name));
+  for (const auto& t : T)
+    if (!gpu::materialize_device_supports(t.desc))
+      return unavailable(fmt::format("{}: tensor {} cannot be drawn on the device ({})", op.name, t.name,
+                                       dtype_name(t.desc.dtype)));
+  int64_t ref_bytes = 0;
+  for (int t : s.outs) ref_bytes += 16 * s.views[t].rows * s.views[t].cols;
+  const int64_t op_scratch = op.device_reference.scratch ? op.device_reference.scratch(c) : 0;
+  ASSAY_RETURN_IF_ERROR(lane.layout_on_device(at, save_bytes + round256(ref_bytes) + op_scratch));
+  for (int t = 0; t < nt; ++t) {
+    const uint64_t stream = fnv1a64(T[t].name.data(), T[t].name.size());
+    if (at[static_cast<size_t>(t)].role == Role::kOut)
+      ASSAY_RETURN_IF_ERROR(gpu::materialize_output_device(T[t].desc, lane.dev_snapshot_tensor(t), lane.stream()));
+    else
+      ASSAY_RETURN_IF_ERROR(
+          gpu::materialize_device(T[t].desc, T[t].values, stream, lane.dev_snapshot_tensor(t), lane.stream()));
+  }
+  auto* refs = reinterpret_cast<double*>(lane.dev_scratch() + save_bytes);
+  for (int t : s.outs) {
+    DeviceOutput d;
+    d.rows = s.views[t].rows;
+    d.cols = s.views[t].cols;
+    d.ref = refs;
+    d.mag = refs + d.rows * d.cols;
+    refs += 2 * d.rows * d.cols;
+    s.douts.push_back(d);
+  }
+  DeviceContext ctx;
+  ctx.stream = lane.stream();
+  ctx.cublas = lane.cublas();
+  ctx.scratch = lane.dev_scratch() + save_bytes + round256(ref_bytes);
+  ctx.scratch_bytes = op_scratch;
+  const auto inputs = views_at(c, s.views, [&](int t) { return lane.dev_snapshot_tensor(t); });
+  ASSAY_RETURN_IF_ERROR(op.device_reference.compute(c, k.arithmetic(), inputs, s.douts, ctx));
+  for (size_t o = 0; o < s.outs.size(); ++o) {
+    const int t = s.outs[o];
+    const DeviceOutput& d = s.douts[o];
+    gpu::DevCompare x;
+    x.out_dtype = static_cast<int32_t>(T[t].desc.dtype);
+    x.exact = d.exact ? 1 : 0;
+    x.out = lane.dev_tensor(t);
+    x.off = T[t].desc.offset;
+    x.rows = d.rows;
+    x.cols = d.cols;
+    x.ld = s.views[t].ld;
+    x.ref = d.ref;
+    x.mag = d.mag;
+    x.rel_out = d.rel_out;
+    x.rel_mag = d.rel_mag;
+    x.floor = d.floor;
+    x.out_max = max_finite(T[t].desc.dtype);
+    x.overflow_mag = d.overflow_mag;
+    s.cmp.push_back(x);
+    OutputRef r;
+    r.exact = d.exact;
+    s.refs.push_back(std::move(r));  // the values stay on the device (read per element for details)
+  }
   return ok_status();
 }
 
@@ -114,7 +215,7 @@ Status build_setup(const OpDef& op, const VariantDef& v, const Case& c0, gpu::La
 
   std::vector<gpu::ArenaTensor> at;
   for (int t = 0; t < nt; ++t) {
-    const bool out = T[t].role == Role::kOut && !accumulated(t);
+    const bool out = (T[t].role == Role::kOut && !accumulated(t)) || overwritten(op, c, t);
     at.push_back({T[t].desc, out ? Role::kOut : (T[t].role == Role::kOut ? Role::kInOut : T[t].role),
                   out && partial(t) == nullptr});
   }
@@ -127,6 +228,8 @@ Status build_setup(const OpDef& op, const VariantDef& v, const Case& c0, gpu::La
     s.save_off.push_back(scratch);
     scratch += round256(T[t].desc.extent() * static_cast<int64_t>(dtype_size(T[t].desc.dtype)));
   }
+  s.on_device = on_device(op, c);
+  if (s.on_device) return build_device_setup(op, k, lane, at, scratch, s);
   ASSAY_RETURN_IF_ERROR(lane.layout(at, extra, scratch));
   for (int t = 0; t < nt; ++t) {
     s.images.push_back(lane.host_tensor(t));
@@ -135,7 +238,7 @@ Status build_setup(const OpDef& op, const VariantDef& v, const Case& c0, gpu::La
       ValueRecipe prefill;  // an accumulated output starts from values of its own
       prefill.seed = stream;
       materialize(T[t].desc, prefill, stream, s.images.back());
-    } else if (T[t].role == Role::kOut) {
+    } else if (T[t].role == Role::kOut || overwritten(op, c, t)) {
       materialize_output(T[t].desc, s.images.back());
     } else {
       materialize(T[t].desc, T[t].values, stream, s.images.back());
@@ -160,7 +263,7 @@ Status build_setup(const OpDef& op, const VariantDef& v, const Case& c0, gpu::La
       zero_fill.emplace_back(s.host[static_cast<size_t>(t)].size(), 0.0);
       ref_in[static_cast<size_t>(t)].data = zero_fill.back().data() + T[t].desc.offset;
     }
-  ASSAY_RETURN_IF_ERROR(compute_refs(op, c, k.arithmetic(), ref_in, s.refs));
+  ASSAY_RETURN_IF_ERROR(compute_refs(op, c, k.arithmetic(), ref_in, s.refs, &s.hv));
   if (s.refs.size() != s.outs.size())
     return internal_error(fmt::format("{}: reference gave {} outputs", op.name, s.refs.size()));
   // An accumulated output's expectation: prefill + result, rounded once more into the output
@@ -254,13 +357,46 @@ Status build_setup(const OpDef& op, const VariantDef& v, const Case& c0, gpu::La
 }
 
 std::vector<DevTensor> dev_views(const Case& c, const std::vector<View2D>& views, gpu::Lane& lane) {
-  std::vector<DevTensor> d;
-  for (size_t t = 0; t < c.tensors.size(); ++t) {
-    const auto& desc = c.tensors[t].desc;
-    d.push_back({lane.dev_tensor(static_cast<int>(t)) + desc.offset * static_cast<int64_t>(dtype_size(desc.dtype)),
-                 desc.dtype, views[t], desc.shape, desc.strides});
+  return views_at(c, views, [&](int t) { return lane.dev_tensor(t); });
+}
+
+/// Reference and tolerance of output o at dense index i (read back on the device path).
+std::pair<double, double> ref_tol_at(const Setup& s, size_t o, int64_t i, gpu::Lane& lane) {
+  if (!s.on_device) return {s.refs[o].ref[static_cast<size_t>(i)], s.refs[o].tol[static_cast<size_t>(i)]};
+  const DeviceOutput& d = s.douts[o];
+  double r = NAN, m = NAN;
+  if (!lane.read_back(d.ref + i, &r, 8).ok() || !lane.read_back(d.mag + i, &m, 8).ok()) return {NAN, NAN};
+  return {r, d.rel_out * std::fabs(r) + d.rel_mag * m + d.floor};
+}
+
+/// The vendor column on the current setup: one launch, the same compares, arena untouched
+/// by the check (regions not checked). Fills s.vendor_*; check slot `slot`, fetched by the caller.
+Status launch_vendor(const OpDef& op, Setup& s, gpu::Lane& lane, int slot, bool& launched) {
+  launched = false;
+  ASSAY_RETURN_IF_ERROR(lane.restore());
+  const cudaError_t e = op.vendor.launch(Params(s.c.params), dev_views(s.c, s.views, lane), lane.stream());
+  if (e != cudaSuccess) {
+    s.vendor_note = fmt::format("vendor column ({}) not run: {}", op.vendor.name, cudaGetErrorString(e));
+    return ok_status();
   }
-  return d;
+  gpu::CheckParams vp;
+  vp.arena = nullptr;
+  for (size_t o = 0; o < s.cmp.size(); ++o) vp.compares[o] = s.cmp[o];
+  vp.ncompares = static_cast<int32_t>(s.cmp.size());
+  ASSAY_RETURN_IF_ERROR(lane.check(vp, slot));
+  launched = true;
+  return ok_status();
+}
+
+void read_vendor(Setup& s, const gpu::CheckResult& r) {
+  s.vendor_ratio = 0;
+  s.vendor_violations = 0;
+  for (size_t o = 0; o < s.cmp.size(); ++o) {
+    const auto& cr = r.compares[o];
+    s.vendor_ratio =
+        std::max(s.vendor_ratio, static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(cr.worst_key >> 32))));
+    s.vendor_violations += static_cast<int64_t>(cr.bound + cr.naninf);
+  }
 }
 
 }  // namespace
@@ -302,9 +438,13 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
     const auto& views = s.views;
     const auto& outs = s.outs;
     const auto& refs = s.refs;
-    verdict.metrics.reference = "host-f64";
+    verdict.metrics.reference = s.on_device ? op.device_reference.name : "host-f64";
     verdict.metrics.key = fmt::format("{}/{}", dtype_name(T[0].desc.dtype), value_class_name(T[0].values.cls));
     verdict.metrics.exact_tier = std::any_of(refs.begin(), refs.end(), [](const OutputRef& r) { return r.exact; });
+    const bool every = !op.every_check || op.every_check(c);
+    const int runs = every ? 2 : 1;  // the second launch is the determinism rerun
+    std::vector<std::string> not_run;
+    if (!every) not_run.push_back("determinism not rerun, vendor column not run (sampled)");
     cudaError_t launch_err = cudaSuccess;
     std::vector<gpu::CheckParams> checks;
     const auto dv = dev_views(cv, views, lane);
@@ -313,7 +453,7 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
       const cudaError_t e = v->launch(params, dv, lane.stream());
       if (e != cudaSuccess && launch_err == cudaSuccess) launch_err = e;
     }
-    for (int run = 0; run < 2; ++run) {
+    for (int run = 0; run < runs; ++run) {
       ASSAY_RETURN_IF_ERROR(lane.restore());
       const cudaError_t e = v->launch(params, dv, lane.stream());
       if (e != cudaSuccess && launch_err == cudaSuccess) launch_err = e;
@@ -331,7 +471,23 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
                                      T[outs[o]].desc.extent() * static_cast<int64_t>(dtype_size(T[outs[o]].desc.dtype)),
                                      cudaMemcpyDeviceToDevice, lane.stream()));
     }
-    ASSAY_RETURN_IF_ERROR(lane.fetch_results(2));
+    const bool vendor_now = op.vendor.launch && every && !probe && !s.vendor_done;
+    bool vendor_launched = false;
+    if (vendor_now) ASSAY_RETURN_IF_ERROR(launch_vendor(op, s, lane, runs, vendor_launched));
+    ASSAY_RETURN_IF_ERROR(lane.fetch_results(runs + (vendor_launched ? 1 : 0)));
+    if (vendor_now) {
+      s.vendor_done = true;
+      if (vendor_launched) read_vendor(s, lane.result(runs));
+    }
+    if (op.vendor.launch && every) {
+      verdict.metrics.vendor_max_ratio = s.vendor_ratio;
+      verdict.metrics.vendor_violations = s.vendor_violations;
+      if (!s.vendor_note.empty()) not_run.push_back(s.vendor_note);
+    }
+    if (s.on_device && !params.s("relation").empty())
+      not_run.push_back(fmt::format("relation '{}' not run ({} reference: no host inputs)", params.s("relation"),
+                                    op.device_reference.name));
+    verdict.metrics.not_run = fmt::format("{}", fmt::join(not_run, "; "));
     if (launch_err != cudaSuccess) {
       verdict.failures.push_back({probe ? FailureKind::kRejected : FailureKind::kLaunchError, "", 1, -1,
                                   cudaGetErrorString(launch_err)});
@@ -343,7 +499,7 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
         if (f.kind == k && f.tensor == t) return;
       verdict.failures.push_back({k, t, n, first, std::move(d)});
     };
-    for (int run = 0; run < 2; ++run) {
+    for (int run = 0; run < runs; ++run) {
       const auto& r = lane.result(run);
       for (int ri = 0; ri < checks[static_cast<size_t>(run)].nregions; ++ri) {
         const auto& rr = r.regions[ri];
@@ -366,11 +522,10 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
         const auto& cr = r.compares[o];
         const int t = outs[o];
         const std::string& name = T[t].name;
-        const auto& rf = refs[o];
         auto at = [&](unsigned long long n, unsigned long long f) {
           const int64_t i = gpu::first_index(n, f);
-          return fmt::format("first {}{} (reference {:.9g}, tolerance {:.3g})", name, where(views[t], i),
-                             rf.ref[static_cast<size_t>(i)], rf.tol[static_cast<size_t>(i)]);
+          const auto [rv, tv] = ref_tol_at(s, o, i, lane);
+          return fmt::format("first {}{} (reference {:.9g}, tolerance {:.3g})", name, where(views[t], i), rv, tv);
         };
         if (cr.naninf)
           add(FailureKind::kNanInf, name, static_cast<int64_t>(cr.naninf), -1,
@@ -396,7 +551,7 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
 
     // ---- properties and metamorphic relations (cases that name one) -------------------------
     const std::string relation = params.s("relation");
-    if (!relation.empty() && (op.properties || s.transformed)) {
+    if (!relation.empty() && !s.on_device && (op.properties || s.transformed)) {
       auto read_outputs = [&](const std::vector<const unsigned char*>& dev, std::vector<std::vector<double>>& store,
                               std::vector<HostTensor>& view) -> Status {
         store.assign(outs.size(), {});
@@ -500,10 +655,50 @@ StatusOr<Inspection> inspect_model(const OpDef& op, const VariantDef& v, const C
   in.tensor = c.tensors[static_cast<size_t>(t)].name;
   in.rows = w.rows;
   in.cols = w.cols;
-  in.ref = s.refs.front().ref;
-  in.tol = s.refs.front().tol;
   in.exact_tier = s.refs.front().exact;
-  in.reference = "host-f64";
+  if (s.on_device) {
+    const DeviceOutput& dd = s.douts.front();
+    const int64_t n = dd.rows * dd.cols;
+    std::vector<double> mag(static_cast<size_t>(n));
+    in.ref.resize(static_cast<size_t>(n));
+    ASSAY_RETURN_IF_ERROR(lane.read_back(dd.ref, in.ref.data(), n * 8));
+    ASSAY_RETURN_IF_ERROR(lane.read_back(dd.mag, mag.data(), n * 8));
+    in.tol.resize(static_cast<size_t>(n));
+    for (size_t l = 0; l < in.tol.size(); ++l) in.tol[l] = dd.rel_out * std::fabs(in.ref[l]) + dd.rel_mag * mag[l] + dd.floor;
+    if (!std::isnan(dd.expected_rel_mag)) {
+      in.tol_expected.resize(in.tol.size());
+      for (size_t l = 0; l < in.tol.size(); ++l)
+        in.tol_expected[l] =
+            dd.expected_rel_out * std::fabs(in.ref[l]) + dd.expected_rel_mag * mag[l] + dd.expected_floor;
+    }
+    in.reference = op.device_reference.name;
+    // Host copies of the inputs, for the element view.
+    for (size_t u = 0; u < c.tensors.size(); ++u) {
+      const auto& du = c.tensors[u].desc;
+      std::vector<unsigned char> img(static_cast<size_t>(du.extent()) * dtype_size(du.dtype));
+      ASSAY_RETURN_IF_ERROR(lane.read_back(lane.dev_snapshot_tensor(static_cast<int>(u)), img.data(),
+                                           static_cast<int64_t>(img.size())));
+      s.host.push_back(decode(du.dtype, img.data(), du.extent()));
+    }
+  } else {
+    in.ref = s.refs.front().ref;
+    in.tol = s.refs.front().tol;
+    in.tol_expected = s.refs.front().expected;
+    in.reference = "host-f64";
+  }
+  if (op.vendor.launch) {
+    ASSAY_RETURN_IF_ERROR(lane.restore());
+    const cudaError_t ve = op.vendor.launch(Params(s.c.params), dev_views(s.c, s.views, lane), lane.stream());
+    if (ve == cudaSuccess) {
+      std::vector<unsigned char> vraw(raw.size());
+      ASSAY_RETURN_IF_ERROR(lane.read_back(lane.dev_tensor(t), vraw.data(), static_cast<int64_t>(vraw.size())));
+      const std::vector<double> vall = decode(d.dtype, vraw.data(), d.extent());
+      in.vendor.resize(static_cast<size_t>(w.rows * w.cols));
+      for (int64_t i = 0; i < w.rows; ++i)
+        for (int64_t j = 0; j < w.cols; ++j)
+          in.vendor[static_cast<size_t>(i * w.cols + j)] = vall[static_cast<size_t>(d.offset + i * w.ld + j)];
+    }
+  }
   in.out.resize(static_cast<size_t>(w.rows * w.cols));
   in.unwritten.resize(in.out.size());
   for (int64_t i = 0; i < w.rows; ++i)
@@ -524,6 +719,7 @@ StatusOr<Inspection> inspect_model(const OpDef& op, const VariantDef& v, const C
       const View2D& v2 = views[t];
       if (v2.rows == 0 || v2.cols == 0) continue;
       const int64_t r = std::min(i, v2.rows - 1);
+      if (host.size() <= t) break;
       const double* base = host[t].data() + tensors[t].desc.offset + r * v2.ld;
       line += fmt::format("{}[{}][..]: ", tensors[t].name, r);
       for (int64_t k = 0; k < std::min<int64_t>(v2.cols, 8); ++k) line += fmt::format("{:.6g} ", base[k]);
@@ -532,6 +728,91 @@ StatusOr<Inspection> inspect_model(const OpDef& op, const VariantDef& v, const C
     return line;
   };
   return in;
+}
+
+StatusOr<nlohmann::json> time_model(const OpDef& op, const VariantDef& v, gpu::Lane& lane) {
+  std::vector<ValueRecipe> recipes;
+  for (const auto& t : op.tensors)
+    if (t.role != Role::kOut) {
+      ValueRecipe r;
+      r.cls = ValueClass::kNormal;
+      r.seed = 1;
+      recipes.push_back(r);
+    }
+  ASSAY_ASSIGN_OR_RETURN(Case c, build_case(op, op.large, recipes, std::vector<Layout>(op.tensors.size())));
+  ASSAY_RETURN_IF_ERROR(validate_case(op, c));
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
+  nlohmann::json out;
+  out["params"] = op.large;
+  out["variant"] = v.name;
+  // The whole checked run: first a warm-up (it pays for growing the lane's buffers).
+  bool passed = true;
+  for (const char* key : {"full_run_first_ms", "full_run_ms"}) {
+    const auto t = Clock::now();
+    ASSAY_ASSIGN_OR_RETURN(auto verdicts, run_model(op, {&v}, c, lane, false));
+    out[key] = ms_since(t);
+    passed = passed && verdicts.front().passed();
+  }
+  out["passed"] = passed;
+  out["case_runs_every_check"] = !op.every_check || op.every_check(c);
+  Setup s;
+  const auto tp = Clock::now();
+  ASSAY_RETURN_IF_ERROR(build_setup(op, v, c, lane, s));
+  CUDA_CHECK(cudaStreamSynchronize(lane.stream()));
+  out["prepare_ms"] = ms_since(tp);  // inputs, reference and bound
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  auto median3 = [&](auto&& body) -> StatusOr<double> {
+    std::vector<double> t;
+    for (int i = 0; i < 3; ++i) {
+      const auto h0 = Clock::now();
+      CUDA_CHECK(cudaEventRecord(e0, lane.stream()));
+      ASSAY_RETURN_IF_ERROR(body());
+      CUDA_CHECK(cudaEventRecord(e1, lane.stream()));
+      CUDA_CHECK(cudaEventSynchronize(e1));
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      t.push_back(s.on_device ? static_cast<double>(ms) : std::max<double>(ms, ms_since(h0)));
+    }
+    std::sort(t.begin(), t.end());
+    return t[1];
+  };
+  const auto dv = dev_views(s.c, s.views, lane);
+  ASSAY_ASSIGN_OR_RETURN(double kernel_ms, median3([&]() -> Status {
+                           const cudaError_t e = v.launch(Params(s.c.params), dv, lane.stream());
+                           return e == cudaSuccess ? ok_status() : internal_error(cudaGetErrorString(e));
+                         }));
+  ASSAY_ASSIGN_OR_RETURN(double ref_ms, median3([&]() -> Status {
+                           if (!s.on_device) {
+                             std::vector<OutputRef> r;
+                             return compute_refs(op, s.c, v.contract.arithmetic(), s.hv, r);
+                           }
+                           DeviceContext ctx;
+                           ctx.stream = lane.stream();
+                           ctx.cublas = lane.cublas();
+                           int64_t ref_bytes = 0;
+                           for (int t : s.outs) ref_bytes += 16 * s.views[t].rows * s.views[t].cols;
+                           int64_t saves = 0;
+                           for (int t : s.outs)
+                             saves += round256(s.c.tensors[t].desc.extent() *
+                                               static_cast<int64_t>(dtype_size(s.c.tensors[t].desc.dtype)));
+                           ctx.scratch = lane.dev_scratch() + saves + round256(ref_bytes);
+                           ctx.scratch_bytes = op.device_reference.scratch ? op.device_reference.scratch(s.c) : 0;
+                           const auto in = views_at(s.c, s.views, [&](int t) { return lane.dev_snapshot_tensor(t); });
+                           std::vector<DeviceOutput> d = s.douts;
+                           return op.device_reference.compute(s.c, v.contract.arithmetic(), in, d, ctx);
+                         }));
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  out["kernel_ms"] = kernel_ms;
+  out["reference_ms"] = ref_ms;
+  out["reference"] = s.on_device ? op.device_reference.name : "host-f64";
+  out["ratio"] = out["full_run_ms"].get<double>() / (kernel_ms + ref_ms);
+  return out;
 }
 
 }  // namespace assay

@@ -19,6 +19,7 @@
 // `assay fuzz --probe-contract` steps just outside each rule on purpose.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -112,6 +113,9 @@ struct TensorDef {
   std::string dtype = "dtype";    ///< a kDType param, or a dtype name ("fp32", "i32")
   ValueSpec values;
   bool padded = true;             ///< may draw a padded row stride and an offset
+  /// A flag param: where it is true, the two innermost dims are swapped (a tensor stored
+  /// transposed, e.g. GEMM's A with trans_a: dims {"m", "k"} become [k, m]).
+  std::string transposed_by;
 };
 
 // ---- host and device views ------------------------------------------------------------------------
@@ -148,6 +152,7 @@ struct HostTensor {
 /// bound (e.g. sum |a||b|), so the bound need not recompute them.
 struct OutputRef {
   std::vector<double> ref, tol;
+  std::vector<double> expected;  ///< optional: the bound's expected (typical) level, for triage and detection studies
   std::vector<std::vector<double>> aux;
   bool exact = false;
   /// For a variant that accumulates into this output (Contract::accumulates) term by term in
@@ -265,6 +270,59 @@ using HostFn = std::function<Status(const Case&, const std::vector<HostTensor>&,
 using BoundFn =
     std::function<Status(const Case&, const Arithmetic&, const std::vector<HostTensor>&, std::vector<OutputRef>&)>;
 
+/// One output of a device reference (OpDef::device_reference): dense rows x cols fp64
+/// buffers the engine owns. `ref` receives the reference; `mag` a per-element magnitude
+/// such that the hard ceiling is tol = rel_out * |ref| + rel_mag * mag + floor (fill
+/// `mag` with the tolerance itself and leave rel_out = 0, rel_mag = 1, floor = 0 for a
+/// bound computed outright). Elements whose mag reaches `overflow_mag` may overflow in the
+/// kernel: Inf/NaN there is accepted (finite outputs are still held to the bound).
+struct DeviceOutput {
+  double* ref = nullptr;
+  double* mag = nullptr;
+  int64_t rows = 0, cols = 0;
+  double rel_out = 0, rel_mag = 1, floor = 0;
+  double overflow_mag = INFINITY;
+  bool exact = false;  ///< the exact tier: bitwise comparison
+  /// Optional: the bound's expected level as the same affine form (NaN: none), for triage.
+  double expected_rel_out = NAN, expected_rel_mag = NAN, expected_floor = NAN;
+};
+
+/// What a device reference may use: the lane's stream, its cuBLAS handle (a
+/// cublasHandle_t) and `scratch_bytes` of device scratch (DeviceReference::scratch).
+struct DeviceContext {
+  cudaStream_t stream = nullptr;
+  void* cublas = nullptr;
+  unsigned char* scratch = nullptr;
+  int64_t scratch_bytes = 0;
+};
+
+/// An fp64 reference computed on the device, for cases where the host reference would make
+/// the CPU the bottleneck. For a case where `when` holds, the engine draws the inputs
+/// straight into device memory (harness/gpu/materialize_device.h: fp32 tensors; same
+/// values as the host path is meant to give, only determinism is promised), skips the host
+/// reference, bound, prepare and the metamorphic relations, and calls `compute` with the
+/// inputs (DevTensors on the pristine snapshot, in OpDef order; outputs hold their poison)
+/// and one DeviceOutput per output. Accumulated outputs (Contract::accumulates) are not
+/// supported on this path (the case fails with a clear error).
+struct DeviceReference {
+  std::function<bool(const Params&)> when;
+  std::function<int64_t(const Case&)> scratch;  ///< device scratch bytes (null: none)
+  std::function<Status(const Case&, const Arithmetic&, const std::vector<DevTensor>&, std::vector<DeviceOutput>&,
+                       const DeviceContext&)>
+      compute;
+  std::string name = "device-f64";
+};
+
+/// The vendor library's implementation of the op (cuBLAS for GEMM). The engine runs it on
+/// the same inputs as the variants (once per distinct setup) and holds it to the same
+/// reference and bound: its worst error/bound is Metrics::vendor_max_ratio, the elements
+/// where it breaks the bound (or the NaN/Inf pattern) Metrics::vendor_violations, a
+/// disagreement that points at the reference or the bound rather than at the variant.
+struct VendorDef {
+  std::string name;  ///< "cublas-pedantic"
+  Launch launch;  ///< runs on the setup of the variants it is compared with
+};
+
 /// Where an element of a metamorphic launch's output comes from in the original launch.
 struct RelatedElement {
   int64_t from_i = 0, from_j = 0;
@@ -288,7 +346,10 @@ struct OpDef {
   /// kInOut tensors arrive holding their prefill.
   HostFn reference;
   /// The hard ceiling of every output under the variant's declared arithmetic: fills tol
-  /// (and exact). May be empty only if `reference` fills tol itself.
+  /// (and exact). May be empty only if `reference` fills tol itself. An accumulated output
+  /// (Contract::accumulates) is zero-filled for `reference` but holds its prefill here, for
+  /// a bound whose kernel rounds the prefill along with the sum; the engine then adds one
+  /// rounding of prefill + result.
   BoundFn bound;
   std::string bound_name = "ceiling";
   /// Host-side properties of the outputs for case param "relation" (appends kProperty).
@@ -302,6 +363,26 @@ struct OpDef {
   /// CPU self-check of the host reference (no GPU); appends lines to `report`.
   std::function<Status(std::string& report)> self_check;
   std::string backward;  ///< the backward op's name, if any
+
+  // ---- optional hooks (empty: not used) ----
+  /// A kInOut tensor that the kernel must not read for this case (BLAS: C when beta == 0
+  /// unless the variant declares "reads_c_when_beta0"): it is laid out and poisoned like an
+  /// output (a NaN that must neither reach the result nor survive: unwritten elements are
+  /// reported), and the reference sees the poison. Params carry the variant's conventions.
+  std::function<bool(const Params&, const std::string& tensor)> overwrites;
+  /// Called by the generator after every param and input recipe is drawn (in rc::gen::exec:
+  /// it may draw with *rc::gen::...), where values and params must agree (GEMM's exact
+  /// tier: integer inputs with integer scalars). recipes: kIn and kInOut tensors, in order.
+  std::function<void(nlohmann::json& params, std::vector<ValueRecipe>& recipes)> couple;
+  /// fp64 reference on the device above a work threshold (see DeviceReference).
+  DeviceReference device_reference;
+  /// The vendor column (see VendorDef); Metrics::vendor_max_ratio stays -1 without one.
+  VendorDef vendor;
+  /// False for a case whose determinism rerun and vendor column are sampled out (a pure
+  /// function of the case, for very large hand-made cases); null: every check everywhere.
+  std::function<bool(const Case&)> every_check;
+  /// Params of the large case `assay bench` times (OpSpec::time_large); null: none.
+  nlohmann::json large;
 };
 
 /// Registers an op; an error if the name is taken or the declaration is inconsistent

@@ -52,6 +52,10 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
 /// Element-by-element view of the first output of `variant` on `c` (triage).
 StatusOr<Inspection> inspect_model(const OpDef& op, const VariantDef& variant, const Case& c, gpu::Lane& lane);
 
+/// Times `variant` on the op's large case (OpDef::large): the whole checked run (first and
+/// warm), one launch alone and the reference alone (median of 3, CUDA events), as JSON (ms).
+StatusOr<nlohmann::json> time_model(const OpDef& op, const VariantDef& variant, gpu::Lane& lane);
+
 /// The registered op definitions (for tools that need more than OpSpec shows).
 const OpDef* find_op(const std::string& name);
 const VariantDef* find_variant(const std::string& op, const std::string& variant);

@@ -77,6 +77,12 @@ class ModelOp final : public OpSpec {
       }
     return unavailable(fmt::format("{} has no integer param '{}'", def_.name, key));
   }
+  StatusOr<nlohmann::json> time_large(const std::string& name, gpu::Lane& lane) const override {
+    const VariantDef* v = variant(name);
+    if (v == nullptr) return not_found(fmt::format("op '{}' has no variant '{}'", def_.name, name));
+    if (def_.large.is_null()) return unavailable(def_.name + " has no large-case timing");
+    return time_model(def_, *v, lane);
+  }
   const Contract* contract(const std::string& name) const override {
     const VariantDef* v = variant(name);
     return v != nullptr ? &v->contract : nullptr;
@@ -127,12 +133,20 @@ Status check_op(const OpDef& op) {
         return invalid_argument(
             fmt::format("register_op({}): tensor {} names '{}', which is no integer param", op.name, t.name, d));
     }
+    if (!t.transposed_by.empty() && (!params.count(t.transposed_by) || params[t.transposed_by]->kind != ParamKind::kBool))
+      return invalid_argument(
+          fmt::format("register_op({}): tensor {} is transposed_by '{}', which is no flag param", op.name, t.name,
+                      t.transposed_by));
     if (!parse_dtype(t.dtype) && (!params.count(t.dtype) || params[t.dtype]->kind != ParamKind::kDType))
       return invalid_argument(
           fmt::format("register_op({}): tensor {} has dtype '{}', neither a dtype nor a dtype param", op.name, t.name,
                       t.dtype));
   }
   if (!any_out) return invalid_argument(fmt::format("register_op({}): no output tensor", op.name));
+  if (op.device_reference.when && !op.device_reference.compute)
+    return invalid_argument(fmt::format("register_op({}): device_reference.when without compute", op.name));
+  if (!op.vendor.name.empty() && !op.vendor.launch)
+    return invalid_argument(fmt::format("register_op({}): vendor {} without a launcher", op.name, op.vendor.name));
   return ok_status();
 }
 

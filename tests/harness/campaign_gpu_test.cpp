@@ -15,7 +15,7 @@
 
 #include "harness/corpus.h"
 #include "harness/gpu/lane.h"
-#include "harness/testbeds/gemm_f32.h"
+#include "properties/gemm.h"
 #include "harness/worker.h"
 
 namespace assay {

@@ -9,7 +9,7 @@
 #include <functional>
 #include <vector>
 
-#include "harness/testbeds/gemm_f32.h"
+#include "properties/gemm.h"
 #include "harness/values.h"
 
 namespace assay {
@@ -156,7 +156,7 @@ TEST(GemmCase, ParseChecksTensorsAgainstParams) {
   c.params["k"] = 34;  // A and B no longer match
   auto r = parse_gemm_case(c);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("tensor A must have shape"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("tensor A must be fp32"), std::string::npos) << r.status().message();
   c = sample();
   c.params["alpha"] = 0.1;  // not an fp32 value
   EXPECT_FALSE(parse_gemm_case(c).ok());

@@ -10,7 +10,7 @@
 
 #include <unistd.h>
 
-#include "harness/testbeds/gemm_f32.h"
+#include "properties/gemm.h"
 
 namespace assay {
 namespace {

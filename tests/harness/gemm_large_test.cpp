@@ -1,10 +1,10 @@
-// CPU tests of the large-case policies of the fp32 GEMM testbed
-// (harness/testbeds/gemm_f32.h): where inputs are drawn (host or device) and
+// CPU tests of the large-case policies of the gemm op
+// (properties/gemm.h): where inputs are drawn (host or device) and
 // which large cases run the determinism rerun and the vendor column. Both
 // must be pure functions of the case, so a stored case replays alike.
 #include <gtest/gtest.h>
 
-#include "harness/testbeds/gemm_f32.h"
+#include "properties/gemm.h"
 
 namespace assay {
 namespace {

@@ -22,7 +22,7 @@
 #include "harness/corpus.h"
 #include "harness/executor.h"
 #include "harness/spec.h"
-#include "harness/testbeds/gemm_f32.h"
+#include "properties/gemm.h"
 
 namespace assay {
 namespace {

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "harness/gpu/lane.h"
-#include "harness/testbeds/gemm_f32.h"
+#include "properties/gemm.h"
 #include "harness/worker.h"
 
 namespace assay {

@@ -13,7 +13,7 @@
 #include "harness/corpus.h"
 #include "harness/gpu/lane.h"
 #include "harness/spec.h"
-#include "harness/testbeds/gemm_bwd_f32.h"
+#include "properties/gemm.h"
 
 namespace assay {
 namespace {

@@ -14,7 +14,7 @@
 #include "harness/corpus.h"
 #include "harness/gpu/lane.h"
 #include "harness/spec.h"
-#include "harness/testbeds/gemm_f32.h"
+#include "properties/gemm.h"
 
 namespace assay {
 namespace {

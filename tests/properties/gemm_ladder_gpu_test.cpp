@@ -1,5 +1,5 @@
 // GPU tests of the fp32 GEMM ladder (kernels/gemm/gemm_ladder_f32.cu) and the
-// metamorphic relations of the fp32 GEMM testbed: every rung passes a
+// metamorphic relations of the gemm op: every rung passes a
 // campaign and every relation on explicit cases (tails, transposes, padded and
 // offset views, beta = 0 with NaN in C, exact tier); each rung's planted bug
 // is caught and shrunk; a kernel whose error depends on the row pairing is
@@ -12,7 +12,7 @@
 
 #include "harness/gpu/lane.h"
 #include "harness/spec.h"
-#include "harness/testbeds/gemm_f32.h"
+#include "properties/gemm.h"
 #include "tests/properties/campaign_checks.h"
 
 namespace assay {

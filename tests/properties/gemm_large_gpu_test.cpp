@@ -14,7 +14,7 @@
 
 #include "harness/gpu/lane.h"
 #include "harness/gpu/materialize_device.h"
-#include "harness/testbeds/gemm_f32.h"
+#include "properties/gemm.h"
 #include "harness/values.h"
 
 namespace assay {
@@ -160,7 +160,7 @@ TEST_F(GemmLargeGpu, DeviceDrawnValuesHaveTheClassPropertiesAndRepeat) {
 TEST_F(GemmLargeGpu, TiledPassesAndKTailIsCaughtOnALargeCase) {
   const Case good = make_gemm_case(2048, 2048, 2048, false, true, 1.5, 0.5, 3, 0, 1, 0, 2, 0, ValueClass::kNormal, 5);
   ASSERT_TRUE(gemm_runs_every_check(good));
-  auto v = run_gemm_f32(good, {"tiled"}, *lane_);
+  auto v = find_spec("gemm")->run(good, {"tiled"}, *lane_);
   ASSERT_TRUE(v.ok()) << v.status().to_string();
   EXPECT_TRUE(v->front().passed()) << v->front().summary();
   EXPECT_EQ(v->front().metrics.reference, "device-f64");
@@ -168,7 +168,7 @@ TEST_F(GemmLargeGpu, TiledPassesAndKTailIsCaughtOnALargeCase) {
   EXPECT_GE(v->front().metrics.vendor_max_ratio, 0.0);
   // k % 32 = 8 terms dropped per dot product; small integers: the exact tier sees it.
   const Case tail = make_gemm_case(1024, 1024, 1000, false, false, 1, 0, 0, 0, 0, 0, 0, 0, ValueClass::kSmallInt, 7);
-  auto m = run_gemm_f32(tail, {"mutant_k_tail", "tiled"}, *lane_);
+  auto m = find_spec("gemm")->run(tail, {"mutant_k_tail", "tiled"}, *lane_);
   ASSERT_TRUE(m.ok()) << m.status().to_string();
   EXPECT_FALSE((*m)[0].passed());
   EXPECT_TRUE((*m)[1].passed()) << (*m)[1].summary();
@@ -185,7 +185,7 @@ TEST_F(GemmLargeGpu, SampledOutCasesSayWhatTheyLeftOut) {
     const bool every = gemm_runs_every_check(c);
     if ((every && found_full > 0) || (!every && found_sampled > 0)) continue;
     (every ? found_full : found_sampled) = 1;
-    auto v = run_gemm_f32(c, {"tiled"}, *lane_);
+    auto v = find_spec("gemm")->run(c, {"tiled"}, *lane_);
     ASSERT_TRUE(v.ok()) << v.status().to_string();
     const Verdict& verdict = v->front();
     EXPECT_TRUE(verdict.passed()) << verdict.summary();

@@ -1,7 +1,10 @@
-// Registers every fp32 GEMM mutant as a [mutant] variant of the gemm op, so
-// `assay fuzz gemm --variant mutant_tail_guard` and the GPU tests can aim the
-// whole harness at a planted bug. Mutants are never fuzzed unless named.
-#include "properties/gemm_binding.h"
+// Adds every fp32 GEMM mutant as a [mutant] variant of the gemm op (and the
+// backward mutants to gemm_bwd), so `assay fuzz gemm --variant mutant_tail_guard`
+// and the GPU tests can aim the whole harness at a planted bug. Mutants are
+// never fuzzed unless named. Each declares the contract of the kernel it
+// pretends to be: the BLAS convention and any layout for the forward, dB
+// accumulated for the backward.
+#include "properties/gemm.h"
 #include "tests/mutants/gemm/mutants.h"
 
 namespace assay::mutants {
@@ -10,12 +13,13 @@ namespace {
 bool register_all() {
   int n = 0;
   const MutantInfo* m = gemm_f32_mutants(&n);
-  for (int i = 0; i < n; ++i) {
-    const kernels::GemmF32Launcher fn = m[i].launch;
-    register_gemm_f32_variant(
-        {{m[i].name, std::string(m[i].bug) + " (caught by: " + m[i].caught_by + ")", true, true, m[i].source},
-         launch_through(fn)});
-  }
+  for (int i = 0; i < n; ++i)
+    registered(add_variant("gemm", {.name = m[i].name,
+                                    .description = std::string(m[i].bug) + " (caught by: " + m[i].caught_by + ")",
+                                    .launch = gemm_launch(m[i].launch),
+                                    .mutant = true,
+                                    .source = m[i].source}),
+               m[i].name);
   return true;
 }
 
@@ -37,11 +41,14 @@ bool register_backward() {
       {"bwd_wrong_row", gemm_bwd_mutant_wrong_row,
        "dB from row (i+1) mod m of dC; exact when all rows of dC are equal (caught by: bound, projection)"},
   };
-  for (const M& m : ms) {
-    const kernels::GemmBwdF32Launcher fn = m.fn;
-    register_gemm_bwd_f32_variant(
-        {{m.name, m.bug, true, true, "tests/mutants/gemm/gemm_bwd_mutants.cu"}, launch_through(fn)});
-  }
+  for (const M& m : ms)
+    registered(add_variant("gemm_bwd", {.name = m.name,
+                                        .description = m.bug,
+                                        .launch = gemm_bwd_launch(m.fn),
+                                        .contract = Contract().accumulates("dB"),
+                                        .mutant = true,
+                                        .source = "tests/mutants/gemm/gemm_bwd_mutants.cu"}),
+               m.name);
   return true;
 }
 
