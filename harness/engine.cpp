@@ -172,13 +172,18 @@ Status build_setup(const OpDef& op, const VariantDef& v, const Case& c0, gpu::La
     if (r.ref.size() != n || r.tol.size() != n)
       return internal_error(fmt::format("{}: reference of {} has the wrong size", op.name, T[t].name));
     if (accumulated(t)) {
-      // prefill + result, rounded once more into the output type.
-      const double u = unit_roundoff(T[t].desc.dtype);
+      // prefill + result, rounded once more into the output type. A kernel may add in fp32
+      // and then store into a narrower float type: one fp32 rounding of the sum before the
+      // store's, |rn(rn32(x)) - x| <= (u + u32 + u u32) |x|, x = prefill + the result's value.
+      const DType odt = T[t].desc.dtype;
+      const double u = unit_roundoff(odt);
+      const double u32 = dtype_is_float(odt) && dtype_size(odt) < 4 ? unit_roundoff(DType::kF32) : 0.0;
+      const double g = u + u32 + u * u32;
       for (int64_t i = 0; i < w.rows; ++i)
         for (int64_t j = 0; j < w.cols; ++j) {
           const size_t l = static_cast<size_t>(i * w.cols + j);
           const double sum = s.hv[static_cast<size_t>(t)].at(i, j) + r.ref[l];
-          r.tol[l] = r.tol[l] * (1 + u) + u * std::fabs(sum);
+          r.tol[l] = r.tol[l] * (1 + g) + g * std::fabs(sum);
           r.ref[l] = sum;
         }
     }

@@ -110,6 +110,9 @@ struct TensorDef {
   std::string dtype = "dtype";    ///< a kDType param, or a dtype name ("fp32", "i32")
   ValueSpec values;
   bool padded = true;             ///< may draw a padded row stride and an offset
+  /// A flag param: where it is true, the two innermost dims are swapped (a tensor stored
+  /// transposed, e.g. GEMM's A with trans_a: dims {"m", "k"} become [k, m]).
+  std::string transposed_by;
 };
 
 // ---- host and device views ------------------------------------------------------------------------
@@ -294,6 +297,10 @@ struct OpDef {
   /// CPU self-check of the host reference (no GPU); appends lines to `report`.
   std::function<Status(std::string& report)> self_check;
   std::string backward;  ///< the backward op's name, if any
+  /// Called by the generator after every param and input recipe is drawn (in rc::gen::exec:
+  /// it may draw with *rc::gen::...), where values and params must agree (GEMM's exact
+  /// tier: integer inputs with integer scalars). recipes: kIn and kInOut tensors, in order.
+  std::function<void(nlohmann::json& params, std::vector<ValueRecipe>& recipes)> couple;
 };
 
 /// Registers an op; an error if the name is taken or the declaration is inconsistent

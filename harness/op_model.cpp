@@ -302,6 +302,8 @@ StatusOr<TensorDesc> tensor_desc(const OpDef& op, const TensorDef& t, const nloh
     }
   }
   if (d.shape.empty()) d.shape = {1};
+  if (!t.transposed_by.empty() && p.b(t.transposed_by) && d.shape.size() >= 2)
+    std::swap(d.shape[d.shape.size() - 1], d.shape[d.shape.size() - 2]);
   // Strides: dense over padded rows; the pad widens the second-innermost stride only.
   const size_t r = d.shape.size();
   d.strides.assign(r, 1);
@@ -588,7 +590,8 @@ rc::Gen<Case> model_generator(const OpDef& op, const Contract* contract, const G
           // Pad the row so that the row stride in bytes stays a multiple of `align`.
           int64_t cols = 1;
           if (t.dims.size() >= 2) {
-            const auto& last = t.dims.back();
+            const bool swapped = !t.transposed_by.empty() && p.b(t.transposed_by);
+            const auto& last = swapped ? t.dims[t.dims.size() - 2] : t.dims.back();
             cols = literal(last) ? *literal(last) : p.i(last, 1);
           }
           const int64_t w = std::max<int64_t>(cols, 1);
@@ -606,6 +609,7 @@ rc::Gen<Case> model_generator(const OpDef& op, const Contract* contract, const G
       }
       recipes.push_back(r);
     }
+    if (op.couple) op.couple(j, recipes);
     auto c = build_case(op, j, recipes, layouts);
     if (!c.ok()) throw rc::GenerationFailure(c.status().message());
     return std::move(c).value();

@@ -127,6 +127,10 @@ Status check_op(const OpDef& op) {
         return invalid_argument(
             fmt::format("register_op({}): tensor {} names '{}', which is no integer param", op.name, t.name, d));
     }
+    if (!t.transposed_by.empty() && (!params.count(t.transposed_by) || params[t.transposed_by]->kind != ParamKind::kBool))
+      return invalid_argument(
+          fmt::format("register_op({}): tensor {} is transposed_by '{}', which is no flag param", op.name, t.name,
+                      t.transposed_by));
     if (!parse_dtype(t.dtype) && (!params.count(t.dtype) || params[t.dtype]->kind != ParamKind::kDType))
       return invalid_argument(
           fmt::format("register_op({}): tensor {} has dtype '{}', neither a dtype nor a dtype param", op.name, t.name,

@@ -13,7 +13,7 @@
 
 #include "harness/bounds.h"
 #include "harness/gpu/lane.h"
-#include "properties/gemm_batched_registry.h"
+#include "properties/gemm_batched.h"
 #include "references/host/gemm.h"
 #include "references/library/cublaslt_gemm.h"
 #include "tests/properties/campaign_checks.h"
