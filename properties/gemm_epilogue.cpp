@@ -46,11 +46,12 @@
 //      ez = |dY| E_d + u (|dz| + |dY| E_d) + 2^-149 (the product's rounding and underflow).
 //   dA = dz op(B)^T: gemm_ceiling(in = fp32 (dz is fp32: its products round), k = n) on mag = sum (|dz| +
 //      ez) |B|, plus the propagated sum ez |B|; dB's gradient op(A)^T dz: k = m, likewise; dbias's
-//      sum_i dz: k = m. Each then stored: + 0.5 ulp_dt. dB and dbias are accumulated: the kernel adds
-//      the prefill once to the fp32 sum and stores (dB += s at the store), which the engine accounts
-//      for (harness/engine.cpp: one fp32 rounding and one rounding into dt of prefill + gradient). A
-//      kernel that seeds its accumulator with the prefill instead would need the prefill counted as
-//      a term of the sum.
+//      sum_i dz: k = m. dA is then stored: + 0.5 ulp_dt. dB and dbias are accumulated (the op's +=,
+//      declared by every variant): the kernel adds the prefill once to the fp32 sum and stores (dB +=
+//      s at the store), which the engine accounts for (harness/engine.cpp: one fp32 rounding and one
+//      rounding into dt of prefill + gradient), so their own bound is the fp32 sum's alone. A kernel
+//      that seeds its accumulator with the prefill instead would need the prefill counted as a term
+//      of the sum.
 // Exact tier: act none / relu, every input a small integer (no injection) and gemm_exact_tier_holds(in =
 //   dt, acc = fp32, out = dt, k + 1 (forward) or n (backward, dA)): bit-identical. dB and dbias are
 //   held to their ceilings, not bit for bit: prefill + an exact integer sum is in general not
@@ -235,7 +236,10 @@ void backward_bound(const ref::EpilogueProblem& p, DType dt, int64_t int_range, 
     r.tol.resize(r.ref.size());
     for (size_t e = 0; e < r.ref.size(); ++e) {
       const double ae = std::fabs(r.ref[e]), prop = r.aux[1][e];
-      r.tol[e] = stored(ae, ceil.tol(ae, r.aux[0][e] + prop) + prop, dt);
+      const double e32 = ceil.tol(ae, r.aux[0][e] + prop) + prop;
+      // dA is stored as computed; dB and dbias are accumulated (every variant, the op's +=): their
+      // store rounds prefill + sum, which the engine's accumulation accounts for.
+      r.tol[e] = o == 0 ? stored(ae, e32, dt) : (ae + e32 >= max_finite(dt) ? INFINITY : e32);
     }
     r.exact = false;
   }

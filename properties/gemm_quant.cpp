@@ -401,8 +401,12 @@ Status check(const std::string& name, const Params& p) {
 Status self_check(QuantOp op, std::string& report) {
   const int64_t m = 3, n = 2, k = 9;
   std::vector<double> a(m * k), b(n * k);
-  for (int64_t i = 0; i < m * k; ++i) a[i] = op == QuantOp::kInt8 ? (i * 37 % 255) - 127 : round_to(DType::kE4M3, static_cast<float>(std::sin(0.9 * i) * 20));
-  for (int64_t i = 0; i < n * k; ++i) b[i] = op == QuantOp::kInt8 ? (i * 53 % 255) - 127 : round_to(DType::kE4M3, static_cast<float>(std::cos(1.1 * i) * 9));
+  // fp8: magnitudes spread over 2^-5 .. 2^5 so that the fp32 sums round.
+  auto e4m3 = [](double x, int64_t i) {
+    return static_cast<double>(round_to(DType::kE4M3, static_cast<float>(std::ldexp(x, static_cast<int>(i % 11) - 5))));
+  };
+  for (int64_t i = 0; i < m * k; ++i) a[i] = op == QuantOp::kInt8 ? (i * 37 % 255) - 127 : e4m3(std::sin(0.9 * i) * 7, i);
+  for (int64_t i = 0; i < n * k; ++i) b[i] = op == QuantOp::kInt8 ? (i * 53 % 255) - 127 : e4m3(std::cos(1.1 * i) * 5, i + 3);
   const std::vector<double> sa = {static_cast<double>(0.1f), -0.5, 3}, sw = {0.25, 1.5}, bias = {0.5, -2};
   double worst = 0, worst_ratio = 0;
   const std::vector<OutputRef> r = op == QuantOp::kInt8 ? int8_expected(m, n, k, a, b, sa, sw, bias, DType::kF32)

@@ -103,7 +103,7 @@ TEST(GemmBatchedGen, MalformedCasesGetOneLineErrors) {
   expect_error(bad, "m == n == k");
   bad = c;
   bad.params["pad_in"] = 1;  // the inner padding is each tensor's own row stride now
-  expect_error(bad, "params.pad_in");
+  expect_error(bad, "unknown param 'pad_in'");
 }
 
 TEST(GemmBatchedRef, EachEntryIsItsOwnGemmAndBroadcastSharesA) {

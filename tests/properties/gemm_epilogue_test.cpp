@@ -397,32 +397,48 @@ INSTANTIATE_TEST_SUITE_P(Ops, EpiEmulation, ::testing::Values(EpiPass::kFwd, Epi
                            return std::string(epi_op_name(i.param));
                          });
 
-Case hand_case(EpiPass pass, const std::string& act, const std::string& dtype, ValueClass cls, bool gradcheck) {
+Case hand_case(EpiPass pass, const std::string& act, const std::string& dtype, ValueClass cls, bool gradcheck,
+               uint64_t seed = 100) {
   nlohmann::json p = {{"m", 9},           {"n", 7},         {"k", 5},    {"trans_a", true},
                       {"trans_b", false}, {"dtype", dtype}, {"act", act}};
   if (gradcheck) p["relation"] = "gradcheck";
   std::vector<ValueRecipe> r;
-  for (uint64_t s = 0; s < 6; ++s) {
+  for (uint64_t s = 0; s < 4; ++s) {
     ValueRecipe x;
     x.cls = cls;
-    x.seed = 100 + s;
+    x.seed = seed + s;
     r.push_back(x);
   }
   return make_epi(pass, p, r, 1, 2);
 }
 
 TEST(EpiEmulation, SimulatedDbiasOverwriteIsOutsideTheBoundAndFailsTheGradcheck) {
+  // The overwrite moves the projection by sum_j u_j prefill_j over the n = 7 entries of dbias (the
+  // engine's prefill, N(0, 1): typically ~2.6), against a tolerance that sums the ceilings of all
+  // 87 gradient elements: in bf16 (u = 2^-8) that sum is ~0.6, so some directions u land inside it.
+  // Each setting takes five cases (five directions): fp32 and fp16 must fail the gradcheck in all,
+  // bf16 in at least two; the bound catches every one.
   for (const char* dt : {"fp32", "fp16", "bf16"})
     for (const char* act : {"none", "relu", "gelu"}) {
-      const Case c = hand_case(EpiPass::kBwd, act, dt, ValueClass::kNormal, true);
-      ASSERT_TRUE(find_spec("gemm_bias_act_bwd")->validate(c).ok());
-      const Check good = run_case(c, Bug::kNone);
-      EXPECT_EQ(good.beyond, 0) << dt << " " << act;
-      EXPECT_TRUE(good.props.empty()) << dt << " " << act << ": " << (good.props.empty() ? "" : good.props[0].detail);
-      const Check bad = run_case(c, Bug::kDbiasOverwrite);
-      EXPECT_GT(bad.beyond, 0) << dt << " " << act;
-      ASSERT_EQ(bad.props.size(), 1u) << dt << " " << act;
-      EXPECT_EQ(bad.props[0].kind, FailureKind::kProjection);
+      int projections = 0;
+      for (uint64_t seed : {100, 200, 300, 400, 500}) {
+        const Case c = hand_case(EpiPass::kBwd, act, dt, ValueClass::kNormal, true, seed);
+        ASSERT_TRUE(find_spec("gemm_bias_act_bwd")->validate(c).ok());
+        const Check good = run_case(c, Bug::kNone);
+        EXPECT_EQ(good.beyond, 0) << dt << " " << act;
+        EXPECT_TRUE(good.props.empty()) << dt << " " << act << ": "
+                                        << (good.props.empty() ? "" : good.props[0].detail);
+        const Check bad = run_case(c, Bug::kDbiasOverwrite);
+        EXPECT_GT(bad.beyond, 0) << dt << " " << act;
+        ASSERT_LE(bad.props.size(), 1u) << dt << " " << act;
+        if (!bad.props.empty()) {
+          EXPECT_EQ(bad.props[0].kind, FailureKind::kProjection);
+          ++projections;
+        }
+      }
+      std::printf("[ measured ] dbias overwrite, %s %s: gradcheck fails in %d of 5 directions\n", dt, act,
+                  projections);
+      EXPECT_GE(projections, std::string(dt) == "bf16" ? 2 : 5) << dt << " " << act;
     }
 }
 

@@ -1,13 +1,13 @@
 // Planted bugs of the batched GEMM launchers, registered as mutant variants of gemm_batched
-// (bound through batched_launch, properties/gemm_batched.h). Both are launcher bugs, the kind a batched wrapper
-// around a correct kernel gets wrong:
+// (bound through batched_launch, properties/gemm_batched.h). Both are launcher bugs, the kind a
+// batched wrapper around a correct kernel gets wrong:
 //   mutant_batched_swapped_stride  B advanced by A's batch stride (stride_a for stride_b): every
 //                                  entry past the first reads the wrong B (all of them B[0] when
 //                                  A is broadcast); caught by the bound.
 //   mutant_batched_even_batches    the pointer-array launch covers batch & ~1 entries: the last
-//                                  entry of an odd batch is never written; caught as unwritten
-//                                  output (the poison check) or, where the poison survives
-//                                  nowhere (beta != 0), by the bound.
+//                                  entry of an odd batch is never written; with beta == 0 its C
+//                                  keeps the NaN the BLAS convention puts there (NaN/Inf
+//                                  pattern), with beta != 0 its stale C is caught by the bound.
 #include "properties/gemm_batched.h"
 
 namespace assay::gemm_batched {
