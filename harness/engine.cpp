@@ -276,13 +276,18 @@ Status build_setup(const OpDef& op, const VariantDef& v, const Case& c0, gpu::La
       const View2D& w = s.views[t];
       auto& r = refs[o];
       const bool terms = r.acc_terms.size() == r.ref.size() && r.acc_mag.size() == r.ref.size();
-      const double u = unit_roundoff(T[t].desc.dtype);
+      // A kernel may add in fp32 and then store into a narrower float type: one fp32 rounding
+      // of the sum before the store's, |rn(rn32(x)) - x| <= (u + u32 + u u32) |x|.
+      const DType odt = T[t].desc.dtype;
+      const double u = unit_roundoff(odt);
+      const double u32 = dtype_is_float(odt) && dtype_size(odt) < 4 ? unit_roundoff(DType::kF32) : 0.0;
+      const double g = u + u32 + u * u32;
       r.exact = false;
       for (int64_t i = 0; i < w.rows; ++i)
         for (int64_t j = 0; j < w.cols; ++j) {
           const size_t l = static_cast<size_t>(i * w.cols + j);
           const double pre = s.hv[static_cast<size_t>(t)].at(i, j), sum = pre + r.ref[l];
-          r.tol[l] = r.tol[l] * (1 + u) + u * std::fabs(sum);
+          r.tol[l] = r.tol[l] * (1 + g) + g * std::fabs(sum);
           if (terms) r.tol[l] += gamma_n(r.acc_terms[l], u) * (std::fabs(pre) + r.acc_mag[l]);
           r.ref[l] = sum;
         }

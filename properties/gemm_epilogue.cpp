@@ -2,13 +2,14 @@
 // relu, gelu), and its backward (dA written, dB and dbias accumulated), fp32 / fp16 / bf16
 // storage with fp32 accumulation and epilogue.
 //
-// Sections: binding, generators, references and bound, properties, backward.
+// Sections: references and bound, properties, backward, declaration, binding.
 // Binding: kernels/gemm/gemm_epilogue.cu, variants "tiled" (forward: 32x32 shared-memory tiles,
 // the epilogue fused into the store, Z written as the auxiliary output) and "tiled" (backward:
 // dA = dZ op(B)^T and dB += op(A)^T dZ as tiled products with dZ = dY act'(Z) formed in fp32 while
 // loading, never stored; dbias += column sums by one thread per column, rows in order:
-// deterministic). The planted bugs of tests/mutants/gemm/epilogue_mutants.cu register beside them
-// (properties/gemm_epilogue_registry.h).
+// deterministic; contract: accumulates dB and dbias). The planted bugs of
+// tests/mutants/gemm/epilogue_mutants.cu bind through epilogue_fwd_launch / epilogue_bwd_launch
+// (properties/gemm_epilogue.h).
 // GELU form: the tanh form 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). cuBLASLt's header and
 // documentation (cublasLtEpilogue_t, CUBLASLT_EPILOGUE_GELU_BIAS: "apply Bias and then GELU
 // transform") do not name the form; PyTorch's _addmm_activation falls back to
@@ -16,9 +17,11 @@
 // cuBLASLt GELU epilogue as interchangeable with its tanh-form kernel. The cuBLASLt comparison in
 // tests/properties/gemm_epilogue_gpu_test.cpp checks it: the erf form differs from the tanh form
 // by up to 1e-3 absolute, far outside the fp32 ceiling.
-// Tensors (row-major, every 2-D tensor of a case with the same row pad and leading offset):
+// Tensors (row-major, each with its own row pad and leading offset):
 //   forward:  A (trans_a ? k x m : m x k), B (trans_b ? n x k : k x n), bias [n] in; Y, Z [m, n] out.
-//   backward: A, B, Z [m, n], dY [m, n] in; dA (A's layout) out; dB (B's layout), dbias [n] in-out.
+//   backward: A, B, Z [m, n], dY [m, n] in; dA (A's layout) out; dB (B's layout), dbias [n] out,
+//             accumulated: the variant declares Contract::accumulates("dB"), ("dbias"), the engine
+//             prefills them and expects prefill + gradient.
 //
 // Bound (per element; u = 2^-24; [H] = Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed.):
 //   Z: a dot product of k products and the bias (k + 1 terms) accumulated in fp32 in any order, FMA or
@@ -42,10 +45,17 @@
 //      where t^ = +-1 the kernel drops the second term, whose true value is then <= |x| |w'| dt (covered).
 //      ez = |dY| E_d + u (|dz| + |dY| E_d) + 2^-149 (the product's rounding and underflow).
 //   dA = dz op(B)^T: gemm_ceiling(in = fp32 (dz is fp32: its products round), k = n) on mag = sum (|dz| +
-//      ez) |B|, plus the propagated sum ez |B|; dB = prefill + op(A)^T dz: k = m + 1 (the prefill is a
-//      term), likewise; dbias = prefill + sum_i dz: k = m + 1. Each then stored: + 0.5 ulp_dt.
+//      ez) |B|, plus the propagated sum ez |B|; dB's gradient op(A)^T dz: k = m, likewise; dbias's
+//      sum_i dz: k = m. dA is then stored: + 0.5 ulp_dt. dB and dbias are accumulated (the op's +=,
+//      declared by every variant): the kernel adds the prefill once to the fp32 sum and stores (dB +=
+//      s at the store), which the engine accounts for (harness/engine.cpp: one fp32 rounding and one
+//      rounding into dt of prefill + gradient), so their own bound is the fp32 sum's alone. A kernel
+//      that seeds its accumulator with the prefill instead would need the prefill counted as a term
+//      of the sum.
 // Exact tier: act none / relu, every input a small integer (no injection) and gemm_exact_tier_holds(in =
-//   dt, acc = fp32, out = dt, k + 1 (forward) or max(n, m + 1) (backward)): bit-identical.
+//   dt, acc = fp32, out = dt, k + 1 (forward) or n (backward, dA)): bit-identical. dB and dbias are
+//   held to their ceilings, not bit for bit: prefill + an exact integer sum is in general not
+//   representable (the engine's prefill is N(0, 1)).
 // Properties (case param "relation", a quarter of the cases):
 //   forward "permute_rows": the rows of op(A) reversed; rows of Y and Z must follow (relate hook).
 //   forward "scale2" (act none / relu only: positively homogeneous): A and bias doubled, Y and Z must
@@ -58,253 +68,45 @@
 //      perturbations, so it is exactly 0 at the point) against sum u . (dA, dB - prefill, dbias -
 //      prefill) of the kernel (properties/gradcheck_relation.h). ReLU: F uses the linear piece at Z
 //      (1[Z > 0] (Z + ...)): differences across the kink say nothing.
-// Generator: m, n 1..80 (edges around 32), k 0..160 (k = 0 in 1/12 of the cases: Y = act(bias)), both
-// transposes, three dtypes, three acts, value classes normal / uniform / same-sign / small-int /
-// log-uniform (exponents clamped to [-12, 12]); all inputs small-int in a quarter of the cases (the
-// exact tier; Z then holds exact zeros, where relu' = 0); no NaN/Inf injection (the spec declares
-// finite inputs). Declared invalid (validate): m, n < 1, dims above 4096, more than 2^24 multiply-adds.
+// Generator: m, n 1..80 (edges around 32), k 0..160 (k = 0 in 1/12 of the cases: Y = act(bias)), at
+// most 2^20 multiply-adds (2^14 with "gradcheck"), both transposes, three dtypes, three acts, value
+// classes normal / uniform / same-sign / small-int / log-uniform (exponents clamped to [-12, 12]); all
+// inputs small-int in a quarter of the cases (the exact tier; Z then holds exact zeros, where relu' =
+// 0); no NaN/Inf injection (the spec declares finite inputs). The declared ranges are the valid ones.
+#include "properties/gemm_epilogue.h"
+
 #include <algorithm>
-#include <cfloat>
 #include <cmath>
 #include <memory>
+#include <string>
 #include <vector>
 
-#include "properties/gemm_epilogue_registry.h"
+#include <fmt/format.h>
+
+#include "harness/bounds.h"
+#include "properties/gemm_common.h"
 #include "properties/gradcheck_relation.h"
-#include "properties/rowwise_common.h"
+#include "properties/rowwise_values.h"
 
 namespace assay::epilogue {
 
 using kernels::epi::Act;
-using kernels::epi::Dt;
-using rowwise::param_dtype;
-using rowwise::param_int;
-using rowwise::str_or;
 
-namespace {
-
-// ---- binding ---------------------------------------------------------------------------------------
-std::vector<TensorOpVariant>& reg(EpiPass p) {
-  static std::vector<TensorOpVariant> v[2];
-  return v[static_cast<int>(p)];
-}
-
-Dt to_dt(DType t) {
-  return t == DType::kF16 ? Dt::kF16 : t == DType::kBF16 ? Dt::kBF16 : Dt::kF32;
-}
-
-Act act_of(const nlohmann::json& p) {
-  const std::string a = p.value("act", std::string("none"));
-  return a == "relu" ? Act::kRelu : a == "gelu" ? Act::kGelu : Act::kNone;
-}
-
-}  // namespace
-
-const char* epi_op_name(EpiPass pass) {
-  return pass == EpiPass::kBwd ? "gemm_bias_act_bwd" : "gemm_bias_act";
-}
-
-ref::EpilogueProblem epilogue_problem(const nlohmann::json& p) {
+ref::EpilogueProblem epilogue_problem(const nlohmann::json& params) {
+  const Params q(params);
   ref::EpilogueProblem e;
-  e.m = p.value("m", int64_t{0});
-  e.n = p.value("n", int64_t{0});
-  e.k = p.value("k", int64_t{0});
-  e.trans_a = p.value("trans_a", false);
-  e.trans_b = p.value("trans_b", false);
-  const Act a = act_of(p);
+  e.m = q.i("m"), e.n = q.i("n"), e.k = q.i("k");
+  e.trans_a = q.b("trans_a"), e.trans_b = q.b("trans_b");
+  const Act a = epi_act(q);
   e.act = a == Act::kRelu   ? ref::Activation::kRelu
           : a == Act::kGelu ? ref::Activation::kGeluTanh
                             : ref::Activation::kIdentity;
   return e;
 }
 
-bool register_epilogue_fwd(VariantInfo info, kernels::epi::FwdFn fn) {
-  reg(EpiPass::kFwd).push_back({std::move(info), [fn](const Case& c, const std::vector<DevTensor>& t, cudaStream_t s) {
-                                  const ref::EpilogueProblem p = epilogue_problem(c.params);
-                                  kernels::epi::FwdArgs a;
-                                  a.m = p.m, a.n = p.n, a.k = p.k, a.trans_a = p.trans_a, a.trans_b = p.trans_b;
-                                  a.dt = to_dt(t[0].dtype);
-                                  a.act = act_of(c.params);
-                                  a.a = t[0].ptr, a.lda = t[0].v.ld, a.b = t[1].ptr, a.ldb = t[1].v.ld;
-                                  a.bias = t[2].ptr;
-                                  a.y = t[3].ptr, a.ldy = t[3].v.ld, a.z = t[4].ptr, a.ldz = t[4].v.ld;
-                                  return fn(a, s);
-                                }});
-  return true;
-}
-
-bool register_epilogue_bwd(VariantInfo info, kernels::epi::BwdFn fn) {
-  reg(EpiPass::kBwd).push_back({std::move(info), [fn](const Case& c, const std::vector<DevTensor>& t, cudaStream_t s) {
-                                  const ref::EpilogueProblem p = epilogue_problem(c.params);
-                                  kernels::epi::BwdArgs a;
-                                  a.m = p.m, a.n = p.n, a.k = p.k, a.trans_a = p.trans_a, a.trans_b = p.trans_b;
-                                  a.dt = to_dt(t[0].dtype);
-                                  a.act = act_of(c.params);
-                                  a.a = t[0].ptr, a.lda = t[0].v.ld, a.b = t[1].ptr, a.ldb = t[1].v.ld;
-                                  a.z = t[2].ptr, a.ldz = t[2].v.ld, a.dy = t[3].ptr, a.lddy = t[3].v.ld;
-                                  a.da = t[4].ptr, a.ldda = t[4].v.ld, a.db = t[5].ptr, a.lddb = t[5].v.ld;
-                                  a.dbias = t[6].ptr;
-                                  return fn(a, s);
-                                }});
-  return true;
-}
-
-const std::vector<TensorOpVariant>& epilogue_variants(EpiPass pass) {
-  return reg(pass);
-}
-
 namespace {
 
-const char* const kSrc = "kernels/gemm/gemm_epilogue.cu";
-[[maybe_unused]] const bool kKernels =
-    register_epilogue_fwd(
-        {"tiled", "32x32 shared-memory tiles, fp32 FMA, bias + act fused into the store, Z aux", false, true, kSrc},
-        kernels::epi::gemm_bias_act_tiled) &&
-    register_epilogue_bwd({"tiled",
-                           "dA, dB by 32x32 tiled products with dZ = dY act'(Z) formed in fp32 on load; dbias by "
-                           "column, rows in order",
-                           false, true, kSrc},
-                          kernels::epi::gemm_bias_act_bwd);
-
-constexpr int64_t kGenMaxMacs = int64_t{1} << 20, kMaxMacs = int64_t{1} << 24;
-// relation "gradcheck": generated at most 2^14 multiply-adds, accepted up to 2^18 (the finite
-// differences run two fp64 GEMMs per forward evaluation, several evaluations per check).
-constexpr int64_t kGenMaxMacsGrad = int64_t{1} << 14, kMaxMacsGrad = int64_t{1} << 18;
 constexpr double kU = 0x1p-24;
-
-int64_t macs(const ref::EpilogueProblem& p) {
-  return p.m * p.n * std::max<int64_t>(p.k, 1);
-}
-
-}  // namespace
-
-Case build_epilogue_case(EpiPass pass, const nlohmann::json& params, const std::vector<ValueRecipe>& r, int64_t pad,
-                         int64_t off) {
-  Case c;
-  c.op = epi_op_name(pass);
-  c.params = params;
-  const DType dt = parse_dtype(params.value("dtype", std::string("fp32"))).value_or(DType::kF32);
-  const ref::EpilogueProblem p = epilogue_problem(params);
-  auto rec = [&](size_t i) { return i < r.size() ? r[i] : ValueRecipe{}; };
-  const int64_t ar = p.trans_a ? p.k : p.m, ac = p.trans_a ? p.m : p.k;
-  const int64_t br = p.trans_b ? p.n : p.k, bc = p.trans_b ? p.k : p.n;
-  c.tensors = {make_tensor("A", Role::kIn, dt, ar, ac, pad, off, rec(0)),
-               make_tensor("B", Role::kIn, dt, br, bc, pad, off, rec(1))};
-  if (pass == EpiPass::kFwd) {
-    c.tensors.push_back(make_tensor("bias", Role::kIn, dt, -1, p.n, 0, 0, rec(2)));
-    c.tensors.push_back(make_tensor("Y", Role::kOut, dt, p.m, p.n, pad, off, {}));
-    c.tensors.push_back(make_tensor("Z", Role::kOut, dt, p.m, p.n, pad, off, {}));
-  } else {
-    c.tensors.push_back(make_tensor("Z", Role::kIn, dt, p.m, p.n, pad, off, rec(2)));
-    c.tensors.push_back(make_tensor("dY", Role::kIn, dt, p.m, p.n, pad, off, rec(3)));
-    c.tensors.push_back(make_tensor("dA", Role::kOut, dt, ar, ac, pad, off, {}));
-    c.tensors.push_back(make_tensor("dB", Role::kInOut, dt, br, bc, pad, off, rec(4)));
-    c.tensors.push_back(make_tensor("dbias", Role::kInOut, dt, -1, p.n, 0, 0, rec(5)));
-  }
-  return c;
-}
-
-namespace {
-
-// ---- generators ------------------------------------------------------------------------------------
-rc::Gen<ValueRecipe> gen_recipe(DType dt, bool small_int) {
-  RecipeOptions o;
-  o.classes = small_int ? std::vector<ValueClass>{ValueClass::kSmallInt}
-                        : std::vector<ValueClass>{ValueClass::kNormal, ValueClass::kUniform, ValueClass::kSameSign,
-                                                  ValueClass::kSmallInt, ValueClass::kLogUniform};
-  o.dtype = dt;
-  o.specials = 0;
-  o.inject_percent = 0;
-  return rc::gen::map(gen_value_recipe(o), [](ValueRecipe r) {
-    r.exp_min = std::max<int64_t>(r.exp_min, -12);
-    r.exp_max = std::min<int64_t>(r.exp_max, 12);
-    if (r.exp_max < r.exp_min) r.exp_max = r.exp_min;
-    return r;
-  });
-}
-
-/// Halves the largest of m, n, k until the work fits `cap`.
-void fit(int64_t& m, int64_t& n, int64_t& k, int64_t cap) {
-  while (m * n * std::max<int64_t>(k, 1) > cap) {
-    int64_t& x = (k >= m && k >= n) ? k : (m >= n ? m : n);
-    x = (x + 1) / 2;
-  }
-}
-
-rc::Gen<Case> gen_case(EpiPass pass) {
-  return rc::gen::exec([pass] {
-    const int64_t tile = kernels::epi::kEpilogueTile;
-    int64_t m = *gen_extent(80, {tile}, 1), n = *gen_extent(80, {tile}, 1), k = *gen_extent(160, {tile}, 1);
-    if (*gen_weighted_index({11, 1}) == 1) k = 0;
-    const bool grad = pass == EpiPass::kBwd && *gen_weighted_index({3, 1}) == 1;
-    fit(m, n, k, grad ? kGenMaxMacsGrad : kGenMaxMacs);
-    const DType dt = *gen_element(rowwise::activation_dtypes());
-    const std::string act = *gen_element<std::string>({"none", "relu", "gelu"});
-    nlohmann::json p = {{"m", m},
-                        {"n", n},
-                        {"k", k},
-                        {"trans_a", *rc::gen::arbitrary<bool>()},
-                        {"trans_b", *rc::gen::arbitrary<bool>()},
-                        {"dtype", std::string(dtype_name(dt))},
-                        {"act", act}};
-    const bool exact = *gen_weighted_index({3, 1}) == 1;
-    std::vector<ValueRecipe> r;
-    const size_t inputs = pass == EpiPass::kFwd ? 3 : 6;
-    for (size_t i = 0; i < inputs; ++i) r.push_back(*gen_recipe(dt, exact));
-    if (grad) {
-      p["relation"] = kGradcheckRelation;
-    } else if (pass == EpiPass::kFwd && *gen_weighted_index({3, 1}) == 1) {
-      p["relation"] = act != "gelu" && *gen_weighted_index({1, 1}) == 1 ? "scale2" : "permute_rows";
-    }
-    const int64_t pad = *gen_element<int64_t>({0, 0, 0, 1, 3, 8});
-    const int64_t off = *gen_element<int64_t>({0, 0, 0, 1, 2});
-    return build_epilogue_case(pass, p, r, pad, off);
-  });
-}
-
-Status validate(EpiPass pass, const Case& c) {
-  ASSAY_RETURN_IF_ERROR(param_dtype(c).status());
-  const std::string act = str_or(c, "act", "");
-  if (act != "none" && act != "relu" && act != "gelu")
-    return invalid_argument(c.op + " case: params.act must be \"none\", \"relu\" or \"gelu\"");
-  for (const char* k : {"m", "n"}) ASSAY_RETURN_IF_ERROR(param_int(c, k, 1, 4096).status());
-  ASSAY_RETURN_IF_ERROR(param_int(c, "k", 0, 4096).status());
-  for (const char* k : {"trans_a", "trans_b"})
-    if (!c.params.contains(k) || !c.params[k].is_boolean())
-      return invalid_argument(fmt::format("{} case: params.{} must be true or false", c.op, k));
-  const ref::EpilogueProblem p = epilogue_problem(c.params);
-  if (macs(p) > kMaxMacs)
-    return invalid_argument(fmt::format("{} case: {} multiply-adds, above the limit of {}", c.op, macs(p), kMaxMacs));
-  if (c.params.contains("relation")) {
-    const std::string rel = str_or(c, "relation", "");
-    if (pass == EpiPass::kBwd) {
-      if (!wants_gradcheck(c)) return invalid_argument(c.op + " case: params.relation: only \"gradcheck\"");
-      if (macs(p) > kMaxMacsGrad)
-        return invalid_argument(
-            fmt::format("{} case: params.relation \"gradcheck\" needs at most {} multiply-adds, "
-                        "not {}",
-                        c.op, kMaxMacsGrad, macs(p)));
-    } else if (rel != "permute_rows" && !(rel == "scale2" && act != "gelu")) {
-      return invalid_argument(c.op +
-                              " case: params.relation must be \"permute_rows\" or, for act none / relu, \"scale2\"");
-    }
-  }
-  const std::vector<std::pair<std::string, Role>>
-      fwd = {{"A", Role::kIn}, {"B", Role::kIn}, {"bias", Role::kIn}, {"Y", Role::kOut}, {"Z", Role::kOut}},
-      bwd = {{"A", Role::kIn},   {"B", Role::kIn},     {"Z", Role::kIn},       {"dY", Role::kIn},
-             {"dA", Role::kOut}, {"dB", Role::kInOut}, {"dbias", Role::kInOut}};
-  ASSAY_RETURN_IF_ERROR(validate_tensor_layout(c, pass == EpiPass::kFwd ? fwd : bwd));
-  const Case want = build_epilogue_case(pass, c.params, {}, 0, 0);
-  const DType dt = *param_dtype(c);
-  for (size_t i = 0; i < c.tensors.size(); ++i) {
-    const auto& d = c.tensors[i].desc;
-    const auto& e = want.tensors[i].desc;
-    if (d.dtype != dt || d.shape != e.shape)
-      return invalid_argument(fmt::format("{} case: tensor {} must be {} of shape [{}]", c.op, c.tensors[i].name,
-                                          dtype_name(dt), fmt::join(e.shape, ", ")));
-  }
-  return ok_status();
-}
 
 // ---- references and bound --------------------------------------------------------------------------
 struct TanhErr {
@@ -360,14 +162,21 @@ double gelu_grad_eval_error(double x) {
   return ((0.5 + ax * wp) * (tanh_err().dt + kU) + 12 * kU * M) * kSlop + kF32Floor;
 }
 
-std::vector<OutputRef> forward_refs(const ref::EpilogueProblem& p, DType dt, const double* a, const double* b,
-                                    const double* bias, int64_t int_range) {
+std::vector<OutputRef> forward_reference(const ref::EpilogueProblem& p, const double* a, const double* b,
+                                         const double* bias) {
   std::vector<double> z, y, mag;
   ref::epilogue_forward(p, a, b, bias, z, y, mag);
-  const ElementBound ceil = gemm_ceiling(model(dt, p.k + 1));
   std::vector<OutputRef> out(2);
   out[0].ref = y;
-  out[1].ref = z;
+  out[0].aux = {mag, z};
+  out[1].ref = std::move(z);
+  out[1].aux = {std::move(mag)};
+  return out;
+}
+
+void forward_bound(const ref::EpilogueProblem& p, DType dt, int64_t int_range, std::vector<OutputRef>& out) {
+  const ElementBound ceil = gemm_ceiling(model(dt, p.k + 1));
+  const std::vector<double>&y = out[0].ref, &z = out[1].ref, &mag = out[1].aux[0];
   out[0].tol.resize(y.size());
   out[1].tol.resize(z.size());
   const bool gelu = p.act == ref::Activation::kGeluTanh;
@@ -381,26 +190,28 @@ std::vector<OutputRef> forward_refs(const ref::EpilogueProblem& p, DType dt, con
   }
   const bool exact = !gelu && exact_tier(dt, p.k + 1, int_range);
   out[0].exact = out[1].exact = exact;
+}
+
+std::vector<OutputRef> forward_refs(const ref::EpilogueProblem& p, DType dt, const double* a, const double* b,
+                                    const double* bias, int64_t int_range) {
+  std::vector<OutputRef> out = forward_reference(p, a, b, bias);
+  forward_bound(p, dt, int_range, out);
   return out;
 }
 
-std::vector<OutputRef> backward_refs(const ref::EpilogueProblem& p, DType dt, const double* a, const double* b,
-                                     const double* z, const double* dy, const double* db0, const double* dbias0,
-                                     int64_t int_range) {
+std::vector<OutputRef> backward_reference(const ref::EpilogueProblem& p, const double* a, const double* b,
+                                          const double* z, const double* dy) {
   const ref::EpilogueGrads g = ref::epilogue_backward(p, a, b, z, dy);
   const int64_t m = p.m, n = p.n, k = p.k, la = ref::lda_of(p), lb = ref::ldb_of(p);
   const bool gelu = p.act == ref::Activation::kGeluTanh;
-  // dz's error per element (0 for none / relu: a product by 1 or 0).
-  std::vector<double> ez(static_cast<size_t>(m * n), 0.0);
+  // dz's error per element (0 for none / relu: a product by 1 or 0), propagated through the sums.
   std::vector<double> prop_a(g.da.size(), 0.0), prop_b(g.db.size(), 0.0), prop_bias(g.dbias.size(), 0.0);
   if (gelu) {
-    for (int64_t e = 0; e < m * n; ++e) {
-      const double ed = std::fabs(dy[e]) * gelu_grad_eval_error(z[e]);
-      ez[static_cast<size_t>(e)] = ed + kU * (std::fabs(g.dz[static_cast<size_t>(e)]) + ed) + 0x1p-149;
-    }
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
-        const double d = ez[static_cast<size_t>(i * n + j)];
+        const int64_t e = i * n + j;
+        const double ed = std::fabs(dy[e]) * gelu_grad_eval_error(z[e]);
+        const double d = ed + kU * (std::fabs(g.dz[static_cast<size_t>(e)]) + ed) + 0x1p-149;
         prop_bias[static_cast<size_t>(j)] += d;
         for (int64_t q = 0; q < k; ++q) {
           const size_t ia = static_cast<size_t>(p.trans_a ? q * la + i : i * la + q);
@@ -411,48 +222,73 @@ std::vector<OutputRef> backward_refs(const ref::EpilogueProblem& p, DType dt, co
       }
   }
   std::vector<OutputRef> out(3);
-  auto fill = [&](OutputRef& o, const std::vector<double>& r, const std::vector<double>& mag,
-                  const std::vector<double>& prop, const double* prefill, int64_t terms) {
-    const ElementBound ceil = gemm_ceiling(model(DType::kF32, terms));
-    o.ref.resize(r.size());
-    o.tol.resize(r.size());
-    for (size_t e = 0; e < r.size(); ++e) {
-      const double pre = prefill != nullptr ? prefill[e] : 0.0;
-      o.ref[e] = r[e] + pre;
-      const double ae = std::fabs(o.ref[e]);
-      o.tol[e] = stored(ae, ceil.tol(ae, mag[e] + prop[e] + std::fabs(pre)) + prop[e], dt);
+  out[0].ref = g.da, out[0].aux = {g.mag_da, std::move(prop_a)};
+  out[1].ref = g.db, out[1].aux = {g.mag_db, std::move(prop_b)};
+  out[2].ref = g.dbias, out[2].aux = {g.mag_dbias, std::move(prop_bias)};
+  return out;
+}
+
+void backward_bound(const ref::EpilogueProblem& p, DType dt, int64_t int_range, std::vector<OutputRef>& out) {
+  const int64_t terms[3] = {p.n, p.m, p.m};  // dA sums over n, dB and dbias over m
+  for (size_t o = 0; o < 3; ++o) {
+    OutputRef& r = out[o];
+    const ElementBound ceil = gemm_ceiling(model(DType::kF32, terms[o]));
+    r.tol.resize(r.ref.size());
+    for (size_t e = 0; e < r.ref.size(); ++e) {
+      const double ae = std::fabs(r.ref[e]), prop = r.aux[1][e];
+      const double e32 = ceil.tol(ae, r.aux[0][e] + prop) + prop;
+      // dA is stored as computed; dB and dbias are accumulated (every variant, the op's +=): their
+      // store rounds prefill + sum, which the engine's accumulation accounts for.
+      r.tol[e] = o == 0 ? stored(ae, e32, dt) : (ae + e32 >= max_finite(dt) ? INFINITY : e32);
     }
-  };
-  fill(out[0], g.da, g.mag_da, prop_a, nullptr, n);
-  fill(out[1], g.db, g.mag_db, prop_b, db0, m + 1);
-  fill(out[2], g.dbias, g.mag_dbias, prop_bias, dbias0, m + 1);
-  const bool exact = !gelu && exact_tier(dt, std::max(n, m + 1), int_range);
-  for (auto& o : out) o.exact = exact;
+    r.exact = false;
+  }
+  out[0].exact = p.act != ref::Activation::kGeluTanh && exact_tier(dt, p.n, int_range);
+}
+
+std::vector<OutputRef> backward_refs(const ref::EpilogueProblem& p, DType dt, const double* a, const double* b,
+                                     const double* z, const double* dy, int64_t int_range) {
+  std::vector<OutputRef> out = backward_reference(p, a, b, z, dy);
+  backward_bound(p, dt, int_range, out);
   return out;
 }
 
 namespace {
 
+enum class EpiPass : uint8_t { kFwd, kBwd };
+
 int64_t int_range_of(const Case& c) {
-  int64_t r = 0;
-  for (const auto& t : c.tensors) {
-    if (t.role == Role::kOut) continue;
-    if (t.values.cls != ValueClass::kSmallInt || t.values.inject.active()) return -1;
-    r = std::max(r, t.values.int_range);
-  }
-  return r;
+  std::vector<const ValueRecipe*> r;
+  for (const auto& t : c.tensors)
+    if (t.role != Role::kOut) r.push_back(&t.values);
+  return gemm_common::int_range(r);
+}
+
+std::vector<std::vector<double>> dense_inputs(const std::vector<HostTensor>& t, size_t n) {
+  std::vector<std::vector<double>> d;
+  for (size_t i = 0; i < n; ++i) d.push_back(gemm_common::dense(t[i]));
+  return d;
 }
 
 Status reference(EpiPass pass, const Case& c, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
   const ref::EpilogueProblem p = epilogue_problem(c.params);
-  const DType dt = *param_dtype(c);
-  std::vector<std::vector<double>> d;
-  for (const auto& h : t) d.push_back(pack_dense(h));
+  if (pass == EpiPass::kFwd) {
+    const auto d = dense_inputs(t, 3);
+    out = forward_reference(p, d[0].data(), d[1].data(), d[2].data());
+  } else {
+    const auto d = dense_inputs(t, 4);
+    out = backward_reference(p, d[0].data(), d[1].data(), d[2].data(), d[3].data());
+  }
+  return ok_status();
+}
+
+Status bound(EpiPass pass, const Case& c, std::vector<OutputRef>& out) {
+  const ref::EpilogueProblem p = epilogue_problem(c.params);
+  const DType dt = Params(c.params).dt("dtype");
   if (pass == EpiPass::kFwd)
-    out = forward_refs(p, dt, d[0].data(), d[1].data(), d[2].data(), int_range_of(c));
+    forward_bound(p, dt, int_range_of(c), out);
   else
-    out = backward_refs(p, dt, d[0].data(), d[1].data(), d[2].data(), d[3].data(), d[5].data(), d[6].data(),
-                        int_range_of(c));
+    backward_bound(p, dt, int_range_of(c), out);
   return ok_status();
 }
 
@@ -463,7 +299,7 @@ int64_t perm(int64_t m, int64_t i) {
 }
 
 bool transform_fwd(const Case& c, std::vector<unsigned char*>& img) {
-  const std::string rel = str_or(c, "relation", "");
+  const std::string rel = Params(c.params).s("relation");
   const ref::EpilogueProblem p = epilogue_problem(c.params);
   const auto& ad = c.tensors[0].desc;
   const View2D av = view_of(ad);
@@ -482,14 +318,14 @@ bool transform_fwd(const Case& c, std::vector<unsigned char*>& img) {
       }
     return true;
   }
-  if (rel == "scale2" && act_of(c.params) != Act::kGelu) {
-    for (int t : {0, 2}) {
-      const auto& d = c.tensors[static_cast<size_t>(t)].desc;
+  if (rel == "scale2" && epi_act(Params(c.params)) != Act::kGelu) {
+    for (size_t t : {size_t{0}, size_t{2}}) {
+      const auto& d = c.tensors[t].desc;
       const View2D v = view_of(d);
       for (int64_t r = 0; r < v.rows; ++r)
         for (int64_t q = 0; q < v.cols; ++q) {
           const int64_t e = d.offset + r * v.ld + q;
-          rowwise::poke(dt, img[static_cast<size_t>(t)], e, 2 * rowwise::peek(dt, img[static_cast<size_t>(t)], e));
+          rowwise::poke(dt, img[t], e, 2 * rowwise::peek(dt, img[t], e));
         }
     }
     return true;
@@ -498,10 +334,10 @@ bool transform_fwd(const Case& c, std::vector<unsigned char*>& img) {
 }
 
 bool relate_fwd(const Case& c, size_t, int64_t i, int64_t j, RelatedElement& r) {
-  const std::string rel = str_or(c, "relation", "");
+  const Params q(c.params);
   r.from_j = j;
-  if (rel == "permute_rows") {
-    r.from_i = perm(c.params.value("m", int64_t{1}), i);
+  if (q.s("relation") == "permute_rows") {
+    r.from_i = perm(q.i("m", 1), i);
     r.scale = 1;
   } else {
     r.from_i = i;
@@ -513,7 +349,7 @@ bool relate_fwd(const Case& c, size_t, int64_t i, int64_t j, RelatedElement& r) 
 /// act none / relu: the kernel's Y is act of its own stored Z, bit for bit.
 void properties_fwd(const Case& c, const std::vector<HostTensor>&, const std::vector<HostTensor>& out,
                     const std::vector<OutputRef>&, std::vector<Failure>& failures) {
-  const Act act = act_of(c.params);
+  const Act act = epi_act(Params(c.params));
   if (act == Act::kGelu || out.size() != 2) return;
   int64_t bad = 0, first = -1;
   std::string detail;
@@ -536,7 +372,8 @@ void properties_fwd(const Case& c, const std::vector<HostTensor>&, const std::ve
 }
 
 // ---- backward --------------------------------------------------------------------------------------
-/// relation "gradcheck" (see the header).
+/// relation "gradcheck" (see the header). `in` holds every tensor as launched: the accumulated dB
+/// and dbias hold their prefills, which the kernel's gradients are taken relative to.
 void properties_bwd(const Case& c, const std::vector<HostTensor>& in, const std::vector<HostTensor>& out,
                     const std::vector<OutputRef>& refs, std::vector<Failure>& failures) {
   if (!wants_gradcheck(c) || in.size() != 7 || out.size() != 3 || refs.size() != 3) return;
@@ -590,45 +427,164 @@ void properties_bwd(const Case& c, const std::vector<HostTensor>& in, const std:
   check_grad_projection(g, failures);
 }
 
-rowwise::RowOpConfig config(EpiPass pass) {
-  rowwise::RowOpConfig cfg;
-  cfg.name = epi_op_name(pass);
-  cfg.description = pass == EpiPass::kFwd
-                        ? "Y = act(op(A) op(B) + bias), act none / relu / gelu (tanh form), Z aux; fp32 acc"
-                        : "backward of gemm_bias_act: dA = dZ op(B)^T, dB += op(A)^T dZ, dbias += colsum dZ";
-  cfg.def.op = cfg.name;
-  cfg.def.bound_name = pass == EpiPass::kFwd ? "GEMM + epilogue ceiling" : "GEMM backward ceiling";
-  cfg.def.reference = [pass](const Case& c, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
+// ---- declaration -------------------------------------------------------------------------------------
+constexpr int64_t kMaxMN = 80, kMaxK = 160;
+constexpr int64_t kMaxMacs = int64_t{1} << 20;
+// relation "gradcheck": at most 2^14 multiply-adds (the finite differences run two fp64 GEMMs per
+// forward evaluation, several evaluations per check).
+constexpr int64_t kMaxMacsGrad = int64_t{1} << 14;
+
+std::vector<ParamDef> params(EpiPass pass) {
+  const int64_t tile = kernels::epi::kEpilogueTile;
+  const bool fwd = pass == EpiPass::kFwd;
+  return {
+      ParamDef::dtype("dtype", {DType::kF32, DType::kF16, DType::kBF16}),
+      ParamDef::choice("act", {"none", "relu", "gelu"}),
+      gemm_common::trans_param("trans_a"),
+      gemm_common::trans_param("trans_b"),
+      (fwd ? ParamDef::choice("relation", {"permute_rows", "scale2"}) : ParamDef::choice("relation", {kGradcheckRelation}))
+          .optional(3),
+      ParamDef::extent("m", 1, kMaxMN).aim({tile}),
+      ParamDef::extent("n", 1, kMaxMN).aim({tile}),
+      ParamDef::extent("k", 0, kMaxK).aim({tile}).cap([](const Params& p) {
+        const int64_t budget = p.s("relation") == kGradcheckRelation ? kMaxMacsGrad : kMaxMacs;
+        return budget / std::max<int64_t>(p.i("m") * p.i("n"), 1);
+      }),
+  };
+}
+
+Status check(EpiPass pass, const Params& p) {
+  if (pass == EpiPass::kFwd && p.s("relation") == "scale2" && p.s("act") == "gelu")
+    return invalid_argument(
+        "gemm_bias_act case: params.relation must be \"permute_rows\" or, for act none / relu, \"scale2\" (GELU is "
+        "not positively homogeneous)");
+  return ok_status();
+}
+
+/// Exponents kept away from overflow, the exact tier, k == 0 cases, no "scale2" under GELU.
+void couple(EpiPass pass, nlohmann::json& p, std::vector<ValueRecipe>& r) {
+  const DType dt = Params(p).dt("dtype");
+  std::vector<size_t> all;
+  for (size_t i = 0; i < r.size(); ++i) all.push_back(i);
+  gemm_common::couple_exact_tier(p, r, all, std::vector<DType>(r.size(), dt), 3, {}, {});
+  for (auto& x : r) gemm_common::clamp_exponents(x, -12, 12);
+  if (*gen_weighted_index({11, 1}) == 1) p["k"] = 0;
+  if (pass == EpiPass::kFwd && p.value("relation", std::string()) == "scale2" && p["act"] == "gelu")
+    p["relation"] = "permute_rows";
+}
+
+/// The host references against long double on a small case (forward: Z and GELU(Z); backward,
+/// act none: dA = dY op(B)^T, dB = op(A)^T dY, dbias = column sums of dY).
+Status self_check(EpiPass pass, std::string& report) {
+  ref::EpilogueProblem p;
+  p.m = 3, p.n = 4, p.k = 5, p.trans_a = true, p.trans_b = false;
+  p.act = pass == EpiPass::kFwd ? ref::Activation::kGeluTanh : ref::Activation::kIdentity;
+  std::vector<double> a(15), b(20), bias(4), z(12), dy(12);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.9 * static_cast<double>(i));
+  for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(1.7 * static_cast<double>(i));
+  for (size_t i = 0; i < bias.size(); ++i) bias[i] = 0.25 * static_cast<double>(i) - 0.5;
+  for (size_t i = 0; i < dy.size(); ++i) dy[i] = std::sin(2.3 * static_cast<double>(i)), z[i] = dy[i] - 0.1;
+  auto opa = [&](int64_t i, int64_t q) { return static_cast<long double>(a[static_cast<size_t>(q * p.m + i)]); };
+  auto opb = [&](int64_t q, int64_t j) { return static_cast<long double>(b[static_cast<size_t>(q * p.n + j)]); };
+  double worst = 0;
+  if (pass == EpiPass::kFwd) {
+    const auto r = forward_reference(p, a.data(), b.data(), bias.data());
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t j = 0; j < p.n; ++j) {
+        long double s = bias[static_cast<size_t>(j)];
+        for (int64_t q = 0; q < p.k; ++q) s += opa(i, q) * opb(q, j);
+        const size_t l = static_cast<size_t>(i * p.n + j);
+        const long double y = ref::activation<long double>(ref::Activation::kGeluTanh, s);
+        worst = std::max({worst, static_cast<double>(std::fabs(r[1].ref[l] - s)),
+                          static_cast<double>(std::fabs(r[0].ref[l] - y))});
+      }
+  } else {
+    const auto r = backward_reference(p, a.data(), b.data(), z.data(), dy.data());
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t q = 0; q < p.k; ++q) {
+        long double s = 0;
+        for (int64_t j = 0; j < p.n; ++j) s += static_cast<long double>(dy[static_cast<size_t>(i * p.n + j)]) * opb(q, j);
+        worst = std::max(worst, static_cast<double>(std::fabs(r[0].ref[static_cast<size_t>(q * p.m + i)] - s)));
+      }
+    for (int64_t q = 0; q < p.k; ++q)
+      for (int64_t j = 0; j < p.n; ++j) {
+        long double s = 0;
+        for (int64_t i = 0; i < p.m; ++i) s += opa(i, q) * static_cast<long double>(dy[static_cast<size_t>(i * p.n + j)]);
+        worst = std::max(worst, static_cast<double>(std::fabs(r[1].ref[static_cast<size_t>(q * p.n + j)] - s)));
+      }
+    for (int64_t j = 0; j < p.n; ++j) {
+      long double s = 0;
+      for (int64_t i = 0; i < p.m; ++i) s += dy[static_cast<size_t>(i * p.n + j)];
+      worst = std::max(worst, static_cast<double>(std::fabs(r[2].ref[static_cast<size_t>(j)] - s)));
+    }
+  }
+  const char* name = pass == EpiPass::kFwd ? "gemm_bias_act" : "gemm_bias_act_bwd";
+  if (!(worst < 1e-13)) return internal_error(fmt::format("{}: host reference off by {:.3g}", name, worst));
+  report += fmt::format("{}: host reference within {:.2g} of a long-double evaluation (3x4x5, A transposed{})\n", name,
+                        worst, pass == EpiPass::kFwd ? ", GELU" : "");
+  return ok_status();
+}
+
+OpDef make(EpiPass pass) {
+  const bool fwd = pass == EpiPass::kFwd;
+  OpDef op;
+  op.name = fwd ? "gemm_bias_act" : "gemm_bias_act_bwd";
+  op.description = fwd ? "Y = act(op(A) op(B) + bias), act none / relu / gelu (tanh form), Z aux; fp32 acc"
+                       : "backward of gemm_bias_act: dA = dZ op(B)^T, dB += op(A)^T dZ, dbias += colsum dZ";
+  op.params = params(pass);
+  const ValueSpec v{.classes = {ValueClass::kNormal, ValueClass::kUniform, ValueClass::kSameSign,
+                                ValueClass::kSmallInt, ValueClass::kLogUniform}};
+  using gemm_common::matrix;
+  op.tensors = {matrix("A", Role::kIn, {}, "m", "k", "dtype", v, "trans_a"),
+                matrix("B", Role::kIn, {}, "k", "n", "dtype", v, "trans_b")};
+  if (fwd) {
+    op.tensors.push_back({.name = "bias", .dims = {"n"}, .values = v});
+    op.tensors.push_back(matrix("Y", Role::kOut, {}, "m", "n", "dtype"));
+    op.tensors.push_back(matrix("Z", Role::kOut, {}, "m", "n", "dtype"));
+  } else {
+    op.tensors.push_back(matrix("Z", Role::kIn, {}, "m", "n", "dtype", v));
+    op.tensors.push_back(matrix("dY", Role::kIn, {}, "m", "n", "dtype", v));
+    op.tensors.push_back(matrix("dA", Role::kOut, {}, "m", "k", "dtype", {}, "trans_a"));
+    op.tensors.push_back(matrix("dB", Role::kOut, {}, "k", "n", "dtype", {}, "trans_b"));
+    op.tensors.push_back({.name = "dbias", .role = Role::kOut, .dims = {"n"}});
+  }
+  op.check = [pass](const Params& p) { return check(pass, p); };
+  op.couple = [pass](nlohmann::json& p, std::vector<ValueRecipe>& r) { couple(pass, p, r); };
+  op.reference = [pass](const Case& c, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
     return reference(pass, c, t, out);
   };
-  if (pass == EpiPass::kFwd) {
-    cfg.def.properties = properties_fwd;
-    cfg.def.transform = transform_fwd;
-    cfg.def.relate = relate_fwd;
-  } else {
-    cfg.def.properties = properties_bwd;
-  }
-  cfg.registry = &reg(pass);
-  cfg.gen = [pass](const GenConfig&) { return gen_case(pass); };
-  cfg.build = [pass](const nlohmann::json& p, const std::vector<ValueRecipe>& r, int64_t pad, int64_t off) {
-    return build_epilogue_case(pass, p, r, pad, off);
+  op.bound = [pass](const Case& c, const Arithmetic&, const std::vector<HostTensor>&, std::vector<OutputRef>& out) {
+    return bound(pass, c, out);
   };
-  cfg.validate = [pass](const Case& c) { return validate(pass, c); };
-  cfg.shrink_keys = {{"m", 1}, {"n", 1}, {"k", 0}};
-  cfg.self_check_note =
-      "host reference and bounds checked in tests/properties/gemm_epilogue_test.cpp; cuBLASLt epilogues in "
-      "tests/properties/gemm_epilogue_gpu_test.cpp";
-  return cfg;
+  op.bound_name = fwd ? "GEMM + epilogue ceiling" : "GEMM backward ceiling";
+  if (fwd) {
+    op.properties = properties_fwd;
+    op.transform = transform_fwd;
+    op.relate = relate_fwd;
+    op.backward = "gemm_bias_act_bwd";
+  } else {
+    op.properties = properties_bwd;
+  }
+  op.self_check = [pass](std::string& report) { return self_check(pass, report); };
+  return op;
 }
 
-[[maybe_unused]] const bool kSpecs = register_spec(std::make_unique<rowwise::RowOpSpec>(config(EpiPass::kFwd))) &&
-                                     register_spec(std::make_unique<rowwise::RowOpSpec>(config(EpiPass::kBwd)));
+// ---- binding ------------------------------------------------------------------------------------------
+const char* const kSrc = "kernels/gemm/gemm_epilogue.cu";
+ASSAY_REGISTER(register_op(make(EpiPass::kFwd)));
+ASSAY_REGISTER(register_op(make(EpiPass::kBwd)));
+ASSAY_REGISTER(add_variant("gemm_bias_act",
+                           {.name = "tiled",
+                            .description = "32x32 shared-memory tiles, fp32 FMA, bias + act fused into the store, Z aux",
+                            .launch = epilogue_fwd_launch(kernels::epi::gemm_bias_act_tiled),
+                            .source = kSrc}));
+ASSAY_REGISTER(add_variant("gemm_bias_act_bwd",
+                           {.name = "tiled",
+                            .description = "dA, dB by 32x32 tiled products with dZ = dY act'(Z) formed in fp32 on "
+                                           "load; dbias by column, rows in order",
+                            .launch = epilogue_bwd_launch(kernels::epi::gemm_bias_act_bwd),
+                            .contract = Contract().accumulates("dB").accumulates("dbias"),
+                            .source = kSrc}));
 
 }  // namespace
-
-const TensorOpDef& epilogue_def(EpiPass pass) {
-  static const rowwise::RowOpConfig cfgs[2] = {config(EpiPass::kFwd), config(EpiPass::kBwd)};
-  return cfgs[static_cast<int>(pass)].def;
-}
-
 }  // namespace assay::epilogue

@@ -13,7 +13,7 @@
 
 #include "harness/bounds.h"
 #include "harness/gpu/lane.h"
-#include "properties/gemm_batched_registry.h"
+#include "properties/gemm_batched.h"
 #include "references/host/gemm.h"
 #include "references/library/cublaslt_gemm.h"
 #include "tests/properties/campaign_checks.h"
@@ -35,12 +35,12 @@ TEST_P(GemmBatchedGpuMutants, CaughtShrunkAndStored) {
 }
 
 const FailureKind kB = FailureKind::kBound, kE = FailureKind::kExact, kU = FailureKind::kUnwritten,
-                  kP = FailureKind::kProperty;
+                  kP = FailureKind::kProperty, kN = FailureKind::kNanInf;
 
 INSTANTIATE_TEST_SUITE_P(
     Planted, GemmBatchedGpuMutants,
     ::testing::Values(PlantedMutant{"gemm_batched", "mutant_batched_swapped_stride", {kB, kE, kP}},
-                      PlantedMutant{"gemm_batched", "mutant_batched_even_batches", {kU, kB, kE, kP}}),
+                      PlantedMutant{"gemm_batched", "mutant_batched_even_batches", {kU, kN, kB, kE, kP}}),
     [](const ::testing::TestParamInfo<PlantedMutant>& i) { return std::string(i.param.variant); });
 
 // Both launchers and cuBLASLt (fp32 pedantic, strided batch) on the same device data, each held

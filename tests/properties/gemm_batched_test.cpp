@@ -1,6 +1,7 @@
 // CPU tests of the batched GEMM spec (properties/gemm_batched.cpp): the generator covers its
 // edges and round-trips, malformed cases get one-line errors, the reference is per entry (with A
-// broadcast), and the permute_batches relation moves whole entries and maps them back exactly.
+// broadcast), the BLAS beta = 0 convention poisons C, and the relations move whole entries (or
+// transpose them) and map them back exactly.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,35 +9,47 @@
 #include <vector>
 
 #include "harness/campaign.h"
+#include "harness/op_model.h"
 #include "harness/spec.h"
 #include "harness/values.h"
-#include "properties/gemm_batched_registry.h"
+#include "properties/gemm_batched.h"
+#include "tests/properties/model_host.h"
 
 namespace assay {
 namespace {
+
+using test_util::model_host_run;
+using test_util::model_op;
 
 TEST(GemmBatchedGen, CasesValidateCoverTheEdgesAndRoundTrip) {
   const OpSpec* spec = find_spec("gemm_batched");
   ASSERT_NE(spec, nullptr);
   const GenPlan plan{11, GenConfig{2048}};
-  bool k0 = false, broadcast = false, relation = false, exact = false, specials = false, odd_batch = false,
-       tail = false, gap = false, ta = false, tb = false, beta0 = false;
+  bool k0 = false, broadcast = false, exact = false, specials = false, odd_batch = false, tail = false,
+       padded = false, offset = false, ta = false, tb = false, beta0 = false;
+  std::set<std::string> relations;
   for (int64_t i = 0; i < 400; ++i) {
     const Case c = generate_case(*spec, plan, i);
     ASSERT_TRUE(spec->validate(c).ok()) << c.summary() << ": " << spec->validate(c).message();
     const auto& p = c.params;
     k0 |= p["k"].get<int64_t>() == 0;
     broadcast |= p["broadcast_a"].get<bool>() && p["batch"].get<int64_t>() > 1;
-    relation |= p.contains("relation");
+    if (p.contains("relation")) relations.insert(p["relation"].get<std::string>());
     exact |= c.tensors[0].values.cls == ValueClass::kSmallInt && c.tensors[1].values.cls == ValueClass::kSmallInt &&
              c.tensors[2].values.cls == ValueClass::kSmallInt;
-    for (const auto& t : c.tensors) specials |= t.values.inject.active();
+    for (const auto& t : c.tensors) {
+      specials |= t.values.inject.active();
+      padded |= t.desc.strides[1] > std::max<int64_t>(t.desc.shape[2], 1);
+      offset |= t.desc.offset != 0;
+    }
     odd_batch |= p["batch"].get<int64_t>() % 2 == 1 && p["batch"].get<int64_t>() > 1;
     tail |= p["m"].get<int64_t>() % 32 != 0 && p["m"].get<int64_t>() > 32;
-    gap |= c.tensors[2].desc.strides[0] > c.tensors[2].desc.shape[1];
     ta |= p["trans_a"].get<bool>(), tb |= p["trans_b"].get<bool>();
     beta0 |= p["beta"].get<double>() == 0;
     EXPECT_NE(p["alpha"].get<double>(), 0.0);
+    EXPECT_LE(p["batch"].get<int64_t>() * p["m"].get<int64_t>() * p["n"].get<int64_t>() *
+                  std::max<int64_t>(p["k"].get<int64_t>(), 1),
+              int64_t{1} << 22);
     auto back = Case::from_json(c.to_json());
     ASSERT_TRUE(back.ok());
     EXPECT_EQ(back->id(), c.id());
@@ -44,16 +57,22 @@ TEST(GemmBatchedGen, CasesValidateCoverTheEdgesAndRoundTrip) {
       for (const Case& s : spec->shrink(c)) EXPECT_TRUE(spec->validate(s).ok()) << s.summary();
     }
   }
-  EXPECT_TRUE(k0 && broadcast && relation && exact && specials && odd_batch && tail && gap && ta && tb && beta0);
+  EXPECT_EQ(relations, (std::set<std::string>{"permute_batches", "scale2", "transpose"}));
+  EXPECT_TRUE(k0 && broadcast && exact && specials && odd_batch && tail && padded && offset && ta && tb && beta0);
 }
 
-Case small_case(bool broadcast, int64_t batch) {
+/// A 2x3x4 case (B transposed) of `batch` small-integer entries, every tensor padded by 2 and
+/// offset by 1.
+Case small_case(bool broadcast, int64_t batch, nlohmann::json extra = nlohmann::json::object()) {
   nlohmann::json p;
   p["m"] = 2, p["n"] = 3, p["k"] = 4, p["batch"] = batch, p["trans_a"] = false, p["trans_b"] = true;
-  p["broadcast_a"] = broadcast, p["pad_in"] = 1, p["alpha"] = 2.0, p["beta"] = 1.0;
+  p["broadcast_a"] = broadcast, p["alpha"] = 2.0, p["beta"] = 1.0;
+  p.update(extra);
   ValueRecipe r;
   r.cls = ValueClass::kSmallInt;
-  return gemm_batched::build_batched_case(p, {r, r, r}, 2, 1);
+  auto c = build_case(model_op("gemm_batched"), p, {r, r, r}, std::vector<Layout>(3, Layout{2, 1}));
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  return *c;
 }
 
 TEST(GemmBatchedGen, MalformedCasesGetOneLineErrors) {
@@ -61,106 +80,97 @@ TEST(GemmBatchedGen, MalformedCasesGetOneLineErrors) {
   ASSERT_NE(spec, nullptr);
   Case c = small_case(false, 3);
   ASSERT_TRUE(spec->validate(c).ok()) << spec->validate(c).message();
+  auto expect_error = [&](const Case& x, const std::string& needle) {
+    const Status s = spec->validate(x);
+    ASSERT_FALSE(s.ok()) << needle;
+    EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
+    EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.message();
+  };
   Case bad = c;
   bad.params["alpha"] = 0.0;
-  EXPECT_NE(spec->validate(bad).message().find("alpha"), std::string::npos);
+  expect_error(bad, "params.alpha");
   bad = c;
   bad.params["batch"] = 4;  // tensors still for 3
-  EXPECT_NE(spec->validate(bad).message().find("tensor A"), std::string::npos);
+  expect_error(bad, "tensor A");
   bad = c;
   bad.params["relation"] = "bogus";
-  EXPECT_NE(spec->validate(bad).message().find("relation"), std::string::npos);
-  for (const Case& x : {bad}) EXPECT_EQ(spec->validate(x).message().find('\n'), std::string::npos);
-}
-
-/// Host images of a case's tensors decoded to double (dense, ld as in the case).
-struct Images {
-  std::vector<std::vector<double>> data;
-  std::vector<HostTensor> views;
-};
-Images images_of(const Case& c) {
-  Images im;
-  for (const auto& t : c.tensors) {  // fp32 tensors: the image is floats
-    std::vector<float> raw(static_cast<size_t>(t.desc.extent()));
-    materialize(t.desc, t.values, fnv1a64(t.name.data(), t.name.size()), raw.data());
-    im.data.emplace_back(raw.begin(), raw.end());
-  }
-  for (size_t i = 0; i < c.tensors.size(); ++i)
-    im.views.push_back({im.data[i].data() + c.tensors[i].desc.offset, view_of(c.tensors[i].desc)});
-  return im;
+  expect_error(bad, "params.relation");
+  bad = c;
+  bad.params["trans_a"] = 1;  // a number, not a flag
+  expect_error(bad, "params.trans_a must be true or false");
+  bad = c;
+  bad.params["relation"] = "transpose";
+  expect_error(bad, "m == n == k");
+  bad = c;
+  bad.params["pad_in"] = 1;  // the inner padding is each tensor's own row stride now
+  expect_error(bad, "unknown param 'pad_in'");
 }
 
 TEST(GemmBatchedRef, EachEntryIsItsOwnGemmAndBroadcastSharesA) {
   for (bool broadcast : {false, true}) {
     const Case c = small_case(broadcast, 3);
-    Images im = images_of(c);
-    std::vector<OutputRef> out;
-    ASSERT_TRUE(gemm_batched::batched_def().reference(c, im.views, out).ok());
-    ASSERT_EQ(out.size(), 1u);
-    EXPECT_TRUE(out[0].exact);
-    const int64_t lda = 4 + 1, ldb = 4 + 1;  // A 2x4, B^T stored 3x4, pad_in 1
+    const auto h = model_host_run(model_op("gemm_batched"), c);
+    ASSERT_EQ(h.refs.size(), 1u);
+    EXPECT_TRUE(h.refs[0].exact);
     for (int64_t z = 0; z < 3; ++z)
       for (int64_t i = 0; i < 2; ++i)
         for (int64_t j = 0; j < 3; ++j) {
           double acc = 0;
-          for (int64_t q = 0; q < 4; ++q)
-            acc += im.views[0].at(broadcast ? 0 : z, i * lda + q) * im.views[1].at(z, j * ldb + q);
-          const double want = 2 * acc + im.views[2].at(z, i * 3 + j);
-          EXPECT_EQ(out[0].ref[static_cast<size_t>(z * 6 + i * 3 + j)], want);
+          for (int64_t q = 0; q < 4; ++q)  // A [batch, 2, 4]; B stored [batch, 3, 4] (transposed)
+            acc += h.hv[0].at((broadcast ? 0 : z) * 2 + i, q) * h.hv[1].at(z * 3 + j, q);
+          const double want = 2 * acc + h.hv[2].at(z * 2 + i, j);
+          EXPECT_EQ(h.refs[0].ref[static_cast<size_t>(z * 6 + i * 3 + j)], want);
         }
   }
 }
 
-/// The relation's transform on the case's fp32 images, then the reference of the transformed
-/// inputs against relate's mapping of the original reference: equal, element for element
-/// (the transforms are exact: moves, transposes and doublings of small integers).
+TEST(GemmBatchedRef, BetaZeroPoisonsCUnlessTheVariantReadsIt) {
+  const Case c = small_case(false, 2, {{"beta", 0.0}});
+  const auto plain = model_host_run(model_op("gemm_batched"), c);
+  const auto reads = model_host_run(model_op("gemm_batched"), c, Contract().reads_c_when_beta0());
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 3; ++j) {
+      EXPECT_TRUE(std::isnan(plain.hv[2].at(i, j)));
+      EXPECT_TRUE(std::isfinite(reads.hv[2].at(i, j)));
+      const size_t l = static_cast<size_t>(i * 3 + j);
+      EXPECT_TRUE(std::isfinite(plain.refs[0].ref[l]));
+      EXPECT_EQ(plain.refs[0].ref[l], reads.refs[0].ref[l]);
+    }
+}
+
+/// The relation's transform on the case's images, then the reference of the transformed inputs
+/// against relate's mapping of the original reference: equal, element for element (the
+/// transforms are exact: moves, transposes and doublings of small integers).
 void expect_relation_consistent(Case c, const std::string& relation) {
   c.params["relation"] = relation;
-  const TensorOpDef& def = gemm_batched::batched_def();
-  Images im = images_of(c);
-  std::vector<OutputRef> ref1;
-  ASSERT_TRUE(def.reference(c, im.views, ref1).ok());
-  std::vector<std::vector<float>> raw;
-  std::vector<unsigned char*> ptrs;
-  for (const auto& d : im.data) raw.emplace_back(d.begin(), d.end());
-  for (auto& r : raw) ptrs.push_back(reinterpret_cast<unsigned char*>(r.data()));
-  ASSERT_TRUE(def.transform(c, ptrs)) << relation;
-  Images im2;
-  for (const auto& r : raw) im2.data.emplace_back(r.begin(), r.end());
-  for (size_t i = 0; i < c.tensors.size(); ++i)
-    im2.views.push_back({im2.data[i].data() + c.tensors[i].desc.offset, view_of(c.tensors[i].desc)});
-  std::vector<OutputRef> ref2;
-  ASSERT_TRUE(def.reference(c, im2.views, ref2).ok());
-  const int64_t batch = c.params["batch"].get<int64_t>(), mn = c.params["m"].get<int64_t>() * c.params["n"].get<int64_t>();
+  const OpDef& def = model_op("gemm_batched");
+  ASSERT_TRUE(find_spec("gemm_batched")->validate(c).ok()) << find_spec("gemm_batched")->validate(c).message();
+  const auto a = model_host_run(def, c), b = model_host_run(def, c, Contract(), true);
+  const int64_t rows = c.params["batch"].get<int64_t>() * c.params["m"].get<int64_t>(),
+                cols = c.params["n"].get<int64_t>();
   std::set<std::pair<int64_t, int64_t>> sources;
   int64_t moved = 0;
-  for (int64_t z = 0; z < batch; ++z)
-    for (int64_t j = 0; j < mn; ++j) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
       RelatedElement e;
-      ASSERT_TRUE(def.relate(c, 0, z, j, e));
+      ASSERT_TRUE(def.relate(c, 0, i, j, e));
       sources.insert({e.from_i, e.from_j});
-      moved += e.from_i != z || e.from_j != j || e.scale != 1;
-      EXPECT_EQ(ref2[0].ref[static_cast<size_t>(z * mn + j)],
-                e.scale * ref1[0].ref[static_cast<size_t>(e.from_i * mn + e.from_j)])
-          << relation << " at entry " << z << " element " << j;
+      moved += e.from_i != i || e.from_j != j || e.scale != 1;
+      EXPECT_EQ(b.refs[0].ref[static_cast<size_t>(i * cols + j)],
+                e.scale * a.refs[0].ref[static_cast<size_t>(e.from_i * cols + e.from_j)])
+          << relation << " at " << i << "," << j;
     }
-  EXPECT_EQ(static_cast<int64_t>(sources.size()), batch * mn) << relation << ": relate is a bijection";
+  EXPECT_EQ(static_cast<int64_t>(sources.size()), rows * cols) << relation << ": relate is a bijection";
   EXPECT_GT(moved, 0) << relation << " relates nothing but identities";
 }
 
 TEST(GemmBatchedRelation, TransformsAndRelateAgreeOnTheReference) {
   expect_relation_consistent(small_case(false, 5), "permute_batches");
   expect_relation_consistent(small_case(true, 3), "scale2");
-  Case sq = small_case(false, 3);
-  sq.params["n"] = 2, sq.params["k"] = 2, sq.params["trans_b"] = true;
-  ValueRecipe r;
-  r.cls = ValueClass::kSmallInt;
   for (bool ta : {false, true})
-    for (bool tb : {false, true}) {
-      nlohmann::json p = sq.params;
-      p["trans_a"] = ta, p["trans_b"] = tb;
-      expect_relation_consistent(gemm_batched::build_batched_case(p, {r, r, r}, 2, 1), "transpose");
-    }
+    for (bool tb : {false, true})
+      expect_relation_consistent(small_case(false, 3, {{"n", 2}, {"k", 2}, {"trans_a", ta}, {"trans_b", tb}}),
+                                 "transpose");
 }
 
 }  // namespace

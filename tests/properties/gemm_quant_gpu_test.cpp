@@ -17,7 +17,7 @@
 
 #include "harness/dtype.h"
 #include "harness/gpu/lane.h"
-#include "properties/gemm_quant_registry.h"
+#include "properties/gemm_quant.h"
 #include "references/host/gemm_quant.h"
 #include "references/library/cublaslt_gemm.h"
 #include "tests/properties/campaign_checks.h"
@@ -28,18 +28,23 @@ namespace {
 
 using test_util::encode;
 
-using quant::QuantOp;
 namespace kq = kernels::quant;
+
+enum class QuantOp { kInt8, kFp8 };
+
+const char* quant_op_name(QuantOp op) {
+  return op == QuantOp::kFp8 ? "gemm_fp8" : "gemm_int8";
+}
 
 using QuantGpu = GpuCampaignTest<QuantOp>;
 
 TEST_P(QuantGpu, CorrectVariantsPass) {
-  expect_campaign_passes(quant::quant_op_name(GetParam()), 400, 2048);
+  expect_campaign_passes(quant_op_name(GetParam()), 400, 2048);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, QuantGpu, ::testing::Values(QuantOp::kInt8, QuantOp::kFp8),
                          [](const ::testing::TestParamInfo<QuantOp>& i) {
-                           return std::string(quant::quant_op_name(i.param));
+                           return std::string(quant_op_name(i.param));
                          });
 
 using QuantGpuMutants = GpuCampaignTest<PlantedMutant>;
@@ -94,8 +99,7 @@ TEST(GemmQuantVendor, Int8AccumulatorMatchesCublasLtBitForBit) {
   if (!have_gpu(why)) GTEST_SKIP() << "GPU test skipped: " << why;
   auto lt = vendor::CublasLt::create();
   ASSERT_TRUE(lt.ok()) << lt.status().to_string();
-  const kq::GemmInt8Launcher kernel = quant::find_int8("dp4a");
-  ASSERT_NE(kernel, nullptr);
+  const kq::GemmInt8Launcher kernel = kq::gemm_int8_dp4a;  // the "dp4a" variant
   const Shape shapes[] = {{1, 1, 1},      {4, 4, 4},     {7, 8, 12},       {16, 16, 16},
                           {33, 17, 5},    {13, 4, 8},    {64, 64, 64},     {128, 96, 256},
                           {256, 256, 32}, {3, 64, 4096}, {100, 100, 1000}, {32, 32, 20000}};
@@ -162,8 +166,7 @@ TEST(GemmQuantVendor, Fp8KernelWithinTheCeilingCublasLtMeasured) {
   if (!have_gpu(why)) GTEST_SKIP() << "GPU test skipped: " << why;
   auto lt = vendor::CublasLt::create();
   ASSERT_TRUE(lt.ok()) << lt.status().to_string();
-  const kq::GemmFp8Launcher kernel = quant::find_fp8("simt");
-  ASSERT_NE(kernel, nullptr);
+  const kq::GemmFp8Launcher kernel = kq::gemm_fp8_simt;  // the "simt" variant
   // cuBLASLt fp8 (row-major terms): k, lda, ldb multiples of 16, n * 4 bytes a multiple of 16.
   const Shape shapes[] = {{16, 16, 16}, {64, 64, 64}, {33, 48, 512}, {128, 128, 1024}, {8, 16, 8192}};
   const double sa = 0.75, sb = 1.25;  // not powers of two: each costs a rounding
@@ -182,7 +185,7 @@ TEST(GemmQuantVendor, Fp8KernelWithinTheCeilingCublasLtMeasured) {
       b = upload(DType::kE4M3, b, db);
       upload(DType::kF32, {sa}, dsa);
       upload(DType::kF32, {sb}, dsb);
-      const OutputRef r = quant::fp8_reference(s.m, s.n, s.k, a, b, sa, sb, DType::kF32, -1);
+      const OutputRef r = quant::fp8_expected(s.m, s.n, s.k, a, b, sa, sb, DType::kF32, -1);
       auto ratio = [&](const char* who) {
         std::vector<float> y(static_cast<size_t>(s.m * s.n));
         EXPECT_EQ(cudaMemcpy(y.data(), dd.p, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);

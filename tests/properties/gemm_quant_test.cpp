@@ -19,12 +19,42 @@
 #include "harness/executor.h"
 #include "harness/spec.h"
 #include "harness/values.h"
-#include "properties/gemm_quant_registry.h"
+#include "harness/op_model.h"
+#include "properties/gemm_quant.h"
+#include "tests/properties/model_host.h"
 
 namespace assay {
 namespace {
 
-using quant::QuantOp;
+enum class QuantOp { kInt8, kFp8 };
+
+const char* op_name(QuantOp op) {
+  return op == QuantOp::kFp8 ? "gemm_fp8" : "gemm_int8";
+}
+
+const OpDef& op_def(QuantOp op) {
+  return test_util::model_op(op_name(op));
+}
+
+/// The op's reference and bound on decoded tensors.
+Status refs_of(QuantOp op, const Case& c, const std::vector<HostTensor>& views, std::vector<OutputRef>& refs) {
+  const OpDef& d = op_def(op);
+  ASSAY_RETURN_IF_ERROR(d.reference(c, views, refs));
+  return d.bound(c, Arithmetic{}, views, refs);
+}
+
+/// A case from params with default recipes, no padding or offset (int8: bias false unless given).
+Case make_quant(QuantOp op, nlohmann::json p) {
+  if (op == QuantOp::kInt8 && !p.contains("bias")) p["bias"] = false;
+  const size_t inputs = op == QuantOp::kInt8 ? 5 : 4;
+  auto c = build_case(op_def(op), p, std::vector<ValueRecipe>(inputs), std::vector<Layout>(inputs + 2));
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  return c.ok() ? *c : Case{};
+}
+
+Status validate_quant(QuantOp op, const Case& c) {
+  return find_spec(op_name(op))->validate(c);
+}
 
 /// Host images of a case's tensors (inputs materialised, outputs zero) and their decoded views.
 struct HostCase {
@@ -94,8 +124,8 @@ TEST(GemmQuantGen, Int8CasesValidateAndCoverTheClassesEdgesAndRelations) {
     if (k >= 8192 && !deep) {
       deep = true;
       HostCase h(c);
-      const auto refs = quant::int8_reference(c.params["m"], c.params["n"], k, h.dense(0), h.dense(1), h.dense(2),
-                                              h.dense(3), {}, DType::kF32);
+      const auto refs = quant::int8_expected(c.params["m"], c.params["n"], k, h.dense(0), h.dense(1), h.dense(2),
+                                             h.dense(3), {}, DType::kF32);
       for (double a : refs[0].ref) deep_acc_max = std::max<int64_t>(deep_acc_max, static_cast<int64_t>(std::fabs(a)));
     }
     if (c.params.value("relation", std::string()) == "transpose") {
@@ -137,7 +167,7 @@ TEST(GemmQuantGen, Fp8CasesValidateAndCoverTheClasses) {
         !c.tensors[1].values.inject.active()) {
       HostCase h(c);
       std::vector<OutputRef> refs;
-      ASSERT_TRUE(quant::quant_def(QuantOp::kFp8).reference(c, h.views, refs).ok());
+      ASSERT_TRUE(refs_of(QuantOp::kFp8, c, h.views, refs).ok());
       exact = refs[0].exact;
     }
   }
@@ -153,9 +183,9 @@ TEST(GemmQuantGen, Fp8CasesValidateAndCoverTheClasses) {
 TEST(GemmQuantGen, KAboveTheInt32LimitIsRejectedWithOneLine) {
   for (QuantOp op : {QuantOp::kInt8, QuantOp::kFp8}) {
     nlohmann::json p = {{"m", 1}, {"n", 1}, {"k", quant::kQuantMaxK}, {"out", "fp32"}};
-    EXPECT_TRUE(quant::validate_quant(op, quant::build_quant_case(op, p, {}, 0, 0)).ok()) << "k = 2^17 - 1";
+    EXPECT_TRUE(validate_quant(op, make_quant(op, p)).ok()) << "k = 2^17 - 1";
     p["k"] = quant::kQuantMaxK + 1;
-    const Status s = quant::validate_quant(op, quant::build_quant_case(op, p, {}, 0, 0));
+    const Status s = validate_quant(op, make_quant(op, p));
     ASSERT_FALSE(s.ok());
     EXPECT_EQ(s.message().find('\n'), std::string::npos) << s.message();
     EXPECT_NE(s.message().find("131071"), std::string::npos) << s.message();
@@ -169,7 +199,7 @@ TEST(GemmQuantGen, KAboveTheInt32LimitIsRejectedWithOneLine) {
 TEST(GemmQuantGen, MalformedCasesGetOneLineErrors) {
   const nlohmann::json good = {{"m", 4}, {"n", 3}, {"k", 8}, {"out", "fp32"}};
   auto err = [](QuantOp op, const nlohmann::json& p) {
-    return quant::validate_quant(op, quant::build_quant_case(op, p, {}, 0, 0));
+    return validate_quant(op, make_quant(op, p));
   };
   EXPECT_TRUE(err(QuantOp::kInt8, good).ok());
   EXPECT_TRUE(err(QuantOp::kFp8, good).ok());
@@ -188,18 +218,21 @@ TEST(GemmQuantGen, MalformedCasesGetOneLineErrors) {
   p["m"] = 0;
   EXPECT_FALSE(err(QuantOp::kInt8, p).ok());
   // A tensor of the wrong dtype.
-  Case c = quant::build_quant_case(QuantOp::kInt8, good, {}, 0, 0);
+  Case c = make_quant(QuantOp::kInt8, good);
   c.tensors[0].desc.dtype = DType::kE4M3;
-  const Status d = quant::validate_quant(QuantOp::kInt8, c);
+  const Status d = validate_quant(QuantOp::kInt8, c);
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.message().find('\n'), std::string::npos);
 }
 
 /// Materialised values of a recipe for a [rows, cols] tensor of `dt`.
 std::vector<double> materialised(DType dt, const ValueRecipe& r, int64_t rows, int64_t cols) {
-  const TensorSpec t = make_tensor("X", Role::kIn, dt, rows, cols, 0, 0, r);
-  std::vector<unsigned char> img(static_cast<size_t>(t.desc.extent()) * dtype_size(dt));
-  materialize(t.desc, r, 1, img.data());
+  TensorDesc d;
+  d.dtype = dt;
+  d.shape = {rows, cols};
+  d.strides = {cols, 1};
+  std::vector<unsigned char> img(static_cast<size_t>(d.extent()) * dtype_size(dt));
+  materialize(d, r, 1, img.data());
   std::vector<double> v;
   for (size_t e = 0; e < img.size() / dtype_size(dt); ++e)
     v.push_back(load_as_double(dt, img.data() + e * dtype_size(dt)));
@@ -248,7 +281,7 @@ TEST(GemmQuantRef, Int8HandCase) {
   // A = [[1, -2, 3], [127, -128, 0]], B = [[4, 5, 6], [-1, -1, -1]]  (n x k)
   const std::vector<double> a = {1, -2, 3, 127, -128, 0}, b = {4, 5, 6, -1, -1, -1};
   const std::vector<double> sa = {0.5, 2}, sw = {0.25, -1}, bias = {1, 10};
-  const auto r = quant::int8_reference(2, 2, 3, a, b, sa, sw, bias, DType::kF32);
+  const auto r = quant::int8_expected(2, 2, 3, a, b, sa, sw, bias, DType::kF32);
   ASSERT_EQ(r.size(), 2u);
   EXPECT_TRUE(r[0].exact);
   EXPECT_EQ(r[0].ref, (std::vector<double>{12, -2, -132, 1}));
@@ -256,12 +289,12 @@ TEST(GemmQuantRef, Int8HandCase) {
   EXPECT_EQ(r[1].ref,
             (std::vector<double>{0.5 * 0.25 * 12 + 1, 0.5 * -1 * -2 + 10, 2 * 0.25 * -132 + 1, 2 * -1 * 1 + 10}));
   // k == 0: Acc = 0 and D = bias exactly (fp32: tolerance 0).
-  const auto z = quant::int8_reference(2, 2, 0, {}, {}, sa, sw, bias, DType::kF32);
+  const auto z = quant::int8_expected(2, 2, 0, {}, {}, sa, sw, bias, DType::kF32);
   EXPECT_EQ(z[0].ref, (std::vector<double>(4, 0.0)));
   EXPECT_EQ(z[1].ref, (std::vector<double>{1, 10, 1, 10}));
   EXPECT_EQ(z[1].tol, (std::vector<double>(4, 0.0)));
   // fp16 output of k == 0: only the store's rounding of the bias.
-  const auto h = quant::int8_reference(1, 1, 0, {}, {}, {1}, {1}, {1000.3}, DType::kF16);
+  const auto h = quant::int8_expected(1, 1, 0, {}, {}, {1}, {1}, {1000.3}, DType::kF16);
   EXPECT_EQ(h[1].tol[0], 0.5 * ulp_of(1000.3, DType::kF16));
 }
 
@@ -270,18 +303,18 @@ TEST(GemmQuantRef, Fp8HandCase) {
   const double tiny = std::ldexp(1.0, -9);
   for (double v : {448.0, 1.5, 0.0625, -tiny}) EXPECT_EQ(round_to(DType::kE4M3, static_cast<float>(v)), v);
   const std::vector<double> a = {448, 1.5, -tiny, 0.0625}, b = {448, -2, 1, 16};  // 1 x 4 and 1 x 4
-  const OutputRef r = quant::fp8_reference(1, 1, 4, a, b, 0.5, 3, DType::kF32, -1);
+  const OutputRef r = quant::fp8_expected(1, 1, 4, a, b, 0.5, 3, DType::kF32, -1);
   EXPECT_EQ(r.ref[0], 1.5 * (448.0 * 448 - 3 - tiny + 1));
   EXPECT_FALSE(r.exact);
   EXPECT_GT(r.tol[0], 0);
   // NaN propagates (the kernel must give NaN there; the testbed makes its tolerance unbounded).
-  const OutputRef n = quant::fp8_reference(1, 1, 1, {std::nan("")}, {1}, 1, 1, DType::kF32, -1);
+  const OutputRef n = quant::fp8_expected(1, 1, 1, {std::nan("")}, {1}, 1, 1, DType::kF32, -1);
   EXPECT_TRUE(std::isnan(n.ref[0]));
   // Small integers and power-of-two scales: exact tier.
-  const OutputRef e = quant::fp8_reference(1, 1, 4, {1, 2, 3, 4}, {4, 3, 2, 1}, 0.5, 4, DType::kF32, 4);
+  const OutputRef e = quant::fp8_expected(1, 1, 4, {1, 2, 3, 4}, {4, 3, 2, 1}, 0.5, 4, DType::kF32, 4);
   EXPECT_TRUE(e.exact);
   EXPECT_EQ(e.ref[0], 40);
-  EXPECT_FALSE(quant::fp8_reference(1, 1, 4, {1, 2, 3, 4}, {4, 3, 2, 1}, 0.3, 4, DType::kF32, 4).exact);
+  EXPECT_FALSE(quant::fp8_expected(1, 1, 4, {1, 2, 3, 4}, {4, 3, 2, 1}, 0.3, 4, DType::kF32, 4).exact);
 }
 
 // ---- bounds on simulated kernels -------------------------------------------------------------------------
@@ -310,7 +343,7 @@ TEST(GemmQuantBound, Int8DequantisationAcceptsBothOrdersAndRejectsAWrongScale) {
   }();
   HostCase h(c);
   std::vector<OutputRef> refs;
-  ASSERT_TRUE(quant::quant_def(QuantOp::kInt8).reference(c, h.views, refs).ok());
+  ASSERT_TRUE(refs_of(QuantOp::kInt8, c, h.views, refs).ok());
   const int64_t m = c.params["m"], n = c.params["n"];
   const auto sa = h.dense(2), sw = h.dense(3), bias = h.dense(4);
   int64_t wrong_caught = 0, eligible = 0;
@@ -343,7 +376,7 @@ TEST(GemmQuantBound, Int8Fp32AccumulationIsCaughtOnlyByTheExactTierPastTwoTo24) 
   std::vector<double> a(8192), b(8192);
   for (size_t p = 0; p < a.size(); ++p)
     a[p] = static_cast<double>(64 + p % 63), b[p] = static_cast<double>(127 - p % 61);
-  const auto r = quant::int8_reference(1, 1, 8192, a, b, {1}, {1}, {}, DType::kF32);
+  const auto r = quant::int8_expected(1, 1, 8192, a, b, {1}, {1}, {}, DType::kF32);
   float f = 0;
   for (size_t p = 0; p < a.size(); ++p) f += static_cast<float>(a[p] * b[p]);
   EXPECT_GT(r[0].ref[0], std::ldexp(1.0, 24));
@@ -361,7 +394,7 @@ TEST(GemmQuantBound, Fp8CeilingAcceptsAReversedFloatSumAndRejectsAnIgnoredScale)
     const Case c = generate_case(*spec, plan, ci);
     HostCase h(c);
     std::vector<OutputRef> refs;
-    ASSERT_TRUE(quant::quant_def(QuantOp::kFp8).reference(c, h.views, refs).ok());
+    ASSERT_TRUE(refs_of(QuantOp::kFp8, c, h.views, refs).ok());
     const int64_t m = c.params["m"], n = c.params["n"], k = c.params["k"];
     const DType out = *parse_dtype(c.params["out"].get<std::string>());
     const auto a = h.dense(0), b = h.dense(1);
@@ -392,8 +425,8 @@ class GemmQuantRelations : public ::testing::TestWithParam<QuantOp> {};
 /// The transform and relate of each relation, on the host references: exact results move as relate says.
 TEST_P(GemmQuantRelations, TransformsMoveTheReferencesAsRelateSays) {
   const QuantOp op = GetParam();
-  const TensorOpDef& def = quant::quant_def(op);
-  const OpSpec* spec = find_spec(quant::quant_op_name(op));
+  const OpDef& def = op_def(op);
+  const OpSpec* spec = find_spec(op_name(op));
   const GenPlan plan{9, GenConfig{4096}};
   std::set<std::string> seen;
   for (int64_t ci = 0; ci < 300 && seen.size() < 3; ++ci) {
@@ -426,7 +459,7 @@ TEST_P(GemmQuantRelations, TransformsMoveTheReferencesAsRelateSays) {
 
 INSTANTIATE_TEST_SUITE_P(Ops, GemmQuantRelations, ::testing::Values(QuantOp::kInt8, QuantOp::kFp8),
                          [](const ::testing::TestParamInfo<QuantOp>& i) {
-                           return std::string(quant::quant_op_name(i.param));
+                           return std::string(op_name(i.param));
                          });
 
 }  // namespace

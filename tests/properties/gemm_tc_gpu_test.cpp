@@ -18,7 +18,8 @@
 
 #include "harness/dtype.h"
 #include "harness/gpu/lane.h"
-#include "properties/gemm_tc_registry.h"
+#include "harness/op_model.h"
+#include "properties/gemm_tc.h"
 #include "references/library/cublaslt_gemm.h"
 #include "harness/worker.h"
 #include "tests/gpu_test_env.h"
@@ -65,7 +66,7 @@ INSTANTIATE_TEST_SUITE_P(
 // ---- the two races: compute-sanitizer racecheck ---------------------------------------------------------
 // A missing barrier (wmma) or a missing cp.async wait (mma) is a shared-memory hazard on every launch
 // with more than one k-tile, whatever values come out: on the H200 the 600-case small-shape campaign
-// (session 7) never saw either as a wrong value. So they are caught the way a kernel engineer
+// never saw either as a wrong value. So they are caught the way a kernel engineer
 // would: the case runs in a worker under compute-sanitizer --tool racecheck, which reports the
 // hazard as a kSanitizer failure; the correct kernels on the same case report none. The case is
 // 64 x 64 x 96 fp16, no padding or offset, so the mma kernel takes its 16-byte cp.async path, with
@@ -85,7 +86,9 @@ TEST(GemmTcRaces, RacecheckCatchesBothRaceMutantsAndClearsTheKernels) {
                       {"dtype", "fp16"}, {"out_dtype", "fp32"}, {"alpha", 1.0}, {"beta", 0.0}};
   ValueRecipe r;
   r.cls = ValueClass::kSmallInt;
-  const Case c = gemm_tc::build_gemm_tc_case(p, {r, r, ValueRecipe{}, r}, 0, 0);
+  auto built = build_case(*find_op("gemm_tc"), p, {r, r, ValueRecipe{}, r}, std::vector<Layout>(4));
+  ASSERT_TRUE(built.ok()) << built.status().message();
+  const Case c = *built;
   ASSERT_TRUE(find_spec("gemm_tc")->validate(c).ok()) << find_spec("gemm_tc")->validate(c).message();
   const std::vector<std::string> names = {"mutant_tc_wmma_missing_sync", "mutant_tc_mma_no_wait", "wmma", "mma"};
   (*e)->submit({1, std::nullopt, c, names});
@@ -166,7 +169,7 @@ TEST_P(GemmTcVendorGpu, KernelsAndCublasLtInsideTheCeiling) {
     p.m = s.m, p.n = s.n, p.k = s.k, p.trans_a = ta, p.trans_b = tb, p.in = in, p.out = out;
     p.alpha = alpha, p.beta = beta, p.a = a.data(), p.lda = lda, p.b = b.data(), p.ldb = ldb, p.c = c.data(),
     p.ldc = ldd;
-    const OutputRef ref = gemm_tc::gemm_tc_reference(p, false);
+    const OutputRef ref = gemm_tc::gemm_tc_expected(p, false);
     const size_t ei = dtype_size(in), eo = dtype_size(out);
     DevBuf da(static_cast<size_t>(na) * ei), db(static_cast<size_t>(nb) * ei), dd(static_cast<size_t>(nd) * eo),
         dsc(2 * sizeof(float));
@@ -201,9 +204,9 @@ TEST_P(GemmTcVendorGpu, KernelsAndCublasLtInsideTheCeiling) {
       ASSERT_EQ(st.code(), StatusCode::kUnavailable) << st.to_string();
       std::printf("[ note ] cuBLASLt has no algorithm for %s: %s\n", label.c_str(), st.message().c_str());
     }
-    for (const char* variant : {"wmma", "mma"}) {
-      const kernels::GemmTcLauncher fn = gemm_tc::find_gemm_tc(variant);
-      ASSERT_NE(fn, nullptr) << variant;
+    const std::pair<const char*, kernels::GemmTcLauncher> kernels_under_test[] = {{"wmma", kernels::gemm_tc_wmma},
+                                                                                  {"mma", kernels::gemm_tc_mma}};
+    for (const auto& [variant, fn] : kernels_under_test) {
       ASSERT_EQ(cudaMemcpy(dd.p, cbytes.data(), cbytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
       kernels::GemmTcArgs args;
       args.m = s.m, args.n = s.n, args.k = s.k, args.trans_a = ta, args.trans_b = tb;

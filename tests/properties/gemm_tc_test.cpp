@@ -1,6 +1,6 @@
 // The tensor-core GEMM spec on the CPU (properties/gemm_tc.cpp): generated cases validate and
-// cover dtypes, transposes, edges, relations, k == 0 and the NaN prefill; malformed cases get
-// one-line errors; the metamorphic transforms and `relate` agree on the host reference; the
+// cover dtypes, transposes, edges, relations, k == 0 and beta == 0 (NaN C unless the variant
+// declares reads_c_when_beta0); malformed cases get one-line errors; the metamorphic transforms and `relate` agree on the host reference; the
 // ceiling accepts simulated tensor-core accumulations (alignment and truncation per [FHMP], block
 // sizes 1 to 16) and fp32 FMA loops in several orders across value classes, is bit-exact in the
 // exact tier, and rejects simulated fp16 / bf16 accumulators.
@@ -15,14 +15,18 @@
 #include "harness/bounds.h"
 #include "harness/dtype.h"
 #include "harness/executor.h"
+#include "harness/op_model.h"
 #include "harness/spec.h"
 #include "harness/values.h"
-#include "properties/gemm_tc_registry.h"
+#include "properties/gemm_tc.h"
+#include "tests/properties/model_host.h"
 
 namespace assay {
 namespace {
 
 using gemm_tc::TcProblem;
+using test_util::model_host_run;
+using test_util::model_op;
 
 const OpSpec& spec() {
   const OpSpec* s = find_spec("gemm_tc");
@@ -46,13 +50,12 @@ TEST(GemmTcGen, CasesValidateAndCoverShapesDtypesRelations) {
     relations.insert(c.params.value("relation", std::string("none")));
     transposes.insert(std::to_string(c.params.value("trans_a", false)) + std::to_string(c.params.value("trans_b", false)));
     k0 |= k == 0;
-    nan_c |= c.tensors[3].values.cls == ValueClass::kNaN;
-    if (c.tensors[3].values.cls == ValueClass::kNaN) {
-      EXPECT_EQ(c.params["beta"].get<double>(), 0.0);
-    }
+    nan_c |= c.params["beta"].get<double>() == 0;  // C poisoned by prepare (the BLAS convention)
     exact |= gemm_tc::exact_tier_case(c) && k > 0;
-    padded |= c.tensors[0].desc.strides[0] > std::max<int64_t>(c.tensors[0].desc.shape[1], 1);
-    offset |= c.tensors[0].desc.offset != 0;
+    for (const auto& t : c.tensors) {
+      if (t.desc.rank() == 2) padded |= t.desc.strides[0] > std::max<int64_t>(t.desc.shape[1], 1);
+      offset |= t.desc.offset != 0;
+    }
     m_tail |= m % 16 != 0 && m > 64;
     multi_tile |= m > 64 && n > 64 && k > 64;
     k_tail |= k % 32 != 0 && k > 32;
@@ -116,14 +119,18 @@ TEST(GemmTcGen, MalformedCasesGetOneLineErrors) {
   expect_error(c, "params.alpha");
   c = good;
   c.params["relation"] = "transpose";
+  c.params.erase("shift");
   c.params["m"] = 3, c.params["n"] = 4, c.params["k"] = 3;
   expect_error(c, "m == n == k");
+  c = good;
+  c.params["trans_a"] = 1;
+  expect_error(c, "params.trans_a");
   c = good;
   c.params["relation"] = "shift";
   expect_error(c, "params.relation");
   c = good;
   c.tensors.pop_back();
-  expect_error(c, "expected tensors");
+  expect_error(c, "tensors, expected 4");
   c = good;
   c.tensors[3].desc.shape[0] += 1;
   expect_error(c, "tensor D");
@@ -131,58 +138,39 @@ TEST(GemmTcGen, MalformedCasesGetOneLineErrors) {
 
 // ---- relations on the host: transform + reference + relate ----------------------------------------------
 
-struct HostRun {
-  std::vector<std::vector<unsigned char>> images;
-  std::vector<OutputRef> refs;
-};
+/// The engine's host side for one case: materialise, prepare, optionally transform, reference.
+test_util::ModelHostRun host_run(const Case& c, bool transformed, const Contract& k = Contract()) {
+  return model_host_run(model_op("gemm_tc"), c, k, transformed);
+}
 
-/// The testbed's host side for one case: materialise, prepare, optionally transform, reference.
-HostRun host_run(const Case& c, bool transformed) {
-  const TensorOpDef& def = gemm_tc::gemm_tc_def();
-  HostRun r;
-  std::vector<unsigned char*> ptrs;
-  for (const auto& t : c.tensors) {
-    r.images.emplace_back(static_cast<size_t>(t.desc.extent()) * dtype_size(t.desc.dtype) + 1);
-    materialize(t.desc, t.values, fnv1a64(t.name.data(), t.name.size()), r.images.back().data());
-  }
-  for (auto& im : r.images) ptrs.push_back(im.data());
-  def.prepare(c, ptrs);
-  if (transformed) {
-    EXPECT_TRUE(def.transform(c, ptrs));
-  }
-  std::vector<std::vector<double>> dec;
-  std::vector<HostTensor> hv;
-  for (size_t t = 0; t < c.tensors.size(); ++t) {
-    const auto& d = c.tensors[t].desc;
-    std::vector<double> v(static_cast<size_t>(d.extent()));
-    for (size_t i = 0; i < v.size(); ++i) v[i] = load_as_double(d.dtype, r.images[t].data() + i * dtype_size(d.dtype));
-    dec.push_back(std::move(v));
-  }
-  for (size_t t = 0; t < c.tensors.size(); ++t)
-    hv.push_back({dec[t].data() + c.tensors[t].desc.offset, view_of(c.tensors[t].desc)});
-  EXPECT_TRUE(def.reference(c, hv, r.refs).ok());
-  return r;
+/// A case from params with the same recipe for every input and the same pad and offset for
+/// every tensor.
+Case make_case(const nlohmann::json& p, const ValueRecipe& r, int64_t pad, int64_t off) {
+  auto c = build_case(model_op("gemm_tc"), p, {r, r, r, r}, std::vector<Layout>(4, Layout{pad, off}));
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  return *c;
 }
 
 Case relation_case(const std::string& rel, int64_t m, int64_t n, int64_t k, bool ta, bool tb, DType out) {
   nlohmann::json p = {{"m", m},         {"n", n},   {"k", k},       {"trans_a", ta},
                       {"trans_b", tb},  {"dtype", "bf16"}, {"out_dtype", std::string(dtype_name(out))},
                       {"alpha", 1.5},   {"beta", -0.5},    {"relation", rel}, {"shift", 3}};
+  if (rel != "permute_rows") p.erase("shift");
   ValueRecipe r;
   r.cls = ValueClass::kNormal;
   r.seed = 42;
-  return gemm_tc::build_gemm_tc_case(p, {r, r, r, r}, 3, 1);
+  return make_case(p, r, 3, 1);
 }
 
 TEST(GemmTcRelations, TransformsMoveTheReferenceAsRelateSays) {
-  const TensorOpDef& def = gemm_tc::gemm_tc_def();
+  const OpDef& def = model_op("gemm_tc");
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (const std::string rel : {"permute_rows", "alpha2", "transpose"}) {
         const int64_t m = rel == "transpose" ? 13 : 13, n = rel == "transpose" ? 13 : 7, k = rel == "transpose" ? 13 : 19;
         const Case c = relation_case(rel, m, n, k, ta, tb, DType::kF32);
         ASSERT_TRUE(spec().validate(c).ok()) << spec().validate(c).message();
-        const HostRun a = host_run(c, false), b = host_run(c, true);
+        const auto a = host_run(c, false), b = host_run(c, true);
         int64_t bad = 0;
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < n; ++j) {
@@ -203,12 +191,12 @@ TEST(GemmTcRelations, GeneratedCasesGiveFiniteReferencesAndConsistentRelations) 
   // The testbed's host side on generated cases (every layout, k == 0, NaN prefill, relations):
   // one reference value and tolerance per element of D, no NaN tolerance, and for relation cases
   // the transformed reference equal to the related original one (the transforms are exact).
-  const TensorOpDef& def = gemm_tc::gemm_tc_def();
+  const OpDef& def = model_op("gemm_tc");
   int related = 0;
   for (int64_t i = 0; i < 150; ++i) {
     const Case c = generate_case(spec(), GenPlan{17, GenConfig{96}}, i);
     const int64_t m = c.params["m"], n = c.params["n"];
-    const HostRun a = host_run(c, false);
+    const auto a = host_run(c, false);
     ASSERT_EQ(a.refs.size(), 1u);
     ASSERT_EQ(a.refs[0].ref.size(), static_cast<size_t>(m * n)) << c.summary();
     for (size_t l = 0; l < a.refs[0].tol.size(); ++l) {
@@ -219,7 +207,7 @@ TEST(GemmTcRelations, GeneratedCasesGiveFiniteReferencesAndConsistentRelations) 
       }
     }
     if (!c.params.contains("relation")) continue;
-    const HostRun b = host_run(c, true);
+    const auto b = host_run(c, true);
     ++related;
     for (int64_t r = 0; r < m; ++r)
       for (int64_t j = 0; j < n; ++j) {
@@ -240,10 +228,10 @@ TEST(GemmTcRelations, PrepareWritesTheScalarsAndKZeroIsBetaC) {
                       {"dtype", "fp16"}, {"out_dtype", "fp16"}, {"alpha", 2.0}, {"beta", -1.0}};
   ValueRecipe r;
   r.cls = ValueClass::kNormal;
-  const Case c = gemm_tc::build_gemm_tc_case(p, {r, r, r, r}, 1, 2);
+  const Case c = make_case(p, r, 1, 2);
   ASSERT_TRUE(spec().validate(c).ok()) << spec().validate(c).message();
   EXPECT_TRUE(gemm_tc::exact_tier_case(c));
-  const HostRun h = host_run(c, false);
+  const auto h = host_run(c, false);
   const auto& ds = c.tensors[2].desc;
   EXPECT_EQ(load_as_double(DType::kF32, h.images[2].data() + 4 * ds.offset), 2.0);
   EXPECT_EQ(load_as_double(DType::kF32, h.images[2].data() + 4 * (ds.offset + 1)), -1.0);
@@ -254,6 +242,32 @@ TEST(GemmTcRelations, PrepareWritesTheScalarsAndKZeroIsBetaC) {
       EXPECT_EQ(h.refs[0].ref[static_cast<size_t>(i * 4 + j)], -cv);
     }
   EXPECT_TRUE(h.refs[0].exact);
+}
+
+TEST(GemmTcRelations, BetaZeroPoisonsCUnlessTheVariantReadsIt) {
+  // The BLAS convention: with beta == 0, C must not be read. Without the convention declared, C
+  // holds NaN (which must not reach D); a variant declaring reads_c_when_beta0 gets finite C.
+  nlohmann::json p = {{"m", 6},          {"n", 5},              {"k", 7},       {"trans_a", true}, {"trans_b", false},
+                      {"dtype", "bf16"}, {"out_dtype", "fp16"}, {"alpha", 1.0}, {"beta", 0.0}};
+  ValueRecipe r;
+  r.cls = ValueClass::kNormal;
+  const Case c = make_case(p, r, 2, 1);
+  ASSERT_TRUE(spec().validate(c).ok()) << spec().validate(c).message();
+  EXPECT_TRUE(model_op("gemm_tc").conventions.count("reads_c_when_beta0"));
+  const auto plain = host_run(c, false);
+  const auto reads = host_run(c, false, Contract().reads_c_when_beta0());
+  for (int64_t i = 0; i < 6; ++i)
+    for (int64_t j = 0; j < 5; ++j) {
+      EXPECT_TRUE(std::isnan(plain.hv[3].at(i, j))) << i << "," << j;
+      EXPECT_TRUE(std::isfinite(reads.hv[3].at(i, j))) << i << "," << j;
+      const size_t l = static_cast<size_t>(i * 5 + j);
+      EXPECT_TRUE(std::isfinite(plain.refs[0].ref[l]));
+      EXPECT_EQ(plain.refs[0].ref[l], reads.refs[0].ref[l]);  // D does not depend on C
+    }
+  // beta != 0: C is read, finite either way.
+  p["beta"] = 0.5;
+  const auto read = host_run(make_case(p, r, 2, 1), false);
+  EXPECT_TRUE(std::isfinite(read.hv[3].at(0, 0)));
 }
 
 // ---- the ceiling against simulated accumulations --------------------------------------------------------
@@ -350,7 +364,7 @@ SimResult simulate(DType in, DType out, Cls cls, int64_t m, int64_t n, int64_t k
   TcProblem p;
   p.m = m, p.n = n, p.k = k, p.in = in, p.out = out, p.alpha = alpha, p.beta = beta;
   p.a = a.data(), p.lda = k, p.b = b.data(), p.ldb = n, p.c = c.data(), p.ldc = n;
-  const OutputRef r = gemm_tc::gemm_tc_reference(p, exact);
+  const OutputRef r = gemm_tc::gemm_tc_expected(p, exact);
   SimResult s;
   std::vector<double> row(static_cast<size_t>(k)), col(static_cast<size_t>(k));
   for (int64_t i = 0; i < m; ++i)
@@ -444,12 +458,12 @@ TEST(GemmTcBound, ExactTierIsBitIdenticalUnderTruncation) {
   ValueRecipe r;
   r.cls = ValueClass::kSmallInt;
   r.int_range = 2;
-  EXPECT_TRUE(gemm_tc::exact_tier_case(gemm_tc::build_gemm_tc_case(p, {r, r, r, r}, 0, 0)));
+  EXPECT_TRUE(gemm_tc::exact_tier_case(make_case(p, r, 0, 0)));
   p["out_dtype"] = "bf16";  // 64 * 4 = 256 > 2^8
-  EXPECT_FALSE(gemm_tc::exact_tier_case(gemm_tc::build_gemm_tc_case(p, {r, r, r, r}, 0, 0)));
+  EXPECT_FALSE(gemm_tc::exact_tier_case(make_case(p, r, 0, 0)));
   p["out_dtype"] = "fp32";
   p["alpha"] = 0.5;
-  EXPECT_FALSE(gemm_tc::exact_tier_case(gemm_tc::build_gemm_tc_case(p, {r, r, r, r}, 0, 0)));
+  EXPECT_FALSE(gemm_tc::exact_tier_case(make_case(p, r, 0, 0)));
 }
 
 TEST(GemmTcBound, OverflowingElementsAreUnchecked) {
@@ -460,22 +474,28 @@ TEST(GemmTcBound, OverflowingElementsAreUnchecked) {
   TcProblem p;
   p.m = 1, p.n = 1, p.k = 2, p.in = DType::kBF16, p.out = DType::kF32;
   p.a = a.data(), p.lda = 2, p.b = b.data(), p.ldb = 1;
-  EXPECT_TRUE(std::isinf(gemm_tc::gemm_tc_reference(p, false).tol[0]));
+  EXPECT_TRUE(std::isinf(gemm_tc::gemm_tc_expected(p, false).tol[0]));
   a = {1, 1}, b = {1, 1};
-  EXPECT_TRUE(std::isfinite(gemm_tc::gemm_tc_reference(p, false).tol[0]));
+  EXPECT_TRUE(std::isfinite(gemm_tc::gemm_tc_expected(p, false).tol[0]));
   p.out = DType::kF16;
   a = {256, 256}, b = {256, 1};  // 65792 > fp16 max
-  EXPECT_TRUE(std::isinf(gemm_tc::gemm_tc_reference(p, false).tol[0]));
+  EXPECT_TRUE(std::isinf(gemm_tc::gemm_tc_expected(p, false).tol[0]));
 }
 
 TEST(GemmTcRegistry, KernelsAndMutantsAreRegistered) {
-  std::set<std::string> names;
-  for (const auto& v : gemm_tc::gemm_tc_variants()) names.insert(v.info.name);
+  std::set<std::string> names, mutants;
+  for (const auto& v : spec().variants()) {
+    names.insert(v.name);
+    if (v.mutant) mutants.insert(v.name);
+  }
   for (const char* n : {"wmma", "mma", "mutant_tc_mma_bf16_acc", "mutant_tc_wmma_f16_acc", "mutant_tc_mma_no_wait",
                         "mutant_tc_mma_ldmatrix_row", "mutant_tc_mma_k_tail", "mutant_tc_wmma_k_tail",
                         "mutant_tc_wmma_missing_sync", "mutant_tc_mma_beta0_reads_c"})
     EXPECT_TRUE(names.count(n)) << n;
-  EXPECT_NE(gemm_tc::find_gemm_tc("mma"), nullptr);
+  EXPECT_EQ(mutants.size(), 8u);
+  EXPECT_EQ(mutants.count("mma"), 0u);
+  ASSERT_NE(find_variant("gemm_tc", "mma"), nullptr);
+  EXPECT_TRUE(find_variant("gemm_tc", "mma")->contract.empty());  // every case, every layout
   kernels::GemmTcArgs bad;
   bad.m = 4, bad.n = 4, bad.k = 4, bad.lda = 3;  // lda < k
   EXPECT_FALSE(kernels::gemm_tc_args_valid(bad));

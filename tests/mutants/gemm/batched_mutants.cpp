@@ -1,14 +1,14 @@
-// Planted bugs of the batched GEMM launchers, registered as [mutant] variants of gemm_batched
-// (properties/gemm_batched_registry.h). Both are launcher bugs, the kind a batched wrapper
-// around a correct kernel gets wrong:
+// Planted bugs of the batched GEMM launchers, registered as mutant variants of gemm_batched
+// (bound through batched_launch, properties/gemm_batched.h). Both are launcher bugs, the kind a
+// batched wrapper around a correct kernel gets wrong:
 //   mutant_batched_swapped_stride  B advanced by A's batch stride (stride_a for stride_b): every
 //                                  entry past the first reads the wrong B (all of them B[0] when
 //                                  A is broadcast); caught by the bound.
 //   mutant_batched_even_batches    the pointer-array launch covers batch & ~1 entries: the last
-//                                  entry of an odd batch is never written; caught as unwritten
-//                                  output (the poison check) or, where the poison survives
-//                                  nowhere (beta != 0), by the bound.
-#include "properties/gemm_batched_registry.h"
+//                                  entry of an odd batch is never written; with beta == 0 its C
+//                                  keeps the NaN the BLAS convention puts there (NaN/Inf
+//                                  pattern), with beta != 0 its stale C is caught by the bound.
+#include "properties/gemm_batched.h"
 
 namespace assay::gemm_batched {
 namespace {
@@ -23,13 +23,16 @@ cudaError_t even_batches(const BatchedCall& c, cudaStream_t s) {
   return launch_ptr_array(c, c.batch & ~int64_t{1}, s);
 }
 
-[[maybe_unused]] const bool kBatchedMutants =
-    register_gemm_batched({"mutant_batched_swapped_stride", "strided launcher: B advanced by A's batch stride", true,
-                           true, kSrc},
-                          swapped_stride) &&
-    register_gemm_batched(
-        {"mutant_batched_even_batches", "pointer-array launcher: batch & ~1 entries launched", true, true, kSrc},
-        even_batches);
+ASSAY_REGISTER(add_variant("gemm_batched", {.name = "mutant_batched_swapped_stride",
+                                            .description = "strided launcher: B advanced by A's batch stride",
+                                            .launch = batched_launch(swapped_stride),
+                                            .mutant = true,
+                                            .source = kSrc}));
+ASSAY_REGISTER(add_variant("gemm_batched", {.name = "mutant_batched_even_batches",
+                                            .description = "pointer-array launcher: batch & ~1 entries launched",
+                                            .launch = batched_launch(even_batches),
+                                            .mutant = true,
+                                            .source = kSrc}));
 
 }  // namespace
 }  // namespace assay::gemm_batched
