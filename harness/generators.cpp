@@ -49,8 +49,8 @@ ValueRecipe of_class(ValueClass c) {
 // Class parameters, simplest (default) first, bounded by the dtype so that
 // most values are finite there; the fallback is the one entry left when the
 // dtype is too narrow for all of them.
-rc::Gen<ValueRecipe> class_params(ValueClass c, DType dtype) {
-  const double mx = max_finite(dtype);
+rc::Gen<ValueRecipe> class_params(ValueClass c, DType dtype, double max_abs) {
+  const double mx = max_abs > 0 ? std::min(max_finite(dtype), max_abs) : max_finite(dtype);
   switch (c) {
     case ValueClass::kNormal:
     case ValueClass::kUniform:
@@ -214,8 +214,9 @@ rc::Gen<ValueRecipe> gen_value_recipe(RecipeOptions opt) {
             [](ValueClass a, ValueClass b) { return value_class_rank(a) < value_class_rank(b); });
   classes.erase(std::unique(classes.begin(), classes.end()), classes.end());
   const DType dtype = opt.dtype;
-  auto base =
-      rc::gen::mapcat(gen_element(std::move(classes)), [dtype](ValueClass c) { return class_params(c, dtype); });
+  const double max_abs = opt.max_abs;
+  auto base = rc::gen::mapcat(gen_element(std::move(classes)),
+                              [dtype, max_abs](ValueClass c) { return class_params(c, dtype, max_abs); });
   rc::Gen<SpecialInjection> inject = rc::gen::just(SpecialInjection{});
   const size_t p = static_cast<size_t>(std::clamp(opt.inject_percent, 0, 100));
   if ((opt.specials & kSpecialAll) != 0 && p > 0) {

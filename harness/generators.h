@@ -64,6 +64,7 @@ struct RecipeOptions {
   /// Dtype the values are meant for: class parameters are kept where the
   /// values stay finite in it (near_overflow and injection aside).
   DType dtype = DType::kF32;
+  double max_abs = 0;       ///< > 0: class parameters also keep the values below this magnitude
   uint8_t specials = 0;     ///< OR of kSpecial* that injection may use; 0 = never inject
   int64_t tile = 0;         ///< > 0: injections may target tile edges of this size
   int inject_percent = 25;  ///< share of recipes, in percent [0, 100], that carry an injection

@@ -71,7 +71,8 @@ struct ParamDef {
   std::function<int64_t(const Params&)> hi_of;           ///< kInt: tighter cap from earlier params (element budget)
   std::vector<int64_t> edges;                            ///< kInt: values the generator aims at (tile widths)
   int64_t step = 1;                                      ///< kInt: only multiples of step (an even extent)
-  std::vector<nlohmann::json> values;                    ///< kReal / kBool / kChoice / kDType: simplest first
+  std::vector<nlohmann::json> values;                    ///< kReal / kBool / kChoice / kDType: simplest first;
+                                                         ///< kInt (among): the values drawn, by weight, inside the range
   std::vector<size_t> weights;                           ///< per value (empty: uniform)
   std::function<bool(const Params&)> when;               ///< present only where this holds (earlier params)
   int absent_weight = 0;                                 ///< > 0: optional, absent with this weight against 1 present
@@ -86,6 +87,12 @@ struct ParamDef {
   static ParamDef dtype(std::string name, std::vector<DType> values);
   ParamDef& aim(std::vector<int64_t> e) { edges = std::move(e); return *this; }
   ParamDef& multiple_of(int64_t s) { step = s; return *this; }
+  /// kInt: draw one of these values (by .weigh(...), inside the range, the cap and the
+  /// contract) instead of edge-biased extents; validation and shrinking keep the whole range.
+  ParamDef& among(std::vector<int64_t> v) {
+    values.assign(v.begin(), v.end());
+    return *this;
+  }
   ParamDef& cap(std::function<int64_t(const Params&)> f) { hi_of = std::move(f); return *this; }
   ParamDef& weigh(std::vector<size_t> w) { weights = std::move(w); return *this; }
   ParamDef& only_when(std::function<bool(const Params&)> f) { when = std::move(f); return *this; }
@@ -102,6 +109,8 @@ struct ValueSpec {
   int inject_percent = 15;
   double int_hi = 0;                ///< > 0 for integer tensors: values in [0, int_hi), with int_hi_param overriding
   std::string int_hi_param;         ///< integer tensors: the param giving the exclusive upper bound (e.g. "vocab")
+  double max_abs = 0;               ///< > 0: class parameters keep the values below this magnitude (as a narrow
+                                    ///< dtype's range does: scales, integer ranges, log-uniform exponents)
 };
 
 /// One tensor: rank-N, its extents named by params (or integer literals), its dtype a
@@ -110,6 +119,9 @@ struct TensorDef {
   std::string name;
   Role role = Role::kIn;
   std::vector<std::string> dims;  ///< param names or integer literals, outermost first; empty: a scalar [1]
+  /// Instead of dims: extents computed from the params (an output extent such as a
+  /// convolution's (H + 2 pad - dil (R - 1) - 1) / stride + 1, a layout-dependent order).
+  std::function<std::vector<int64_t>(const Params&)> shape;
   std::string dtype = "dtype";    ///< a kDType param, or a dtype name ("fp32", "i32")
   ValueSpec values;
   bool padded = true;             ///< may draw a padded row stride and an offset

@@ -292,7 +292,9 @@ StatusOr<TensorDesc> tensor_desc(const OpDef& op, const TensorDef& t, const nloh
     d.dtype = p.dt(t.dtype);
   else
     return invalid_argument(fmt::format("{} case: params.{} (the dtype of {}) is missing", op.name, t.dtype, t.name));
+  if (t.shape) d.shape = t.shape(p);
   for (const auto& dim : t.dims) {
+    if (t.shape) break;
     if (auto v = literal(dim)) {
       d.shape.push_back(*v);
     } else if (p.has(dim) && params[dim].is_number_integer()) {
@@ -539,6 +541,7 @@ RecipeOptions recipe_options(const ValueSpec& vs, DType dt) {
                                  : vs.classes;
   if (!dtype_is_float(dt)) o.classes = {ValueClass::kSameSign};
   o.dtype = dt;
+  o.max_abs = vs.max_abs;
   o.specials = vs.specials;
   o.tile = vs.specials != 0 ? 32 : 0;
   o.inject_percent = vs.specials != 0 ? vs.inject_percent : 0;
@@ -564,6 +567,20 @@ rc::Gen<Case> model_generator(const OpDef& op, const Contract* contract, const G
         if (contract != nullptr)
           if (auto it = contract->switches().find(d.name); it != contract->switches().end())
             aims.insert(aims.end(), it->second.begin(), it->second.end());
+        if (!d.values.empty() && dom.allowed.empty()) {  // among(...): weighted values inside the domain
+          std::vector<int64_t> in;
+          std::vector<size_t> w;
+          for (size_t k = 0; k < d.values.size(); ++k) {
+            const int64_t x = d.values[k].get<int64_t>();
+            if (x < dom.lo || x > dom.hi || x % dom.step != 0) continue;
+            in.push_back(x);
+            w.push_back(k < d.weights.size() ? d.weights[k] : 1);
+          }
+          if (!in.empty()) {
+            j[d.name] = in[*gen_weighted_index(w)];
+            continue;
+          }
+        }
         j[d.name] = *gen_int(dom, aims);
         continue;
       }
@@ -603,7 +620,10 @@ rc::Gen<Case> model_generator(const OpDef& op, const Contract* contract, const G
           l.offset = l.offset * per;
           // Pad the row so that the row stride in bytes stays a multiple of `align`.
           int64_t cols = 1;
-          if (t.dims.size() >= 2) {
+          if (t.shape) {
+            const auto sh = t.shape(p);
+            if (sh.size() >= 2) cols = sh.back();
+          } else if (t.dims.size() >= 2) {
             const bool swapped = !t.transposed_by.empty() && p.b(t.transposed_by);
             const auto& last = swapped ? t.dims[t.dims.size() - 2] : t.dims.back();
             cols = literal(last) ? *literal(last) : p.i(last, 1);

@@ -2,15 +2,16 @@
 // forward (Q, K, V, [mask] -> O, LSE) and backward (Q, K, V, O, dO, LSE, [mask]
 // -> dQ, dK, dV).
 //
-// Sections: binding, generators, references, bounds.
-// Binding: kernels/attention/flash_fwd.cu and flash_bwd.cu (variant "flash");
-// mutants in tests/mutants/attention/ register beside them through the same
-// function-pointer binding (properties/attention_registry.h).
+// Sections: declaration (params, tensors), references, bounds, properties, self-checks, binding.
+// Binding: kernels/attention/flash_fwd.cu and flash_bwd.cu (variant "flash"); the forward
+// declares its key tile (Contract().tile("kv_tile", 64)), which the bound reads; mutants in
+// tests/mutants/attention/ bind through the same attention_fwd_launch / attention_bwd_launch
+// (properties/attention.h).
 // Declared behaviour (kernels/attention/attention.h): S = scale q.k + mask,
 // scale the fp32 value of params.scale (default 1/sqrt(D)); causal is top-left
 // aligned (key j visible to query i iff j <= i, PyTorch is_causal); GQA head h
-// reads kv head h / (H/Hkv); a fully masked row gives O = 0, LSE = -inf and zero
-// gradients.
+// reads kv head h / G (G = H/Hkv); a fully masked row gives O = 0, LSE = -inf and zero
+// gradients. Statistics: the forward saves LSE (m + log l), the backward reads it.
 //
 // Reference: fp64 on the host from the decoded inputs: S, its max, P, LSE =
 // max + log sum exp(S - max), O = P V; backward from the given (saved, rounded)
@@ -26,63 +27,65 @@
 //     sum_l P_il E_il, the softmax P' of the computed scores satisfies
 //     |P'_ij - P_ij| <= P_ij r_ij e^E exp(e^E r_ij): P'/P = e^{a}/w, w =
 //     sum_l P_l e^{dS_l}, |ln w| <= e^E sum_l P_l |dS_l| (Jensen below,
-//     e^x <= 1 + |x| e^|x| above), |e^x - 1| <= |x| e^|x|. First order: the
-//     issue's P_ij (|dS_ij| + sum_l P_il |dS_il|).
+//     e^x <= 1 + |x| e^|x| above), |e^x - 1| <= |x| e^|x|. First order:
+//     P_ij (|dS_ij| + sum_l P_il |dS_il|).
 //  3. Online softmax on the computed scores: softmax_bounds (harness/bounds.h)
-//     with rescales = ceil(Sk/64) key tiles (one rescale per tile, no merges:
-//     one warp owns a row), n = Sk, magnitudes P'|t'| <= (P + tol_2)(|t| + 2E).
-//     Its division term covers O's final o * (1/l).
+//     with rescales = ceil(Sk/T) key tiles, T the variant's declared "kv_tile"
+//     (one rescale per tile, no merges: one warp owns a row), n = Sk, magnitudes
+//     P'|t'| <= (P + tol_2)(|t| + 2E), the exp error of the declared arithmetic
+//     (expf, or __expf under fast-math). Its division term covers O's final o * (1/l).
 //  4. O_i = sum_j P_ij v_j: o accumulates e^_j v_j by FMA, one tile after
 //     another, rescaled once per tile: every term meets at most Sk + T + 1
-//     roundings, so |O^ - O| <= sum_j tolP_ij |v_j| + gamma_{Sk+T+1} sum_j
-//     (P_ij + tolP_ij)|v_j| + underflow floor, tolP = tol_2 + tol_3; then half an
-//     ulp of O's dtype at |O| + that (fp16/bf16 stores).
+//     roundings (T the tile count), so |O^ - O| <= sum_j tolP_ij |v_j| +
+//     gamma_{Sk+T+1} sum_j (P_ij + tolP_ij)|v_j| + underflow floor, tolP = tol_2 +
+//     tol_3; then half an ulp of O's dtype at |O| + that (fp16/bf16 stores).
+//     tol_3 is linear in (P + tol_2, its magnitude, 1), so the reference returns
+//     the four sums over j that tol_3 multiplies (aux) and the bound combines them
+//     with the coefficients of the declared arithmetic.
 //  5. LSE = m + logf(l): log_softmax_bounds' log-sum-exp part (l_Z, the logf
-//     error, u|LSE| for the addition) plus the score error e^E sum_l P_l E_l.
+//     (or __logf) error, u|LSE| for the addition) plus the score error e^E sum_l P_l E_l.
 // Backward (the running-error analysis of the kernel's own expression tree):
-//     p^ = expf(s^ - LSE): |p^ - P| <= e_p = P [exp(E + u(|S - LSE| + E)) (1 + 5u) - 1]
-//       + min_normal (expf 2 ulp + rounding = 5u, [CUDA]);
+//     p^ = expf(s^ - LSE): |p^ - P| <= e_p = P [exp(E + u(|S - LSE| + E)) (1 + c u) - 1]
+//       + min_normal, c = 5 for expf (2 ulp + rounding, [CUDA]) and 2 (2 + floor(1.173 |x|)) + 1
+//       for __expf under fast-math (x = S - LSE, |x| capped where the result underflows);
 //     dP and D_i serial dot products: |err| <= a = gamma_D (|dO_i||v_j| + |dO_i||O_i|);
 //     dS^ = fl(p^ fl(dP^ - D^)): |dS^ - dS| <= e_dS = P|x|((1+u)^2 - 1) + (P a + e_p (|x| + a))(1+u)^2
 //       + min_normal, x = dP - D;
 //     dV_j = sum_i p^ dO_i (N = G Sq terms, FMA): sum_i e_p |dO_i| + gamma_{N+1} sum_i (P + e_p)|dO_i|;
 //     dK_j = scale sum_i dS^ q_i: scale [(1+u) sum_i e_dS |q_i| + gamma_{N+2} sum_i (|dS| + e_dS)|q_i|];
 //     dQ_i = scale sum_j dS^ k_j: the same with N = Sk;
-//     each + (N + 2) min_normal and half an ulp of the dtype.
+//     each + (N + 2) min_normal and half an ulp of the dtype. The backward's sums do not
+//     depend on a tile size (each output is one serial FMA chain in a fixed order).
 // The reference's own fp64 error is below 2^-40 of each magnitude and is covered by a
 // (1 + 2^-30) factor on every tolerance.
-// Value classes: fully masked rows (mask rows of -inf, params.masked_every), random -inf
-// mask entries, very large logits (Q scaled by 16..48), Sq = 1, same-sign V, mean-spread V,
-// upstream gradients scaled per row (params.do_row_scale, 2^-4 .. 2^4).
+// Generation (derived from the declarations below): dtype fp16 / bf16 / fp32 at 40 / 40 / 20%;
+// D 64 or 128 in 70% of the cases, else one of 1, 8, 16, 40, 80, 96, 100, 127; Hkv 1..4, G (query
+// heads per kv head, GQA when > 1) 1, 2 or 4, B 1..3; Sq and Sk edge-biased (tile edges around
+// 32, 64, 96, 128) up to 4096 and --max-dim, capped so that B H Sq Sk D stays below 2^24
+// (forward), 3 2^22 (backward), 2^16 (the gradcheck relation, a quarter of the backward cases);
+// causal in 40%, mask in 30% (of those, a third with fully masked rows every 1..5 rows, and
+// -inf entries injected into 40% of the masks), an explicit scale in 1/8, per-row dO scaling
+// in 40% of the backward cases. Value classes: Q and K normal / uniform / same-sign / small-int
+// / log-uniform with |x| <= 8 (small-int up to 8: very large logits), V and dO also mean-spread,
+// |x| <= 16 (same-sign and mean-spread V).
+#include "properties/attention.h"
+
 #include <algorithm>
 #include <cmath>
 #include <memory>
 #include <vector>
 
 #include <fmt/format.h>
-#include <rapidcheck.h>
 
 #include "harness/bounds.h"
-#include "harness/generators.h"
-#include "harness/shrink.h"
-#include "harness/spec.h"
-#include "harness/testbeds/tensor_op.h"
 #include "harness/values.h"
-#include "properties/attention_registry.h"
 #include "properties/gradcheck_relation.h"
-#include "properties/rowwise_common.h"
+#include "properties/rowwise_values.h"
 
 namespace assay::attention {
 
-using rowwise::bool_or;
-using rowwise::int_or;
-using rowwise::num_or;
-using rowwise::param_dtype;
-using rowwise::param_int;
 using rowwise::peek;
 using rowwise::poke;
-using rowwise::RowOpConfig;
-using rowwise::RowOpSpec;
 using rowwise::store_rounding;
 
 AttnShape AttnDims::shape() const {
@@ -93,317 +96,132 @@ AttnShape AttnDims::shape() const {
   return s;
 }
 
-namespace {
-
-Dt to_dt(DType t) {
-  return t == DType::kF16 ? Dt::kF16 : t == DType::kBF16 ? Dt::kBF16 : Dt::kF32;
-}
-
-/// The problem of a validated case.
-AttnDims dims_of(const Case& c) {
+AttnDims dims_of(const Params& p) {
   AttnDims d;
-  d.dt = *parse_dtype(c.params["dtype"].get<std::string>());
-  d.B = c.params["B"].get<int64_t>();
-  d.H = c.params["H"].get<int64_t>();
-  d.Hkv = c.params["Hkv"].get<int64_t>();
-  d.Sq = c.params["Sq"].get<int64_t>();
-  d.Sk = c.params["Sk"].get<int64_t>();
-  d.D = c.params["D"].get<int64_t>();
-  d.causal = bool_or(c, "causal", false);
-  d.has_mask = bool_or(c, "mask", false);
+  d.dt = p.dt("dtype");
+  d.B = p.i("B", 1);
+  d.Hkv = p.i("Hkv", 1);
+  d.H = d.Hkv * p.i("G", 1);
+  d.Sq = p.i("Sq", 1);
+  d.Sk = p.i("Sk", 1);
+  d.D = p.i("D", 64);
+  d.causal = p.b("causal");
+  d.has_mask = p.b("mask");
   // The kernel receives an fp32 scale; the reference uses exactly that value.
-  d.scale = static_cast<double>(static_cast<float>(num_or(c, "scale", 1.0 / std::sqrt(static_cast<double>(d.D)))));
+  d.scale = static_cast<double>(static_cast<float>(p.r("scale", 1.0 / std::sqrt(static_cast<double>(d.D)))));
   return d;
 }
 
-// ---- binding ---------------------------------------------------------------------
-std::vector<TensorOpVariant>& fwd_registry() {
-  static std::vector<TensorOpVariant> v;
-  return v;
-}
-std::vector<TensorOpVariant>& bwd_registry() {
-  static std::vector<TensorOpVariant> v;
-  return v;
-}
-
-}  // namespace
-
-// Forward tensors: Q, K, V, [M], O, LSE. Backward: Q, K, V, O, dO, LSE, [M], dQ, dK, dV.
-bool register_attention_fwd(VariantInfo info, AttnFwdFn fn) {
-  fwd_registry().push_back({std::move(info), [fn](const Case& c, const std::vector<DevTensor>& t, cudaStream_t s) {
-                              const AttnDims d = dims_of(c);
-                              const DevTensor* m = d.has_mask ? &t[3] : nullptr;
-                              const size_t o = d.has_mask ? 4 : 3;
-                              return fn(to_dt(d.dt), d.shape(), t[0].ptr, t[0].v.ld, t[1].ptr, t[1].v.ld, t[2].ptr,
-                                        t[2].v.ld, m != nullptr ? m->as<float>() : nullptr, m != nullptr ? m->v.ld : 0,
-                                        t[o].ptr, t[o].v.ld, t[o + 1].as<float>(), s);
-                            }});
-  return true;
-}
-bool register_attention_bwd(VariantInfo info, AttnBwdFn fn) {
-  bwd_registry().push_back({std::move(info), [fn](const Case& c, const std::vector<DevTensor>& t, cudaStream_t s) {
-                              const AttnDims d = dims_of(c);
-                              const DevTensor* m = d.has_mask ? &t[6] : nullptr;
-                              const size_t g = d.has_mask ? 7 : 6;
-                              return fn(to_dt(d.dt), d.shape(), t[0].ptr, t[0].v.ld, t[1].ptr, t[1].v.ld, t[2].ptr,
-                                        t[2].v.ld, t[3].ptr, t[3].v.ld, t[4].ptr, t[4].v.ld, t[5].as<float>(),
-                                        m != nullptr ? m->as<float>() : nullptr, m != nullptr ? m->v.ld : 0, t[g].ptr,
-                                        t[g].v.ld, t[g + 1].ptr, t[g + 1].v.ld, t[g + 2].ptr, t[g + 2].v.ld, s);
-                            }});
-  return true;
-}
-
 namespace {
 
-[[maybe_unused]] const bool kFwd = register_attention_fwd(
-    {"flash",
-     "32 query rows per CTA (warp per 8 rows), key tiles of 64 in shared memory, online softmax, fp32 CUDA-core FMA",
-     false, true, "kernels/attention/flash_fwd.cu"},
-    kernels::attention::flash_fwd);
-[[maybe_unused]] const bool kBwd = register_attention_bwd(
-    {"flash",
-     "dK/dV: CTA per 32 keys over every query head of the group and query tile in order; dQ: CTA per 32 query rows; "
-     "recomputes P from LSE, no atomics",
-     false, true, "kernels/attention/flash_bwd.cu"},
-    kernels::attention::flash_bwd);
+constexpr int64_t kMaxBH = 256, kMaxS = 4096;
+constexpr int64_t kWorkFwd = int64_t{1} << 24, kWorkBwd = int64_t{3} << 22;  // B*H*Sq*Sk*D on the host
+// relation "gradcheck" (attention_bwd): each of the finite-difference forwards is a host fp64 attention.
+constexpr int64_t kWorkGrad = int64_t{1} << 16;
 
-constexpr int64_t kMaxBH = 256, kMaxS = 4096, kMaxWork = int64_t{1} << 27;  // B*H*Sq*Sk*D on the host
-constexpr int64_t kGenWorkFwd = int64_t{1} << 24, kGenWorkBwd = int64_t{3} << 22;
-// relation "gradcheck" (attention_bwd): generated at most 2^16, accepted up to 2^20 (each of the
-// finite-difference forwards is a host fp64 attention).
-constexpr int64_t kGenWorkGrad = int64_t{1} << 16, kMaxWorkGrad = int64_t{1} << 20;
+// ---- declaration ------------------------------------------------------------------------------
+int64_t work_budget(bool fwd, const Params& p) {
+  return fwd ? kWorkFwd : p.s("relation") == kGradcheckRelation ? kWorkGrad : kWorkBwd;
+}
 
-// ---- generators -----------------------------------------------------------------
-/// Sizes of tensor t in case order; the same pad and offset for every tensor but LSE (rank 1).
-Case build(bool fwd, const nlohmann::json& p, const std::vector<ValueRecipe>& r, int64_t pad, int64_t off) {
-  Case c;
-  c.op = fwd ? "attention" : "attention_bwd";
-  c.params = p;
-  const DType dt = *parse_dtype(p["dtype"].get<std::string>());
-  const int64_t B = p["B"].get<int64_t>(), H = p["H"].get<int64_t>(), Hkv = p["Hkv"].get<int64_t>();
-  const int64_t Sq = p["Sq"].get<int64_t>(), Sk = p["Sk"].get<int64_t>(), D = p["D"].get<int64_t>();
-  const bool mask = p.value("mask", false);
-  const int64_t qr = B * H * Sq, kr = B * Hkv * Sk;
-  auto rec = [&](size_t i) { return i < r.size() ? r[i] : ValueRecipe{}; };
-  if (fwd) {
-    c.tensors = {make_tensor("Q", Role::kIn, dt, qr, D, pad, off, rec(0)),
-                 make_tensor("K", Role::kIn, dt, kr, D, pad, off, rec(1)),
-                 make_tensor("V", Role::kIn, dt, kr, D, pad, off, rec(2))};
-    if (mask) c.tensors.push_back(make_tensor("M", Role::kIn, DType::kF32, Sq, Sk, pad, off, rec(3)));
-    c.tensors.push_back(make_tensor("O", Role::kOut, dt, qr, D, pad, off, {}));
-    c.tensors.push_back(make_tensor("LSE", Role::kOut, DType::kF32, -1, qr, 0, off, {}));
-  } else {
-    c.tensors = {make_tensor("Q", Role::kIn, dt, qr, D, pad, off, rec(0)),
-                 make_tensor("K", Role::kIn, dt, kr, D, pad, off, rec(1)),
-                 make_tensor("V", Role::kIn, dt, kr, D, pad, off, rec(2)),
-                 make_tensor("O", Role::kIn, dt, qr, D, pad, off, rec(3)),
-                 make_tensor("dO", Role::kIn, dt, qr, D, pad, off, rec(4)),
-                 make_tensor("LSE", Role::kIn, DType::kF32, -1, qr, 0, off, rec(5))};
-    if (mask) c.tensors.push_back(make_tensor("M", Role::kIn, DType::kF32, Sq, Sk, pad, off, rec(6)));
-    c.tensors.push_back(make_tensor("dQ", Role::kOut, dt, qr, D, pad, off, {}));
-    c.tensors.push_back(make_tensor("dK", Role::kOut, dt, kr, D, pad, off, {}));
-    c.tensors.push_back(make_tensor("dV", Role::kOut, dt, kr, D, pad, off, {}));
+std::vector<ParamDef> params(bool fwd) {
+  std::vector<ParamDef> p;
+  p.push_back(ParamDef::dtype("dtype", {DType::kF32, DType::kF16, DType::kBF16}).weigh({2, 4, 4}));
+  if (!fwd)
+    p.push_back(ParamDef::choice("relation", {kGradcheckRelation})
+                    .optional(3)
+                    .describe("the finite-difference projection check (a quarter of the cases)"));
+  p.push_back(ParamDef::integer("D", 1, 128)
+                  .among({64, 128, 1, 8, 16, 40, 80, 96, 100, 127})
+                  .weigh({28, 28, 3, 3, 3, 3, 3, 3, 3, 3})
+                  .describe("head dimension"));
+  p.push_back(ParamDef::integer("Hkv", 1, kMaxBH).among({1, 2, 3, 4}).weigh({4, 2, 1, 1}).describe("kv heads"));
+  p.push_back(ParamDef::integer("G", 1, kMaxBH)
+                  .among({1, 2, 4})
+                  .weigh({3, 1, 1})
+                  .cap([](const Params& q) { return kMaxBH / q.i("Hkv", 1); })
+                  .describe("query heads per kv head: H = Hkv G"));
+  p.push_back(ParamDef::integer("B", 1, kMaxBH).among({1, 2, 3}).weigh({2, 1, 1}).cap([](const Params& q) {
+    return kMaxBH / (q.i("Hkv", 1) * q.i("G", 1));
+  }));
+  p.push_back(ParamDef::extent("Sq", 1, kMaxS).aim({32, 64, 96, 128}).cap([fwd](const Params& q) {
+    return work_budget(fwd, q) / (q.i("B", 1) * q.i("Hkv", 1) * q.i("G", 1) * q.i("D", 1));
+  }));
+  p.push_back(ParamDef::extent("Sk", 1, kMaxS).aim({32, 64, 96, 128}).cap([fwd](const Params& q) {
+    return work_budget(fwd, q) / (q.i("B", 1) * q.i("Hkv", 1) * q.i("G", 1) * q.i("D", 1) * q.i("Sq", 1));
+  }));
+  p.push_back(ParamDef::flag("causal").weigh({3, 2}).describe("top-left aligned causal visibility"));
+  p.push_back(ParamDef::flag("mask").weigh({7, 3}).describe("an additive fp32 [Sq, Sk] mask M"));
+  p.push_back(ParamDef::integer("masked_every", 1, kMaxS)
+                  .among({1, 2, 3, 4, 5})
+                  .only_when([](const Params& q) { return q.b("mask"); })
+                  .optional(2)
+                  .describe("mask rows r % k == 0 all -inf (fully masked query rows)"));
+  p.push_back(ParamDef::real("scale", {1.0, 0.05, 0.3}).optional(7).describe("absent: 1/sqrt(D)"));
+  if (!fwd)
+    p.push_back(ParamDef::flag("do_row_scale").weigh({3, 2}).describe("dO row r scaled by 2^((r mod 9) - 4)"));
+  return p;
+}
+
+Status check(const std::string& op, const Params& p) {
+  if (p.has("scale")) {
+    const double s = p.r("scale");
+    if (!(s > 0) || s > 1e4) return invalid_argument(op + " case: params.scale must be a number in (0, 1e4]");
   }
-  return c;
+  return ok_status();
 }
 
-/// A recipe of one of `classes` with parameters that keep attention's logits in a range
-/// the bound can say something about; `big` scales normal values (very large logits).
-rc::Gen<ValueRecipe> gen_recipe(std::vector<ValueClass> classes, double big = 0) {
-  return rc::gen::exec([classes, big] {
-    ValueRecipe r;
-    r.cls = *rc::gen::elementOf(classes);
-    r.seed = *rc::gen::inRange<uint64_t>(0, uint64_t{1} << 40);
-    switch (r.cls) {
-      case ValueClass::kNormal:
-        r.scale = big > 0 ? big : *rc::gen::elementOf(std::vector<double>{1, 1, 0.5, 2});
-        break;
-      case ValueClass::kUniform:
-        r.scale = 2;
-        break;
-      case ValueClass::kSmallInt:
-        r.int_range = 2;
-        break;
-      case ValueClass::kLogUniform:
-        r.exp_min = -6;
-        r.exp_max = 2;
-        break;
-      case ValueClass::kMeanSpread:
-        r.mean = 8;
-        r.spread = 1;
-        break;
-      default:
-        break;
-    }
-    return r;
-  });
-}
-
-const std::vector<int64_t>& edge_lengths() {
-  static const std::vector<int64_t> v = {1,  1,  2,   3,   17,  31,  32,  33,  63,  64,
-                                         65, 96, 113, 127, 128, 129, 239, 256, 1023};
+ValueSpec values(std::vector<ValueClass> classes, double max_abs) {
+  ValueSpec v;
+  v.classes = std::move(classes);
+  v.max_abs = max_abs;
   return v;
 }
 
-rc::Gen<nlohmann::json> gen_params(const GenConfig& cfg, bool fwd) {
-  const int64_t cap = std::max<int64_t>(1, std::min<int64_t>(cfg.max_dim, kMaxS));
-  return rc::gen::exec([cap, fwd] {
-    nlohmann::json p;
-    const int dsel = *rc::gen::inRange(0, 10);
-    p["dtype"] = std::string(dtype_name(dsel < 4 ? DType::kF16 : dsel < 8 ? DType::kBF16 : DType::kF32));
-    const int64_t D = *rc::gen::inRange(0, 10) < 7
-                          ? *rc::gen::elementOf(std::vector<int64_t>{64, 128})
-                          : *rc::gen::elementOf(std::vector<int64_t>{1, 8, 16, 40, 80, 96, 100, 127});
-    auto len = [cap] {
-      const int64_t x =
-          *rc::gen::inRange(0, 3) < 2 ? *rc::gen::elementOf(edge_lengths()) : *rc::gen::inRange<int64_t>(1, 700);
-      return std::min(x, cap);
-    };
-    int64_t Sq = len(), Sk = len();
-    int64_t H = *rc::gen::elementOf(std::vector<int64_t>{1, 1, 2, 3, 4, 8});
-    std::vector<int64_t> divs;
-    for (int64_t x = 1; x <= H; ++x)
-      if (H % x == 0) divs.push_back(x);
-    int64_t Hkv = *rc::gen::elementOf(divs);
-    int64_t B = *rc::gen::elementOf(std::vector<int64_t>{1, 1, 2, 3});
-    auto fit = [&](int64_t budget) {
-      while (B * H * Sq * Sk * D > budget) {
-        if (B > 1) {
-          B = 1;
-        } else if (H > 1) {
-          H = Hkv = 1;
-        } else if (Sq >= Sk) {
-          Sq = std::max<int64_t>(1, Sq / 2);
-        } else {
-          Sk = std::max<int64_t>(1, Sk / 2);
-        }
-      }
-    };
-    fit(fwd ? kGenWorkFwd : kGenWorkBwd);
-    p["B"] = B, p["H"] = H, p["Hkv"] = Hkv, p["Sq"] = Sq, p["Sk"] = Sk, p["D"] = D;
-    p["causal"] = *rc::gen::inRange(0, 5) < 2;
-    const bool mask = *rc::gen::inRange(0, 10) < 3;
-    p["mask"] = mask;
-    if (mask && *rc::gen::inRange(0, 3) == 0) p["masked_every"] = *rc::gen::inRange<int64_t>(1, 6);
-    if (*rc::gen::inRange(0, 8) == 0) p["scale"] = *rc::gen::elementOf(std::vector<double>{1.0, 0.05, 0.3});
-    if (!fwd && *rc::gen::inRange(0, 5) < 2) p["do_row_scale"] = true;
-    // A quarter of the backward cases: the finite-difference projection check, on small problems.
-    if (!fwd && *gen_weighted_index({3, 1}) == 1) {
-      p["relation"] = kGradcheckRelation;
-      fit(kGenWorkGrad);
-      p["B"] = B, p["H"] = H, p["Hkv"] = Hkv, p["Sq"] = Sq, p["Sk"] = Sk;
-    }
-    return p;
-  });
-}
-
-const std::vector<ValueClass> kQkClasses = {ValueClass::kNormal,   ValueClass::kNormal,     ValueClass::kUniform,
-                                            ValueClass::kSmallInt, ValueClass::kLogUniform, ValueClass::kSameSign};
+const std::vector<ValueClass> kQkClasses = {ValueClass::kNormal, ValueClass::kUniform, ValueClass::kSmallInt,
+                                            ValueClass::kLogUniform, ValueClass::kSameSign};
 const std::vector<ValueClass> kVClasses = {ValueClass::kNormal,   ValueClass::kUniform,    ValueClass::kSameSign,
                                            ValueClass::kSmallInt, ValueClass::kMeanSpread, ValueClass::kLogUniform};
 
-rc::Gen<ValueRecipe> gen_mask_recipe() {
-  return rc::gen::exec([] {
-    ValueRecipe r = *gen_recipe({ValueClass::kNormal, ValueClass::kUniform, ValueClass::kSmallInt});
-    if (*rc::gen::inRange(0, 5) < 2) {
-      r.inject.kinds = kSpecialNegInf;
-      r.inject.rate = *rc::gen::elementOf(std::vector<double>{0.05, 0.3, 0.9});
-    }
-    return r;
-  });
+std::vector<int64_t> mask_shape(const Params& p) {
+  return p.b("mask") ? std::vector<int64_t>{p.i("Sq", 1), p.i("Sk", 1)} : std::vector<int64_t>{1, 1};
+}
+std::vector<int64_t> lse_shape(const Params& p) {
+  return {p.i("B", 1) * p.i("Hkv", 1) * p.i("G", 1) * p.i("Sq", 1)};
 }
 
-rc::Gen<Case> gen_case(const GenConfig& cfg, bool fwd) {
-  return rc::gen::exec([cfg, fwd] {
-    const nlohmann::json p = *gen_params(cfg, fwd);
-    // Very large logits: Q's normal values scaled by 16..48 (logits of hundreds).
-    const double big = *rc::gen::inRange(0, 7) == 0 ? *rc::gen::elementOf(std::vector<double>{16, 48}) : 0;
-    std::vector<ValueRecipe> r = {*gen_recipe(big > 0 ? std::vector<ValueClass>{ValueClass::kNormal} : kQkClasses, big),
-                                  *gen_recipe(kQkClasses), *gen_recipe(kVClasses)};
-    if (!fwd) {
-      r.push_back(ValueRecipe{});  // O: computed by prepare
-      r.push_back(*gen_recipe({ValueClass::kNormal, ValueClass::kUniform, ValueClass::kSameSign,
-                               ValueClass::kLogUniform, ValueClass::kSmallInt}));
-      r.push_back(ValueRecipe{});  // LSE: computed by prepare
-    }
-    if (p.value("mask", false)) r.push_back(*gen_mask_recipe());
-    const int64_t pad = *rc::gen::elementOf(std::vector<int64_t>{0, 0, 0, 1, 3, 8});
-    const int64_t off = *rc::gen::elementOf(std::vector<int64_t>{0, 0, 0, 1, 2});
-    return build(fwd, p, r, pad, off);
-  });
-}
-
-Status validate_case(const Case& c, bool fwd) {
-  ASSAY_ASSIGN_OR_RETURN(DType dt, param_dtype(c));
-  ASSAY_ASSIGN_OR_RETURN(int64_t B, param_int(c, "B", 1, kMaxBH));
-  ASSAY_ASSIGN_OR_RETURN(int64_t H, param_int(c, "H", 1, kMaxBH));
-  ASSAY_ASSIGN_OR_RETURN(int64_t Hkv, param_int(c, "Hkv", 1, kMaxBH));
-  ASSAY_ASSIGN_OR_RETURN(int64_t Sq, param_int(c, "Sq", 1, kMaxS));
-  ASSAY_ASSIGN_OR_RETURN(int64_t Sk, param_int(c, "Sk", 1, kMaxS));
-  ASSAY_ASSIGN_OR_RETURN(int64_t D, param_int(c, "D", 1, 128));
-  if (H % Hkv != 0) return invalid_argument(c.op + " case: params.Hkv must divide params.H");
-  if (B * H > kMaxBH) return invalid_argument(fmt::format("{} case: params.B * params.H must be <= {}", c.op, kMaxBH));
-  if (B * H * Sq * Sk * D > kMaxWork)
-    return invalid_argument(fmt::format("{} case: B*H*Sq*Sk*D must be <= {} (host reference)", c.op, kMaxWork));
-  for (const char* k : {"causal", "mask", "do_row_scale"})
-    if (c.params.contains(k) && !c.params[k].is_boolean())
-      return invalid_argument(fmt::format("{} case: params.{} must be a boolean", c.op, k));
-  if (c.params.contains("do_row_scale") && fwd)
-    return invalid_argument(c.op + " case: params.do_row_scale is for attention_bwd only");
-  if (c.params.contains("scale")) {
-    const auto& s = c.params["scale"];
-    if (!s.is_number() || !(s.get<double>() > 0) || !std::isfinite(s.get<double>()) || s.get<double>() > 1e4)
-      return invalid_argument(c.op + " case: params.scale must be a number in (0, 1e4]");
-  }
-  const bool mask = bool_or(c, "mask", false);
-  if (c.params.contains("masked_every")) {
-    const auto& m = c.params["masked_every"];
-    if (!m.is_number_integer() || m.get<int64_t>() < 0)
-      return invalid_argument(c.op + " case: params.masked_every must be an integer >= 0");
-    if (m.get<int64_t>() > 0 && !mask)
-      return invalid_argument(c.op + " case: params.masked_every needs params.mask = true");
-  }
-  if (c.params.contains("relation")) {
-    if (fwd || !wants_gradcheck(c))
-      return invalid_argument(c.op + " case: params.relation: " +
-                              (fwd ? std::string("attention has none") : std::string("only \"gradcheck\"")));
-    if (B * H * Sq * Sk * D > kMaxWorkGrad)
-      return invalid_argument(
-          fmt::format("{} case: params.relation \"gradcheck\" needs B*H*Sq*Sk*D <= {}", c.op, kMaxWorkGrad));
-  }
-  std::vector<std::pair<std::string, Role>> layout;
-  if (fwd) {
-    layout = {{"Q", Role::kIn}, {"K", Role::kIn}, {"V", Role::kIn}};
-    if (mask) layout.push_back({"M", Role::kIn});
-    layout.push_back({"O", Role::kOut});
-    layout.push_back({"LSE", Role::kOut});
-  } else {
-    layout = {{"Q", Role::kIn}, {"K", Role::kIn},  {"V", Role::kIn},
-              {"O", Role::kIn}, {"dO", Role::kIn}, {"LSE", Role::kIn}};
-    if (mask) layout.push_back({"M", Role::kIn});
-    layout.push_back({"dQ", Role::kOut});
-    layout.push_back({"dK", Role::kOut});
-    layout.push_back({"dV", Role::kOut});
-  }
-  ASSAY_RETURN_IF_ERROR(validate_tensor_layout(c, layout));
-  for (const auto& t : c.tensors) {
-    const bool kv = t.name == "K" || t.name == "V" || t.name == "dK" || t.name == "dV";
-    std::vector<int64_t> shape;
-    DType want = dt;
-    if (t.name == "LSE") {
-      shape = {B * H * Sq};
-      want = DType::kF32;
-    } else if (t.name == "M") {
-      shape = {Sq, Sk};
-      want = DType::kF32;
-    } else {
-      shape = {(kv ? B * Hkv * Sk : B * H * Sq), D};
-    }
-    if (t.desc.dtype != want || t.desc.shape != shape)
-      return invalid_argument(
-          fmt::format("{} case: tensor {} must be {} [{}]", c.op, t.name, dtype_name(want), fmt::join(shape, ", ")));
-  }
-  return ok_status();
+std::vector<TensorDef> tensors(bool fwd) {
+  const std::vector<std::string> qd = {"B", "Hkv", "G", "Sq", "D"}, kd = {"B", "Hkv", "Sk", "D"};
+  TensorDef q{.name = "Q", .dims = qd, .values = values(kQkClasses, 8)},
+      k{.name = "K", .dims = kd, .values = values(kQkClasses, 8)},
+      v{.name = "V", .dims = kd, .values = values(kVClasses, 16)};
+  TensorDef m{.name = "M", .dtype = "fp32", .values = values({ValueClass::kNormal, ValueClass::kUniform,
+                                                                ValueClass::kSmallInt},
+                                                               16)};
+  m.shape = mask_shape;
+  m.values.specials = kSpecialNegInf;
+  m.values.inject_percent = 40;
+  TensorDef lse{.name = "LSE", .role = fwd ? Role::kOut : Role::kIn, .dtype = "fp32"};
+  lse.shape = lse_shape;
+  if (fwd) return {q, k, v, m, {.name = "O", .role = Role::kOut, .dims = qd}, lse};
+  // O and LSE: drawn plain, then replaced by prepare with the forward's saved outputs.
+  TensorDef o{.name = "O", .dims = qd, .values = values({ValueClass::kNormal}, 0)};
+  TensorDef dout{.name = "dO",
+                 .dims = qd,
+                 .values = values({ValueClass::kNormal, ValueClass::kUniform, ValueClass::kSameSign,
+                                   ValueClass::kLogUniform, ValueClass::kSmallInt},
+                                  16)};
+  lse.values = values({ValueClass::kNormal}, 0);
+  return {q,
+          k,
+          v,
+          o,
+          dout,
+          lse,
+          m,
+          {.name = "dQ", .role = Role::kOut, .dims = qd},
+          {.name = "dK", .role = Role::kOut, .dims = kd},
+          {.name = "dV", .role = Role::kOut, .dims = kd}};
 }
 
 // ---- references and bounds --------------------------------------------------------
@@ -413,8 +231,9 @@ constexpr double kRefSlack = 1 + 0x1p-30;  // the fp64 reference's own error
 
 /// Mask rows r with r % masked_every == 0 become all -inf (fully masked query rows).
 void mask_rows(const Case& c, std::vector<unsigned char*>& img, size_t mask_index) {
-  const int64_t every = int_or(c, "masked_every", 0);
-  if (every <= 0 || !bool_or(c, "mask", false)) return;
+  const Params p(c.params);
+  const int64_t every = p.i("masked_every", 0);
+  if (every <= 0 || !p.b("mask")) return;
   const auto& d = c.tensors[mask_index].desc;
   const View2D v = view_of(d);
   for (int64_t r = 0; r < v.rows; r += every)
@@ -447,30 +266,38 @@ void scores(const AttnDims& d, const HostTensor& q, const HostTensor& k, const H
   }
 }
 
-}  // namespace
+// Forward aux: per element of O, the sums over the visible keys j of tolP2_j |v_j| (kA0),
+// (P_j + tolP2_j)|v_j| (kA1), (P_j + tolP2_j)(mx - s_j + 2E)|v_j| (kA2), |v_j| (kA3), P_j |v_j| (kPv);
+// per row (LSE's aux): Dw, L, E, sum_l P_l E_l, the visible key count, max |v|, fully masked.
+enum OAux { kA0, kA1, kA2, kA3, kPv, kOAux };
+enum LAux { kDw, kL, kE, kPE, kKend, kVmax, kMasked, kLAux };
 
-void attention_fwd_reference(const AttnDims& d, const HostTensor& q, const HostTensor& k, const HostTensor& v,
-                             const HostTensor* mask, OutputRef& o, OutputRef& lse, int64_t key_tile) {
+/// O and LSE in ref, the arithmetic-free parts of their bound in aux (step 1, 2 and the sums of 4).
+void fwd_ref(const AttnDims& d, const HostTensor& q, const HostTensor& k, const HostTensor& v,
+             const HostTensor* mask, OutputRef& o, OutputRef& lse) {
   const int64_t rows = d.B * d.H * d.Sq, G = d.H / d.Hkv;
   o = OutputRef{};
   lse = OutputRef{};
   o.ref.assign(static_cast<size_t>(rows * d.D), 0.0);
-  o.tol.assign(o.ref.size(), 0.0);
+  o.aux.assign(kOAux, std::vector<double>(o.ref.size(), 0.0));
   lse.ref.assign(static_cast<size_t>(rows), -INFINITY);
-  lse.tol.assign(lse.ref.size(), 0.0);
+  lse.aux.assign(kLAux, std::vector<double>(lse.ref.size(), 0.0));
   const double gD = gamma_n(d.D + 2, kU);
   std::vector<double> s, mag, P(static_cast<size_t>(d.Sk)), E(static_cast<size_t>(d.Sk)),
       tolP(static_cast<size_t>(d.Sk));
-  std::vector<double> acc(static_cast<size_t>(d.D)), err(static_cast<size_t>(d.D)), amag(static_cast<size_t>(d.D));
   for (int64_t b = 0; b < d.B; ++b)
     for (int64_t h = 0; h < d.H; ++h) {
       const int64_t kbase = (b * d.Hkv + h / G) * d.Sk;
       for (int64_t i = 0; i < d.Sq; ++i) {
         const int64_t row = (b * d.H + h) * d.Sq + i;
+        const size_t rl = static_cast<size_t>(row);
         scores(d, q, k, mask, row, i, kbase, s, mag);
         double mx = -INFINITY;
         for (double x : s) mx = std::max(mx, x);
-        if (mx == -INFINITY) continue;  // fully masked: O = 0 (tol 0), LSE = -inf
+        if (mx == -INFINITY) {  // fully masked: O = 0 (tol 0), LSE = -inf
+          lse.aux[kMasked][rl] = 1;
+          continue;
+        }
         double Z = 0;
         for (size_t j = 0; j < s.size(); ++j) Z += std::exp(s[j] - mx);
         const double L = std::log(Z);
@@ -482,69 +309,89 @@ void attention_fwd_reference(const AttnDims& d, const HostTensor& q, const HostT
           PE += P[j] * E[j];
         }
         const double eE = std::exp(Emax);
-        // 2. the score error through the softmax; 3. the online softmax on the computed scores.
+        // 2. the score error through the softmax.
         double Dw = 0;
         for (size_t j = 0; j < s.size(); ++j) {
           const double r = E[j] + PE;
           tolP[j] = P[j] * r * eE * std::exp(eE * r);
           if (std::isfinite(s[j])) Dw += (P[j] + tolP[j]) * (mx - s[j] + 2 * Emax);
         }
-        const int64_t kend = d.causal ? std::min(d.Sk, i + 1) : d.Sk;
-        SoftmaxModel m;
-        m.in = d.dt;
-        m.acc = DType::kF32;
-        m.out = DType::kF32;
-        m.n = d.Sk;
-        m.rescales = (kend + key_tile - 1) / key_tile;
-        const SoftmaxRowMags rm{Dw * kRefSlack, L};
-        const ElementBound sb = softmax_bounds(m, rm).ceiling;
-        for (size_t j = 0; j < s.size(); ++j) {
-          if (!std::isfinite(s[j])) continue;
-          const double pp = P[j] + tolP[j];
-          tolP[j] += sb.tol(pp, pp * (mx - s[j] + 2 * Emax));
-        }
-        // 4. O = P V with the accumulation's roundings.
-        const double gO = gamma_n(d.Sk + m.rescales + 1, kU);
-        std::fill(acc.begin(), acc.end(), 0.0);
-        std::fill(err.begin(), err.end(), 0.0);
-        std::fill(amag.begin(), amag.end(), 0.0);
+        // 4. O = P V, and the sums the bound combines with step 3's coefficients.
         double vmax = 0;
         for (size_t j = 0; j < s.size(); ++j) {
           if (!std::isfinite(s[j])) continue;
+          const double pp = P[j] + tolP[j], dev = mx - s[j] + 2 * Emax;
           const double* vj = v.data + (kbase + static_cast<int64_t>(j)) * v.v.ld;
           for (int64_t c = 0; c < d.D; ++c) {
+            const size_t l = static_cast<size_t>(row * d.D + c);
             const double av = std::fabs(vj[c]);
-            acc[static_cast<size_t>(c)] += P[j] * vj[c];
-            err[static_cast<size_t>(c)] += tolP[j] * av;
-            amag[static_cast<size_t>(c)] += (P[j] + tolP[j]) * av;
+            o.ref[l] += P[j] * vj[c];
+            o.aux[kA0][l] += tolP[j] * av;
+            o.aux[kA1][l] += pp * av;
+            o.aux[kA2][l] += pp * dev * av;
+            o.aux[kA3][l] += av;
+            o.aux[kPv][l] += P[j] * av;
             vmax = std::max(vmax, av);
           }
         }
-        const double floor = static_cast<double>(d.Sk + m.rescales + 4) * kMinNormal * (1 + vmax);
-        for (int64_t c = 0; c < d.D; ++c) {
-          const size_t l = static_cast<size_t>(row * d.D + c);
-          const double e32 = (err[static_cast<size_t>(c)] + gO * amag[static_cast<size_t>(c)] + floor) * kRefSlack;
-          o.ref[l] = acc[static_cast<size_t>(c)];
-          o.tol[l] = e32 + store_rounding(std::fabs(o.ref[l]) * (1 + 0x1p-9) + e32, d.dt);
-        }
-        // 5. LSE.
-        const double lse_ref = mx + L;
-        // The computed scores' log-sum-exp L' is within 2E of L: the logf error is taken at L + 2E.
-        const ElementBound lb = log_softmax_bounds(m, SoftmaxRowMags{rm.weighted_dev, L + 2 * Emax}).ceiling;
-        const double es = eE * PE;
-        lse.ref[static_cast<size_t>(row)] = lse_ref;
-        lse.tol[static_cast<size_t>(row)] = (lb.tol(std::fabs(lse_ref) + es, 0) + es) * kRefSlack;
+        lse.ref[rl] = mx + L;
+        lse.aux[kDw][rl] = Dw;
+        lse.aux[kL][rl] = L;
+        lse.aux[kE][rl] = Emax;
+        lse.aux[kPE][rl] = PE;
+        lse.aux[kKend][rl] = static_cast<double>(d.causal ? std::min(d.Sk, i + 1) : d.Sk);
+        lse.aux[kVmax][rl] = vmax;
       }
     }
 }
 
-namespace {
+/// Steps 3 to 5: O's and LSE's tolerances for `key_tile` keys per tile under `fast_math`.
+void fwd_tol(const AttnDims& d, int64_t key_tile, bool fast_math, OutputRef& o, OutputRef& lse) {
+  const int64_t rows = d.B * d.H * d.Sq;
+  o.tol.assign(o.ref.size(), 0.0);
+  lse.tol.assign(lse.ref.size(), 0.0);
+  for (int64_t row = 0; row < rows; ++row) {
+    const size_t rl = static_cast<size_t>(row);
+    if (lse.aux[kMasked][rl] != 0) continue;
+    const double L = lse.aux[kL][rl], Emax = lse.aux[kE][rl];
+    const int64_t kend = static_cast<int64_t>(lse.aux[kKend][rl]);
+    SoftmaxModel m;
+    m.in = d.dt;
+    m.acc = DType::kF32;
+    m.out = DType::kF32;
+    m.n = d.Sk;
+    m.fast_math = fast_math;
+    m.rescales = (kend + key_tile - 1) / key_tile;
+    const SoftmaxRowMags rm{lse.aux[kDw][rl] * kRefSlack, L};
+    // 3. tolP_j = tol_2 + sb.tol(P_j + tol_2, (P_j + tol_2)(mx - s_j + 2E)), summed against |v_j|.
+    const ElementBound sb = softmax_bounds(m, rm).ceiling;
+    const double gO = gamma_n(d.Sk + m.rescales + 1, kU);
+    const double floor = static_cast<double>(d.Sk + m.rescales + 4) * kMinNormal * (1 + lse.aux[kVmax][rl]);
+    for (int64_t c = 0; c < d.D; ++c) {
+      const size_t l = static_cast<size_t>(row * d.D + c);
+      const double err = o.aux[kA0][l] + sb.rel_out * o.aux[kA1][l] + sb.rel_mag * o.aux[kA2][l] +
+                         sb.floor * o.aux[kA3][l];
+      const double amag = o.aux[kPv][l] + err;
+      const double e32 = (err + gO * amag + floor) * kRefSlack;
+      o.tol[l] = e32 + store_rounding(std::fabs(o.ref[l]) * (1 + 0x1p-9) + e32, d.dt);
+    }
+    // 5. LSE. The computed scores' log-sum-exp L' is within 2E of L: the logf error is taken at L + 2E.
+    const ElementBound lb = log_softmax_bounds(m, SoftmaxRowMags{rm.weighted_dev, L + 2 * Emax}).ceiling;
+    const double es = std::exp(Emax) * lse.aux[kPE][rl];
+    lse.tol[rl] = (lb.tol(std::fabs(lse.ref[rl]) + es, 0) + es) * kRefSlack;
+  }
+}
 
 Status reference_fwd(const Case& c, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
-  const AttnDims d = dims_of(c);
+  const AttnDims d = dims_of(Params(c.params));
   OutputRef o, l;
-  attention_fwd_reference(d, t[0], t[1], t[2], d.has_mask ? &t[3] : nullptr, o, l);
+  fwd_ref(d, t[0], t[1], t[2], d.has_mask ? &t[3] : nullptr, o, l);
   out = {std::move(o), std::move(l)};
+  return ok_status();
+}
+
+Status bound_fwd(const Case& c, const Arithmetic& a, const std::vector<HostTensor>&, std::vector<OutputRef>& out) {
+  fwd_tol(dims_of(Params(c.params)), a.tile("kv_tile", kernels::attention::kFwdKeyTile), a.fast_math, out[0], out[1]);
   return ok_status();
 }
 
@@ -561,14 +408,15 @@ HostTensor decode_image(const Case& c, const std::vector<unsigned char*>& img, s
 }
 
 void prepare_bwd(const Case& c, std::vector<unsigned char*>& img) {
-  const AttnDims d = dims_of(c);
+  const Params p(c.params);
+  const AttnDims d = dims_of(p);
   if (d.has_mask) mask_rows(c, img, 6);
   std::vector<double> sq, sk, sv, sm;
   const HostTensor q = decode_image(c, img, 0, sq), k = decode_image(c, img, 1, sk), v = decode_image(c, img, 2, sv);
   HostTensor m;
   if (d.has_mask) m = decode_image(c, img, 6, sm);
   OutputRef o, l;
-  attention_fwd_reference(d, q, k, v, d.has_mask ? &m : nullptr, o, l);
+  fwd_ref(d, q, k, v, d.has_mask ? &m : nullptr, o, l);
   // O and LSE as a training step saves them: O rounded into the dtype, LSE into fp32.
   const auto& od = c.tensors[3].desc;
   const auto& ld = c.tensors[5].desc;
@@ -579,7 +427,7 @@ void prepare_bwd(const Case& c, std::vector<unsigned char*>& img) {
     poke(DType::kF32, img[5], ld.offset + r, l.ref[static_cast<size_t>(r)]);
   }
   // Upstream gradients that differ per row: row r scaled by 2^((r mod 9) - 4) (exact).
-  if (bool_or(c, "do_row_scale", false)) {
+  if (p.b("do_row_scale")) {
     const auto& gd = c.tensors[4].desc;
     const View2D gv = view_of(gd);
     for (int64_t r = 0; r < gv.rows; ++r)
@@ -590,16 +438,19 @@ void prepare_bwd(const Case& c, std::vector<unsigned char*>& img) {
   }
 }
 
-Status reference_bwd(const Case& c, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
-  const AttnDims d = dims_of(c);
+/// dQ, dK, dV from Q, K, V, O, dO, LSE, [M] (t in attention_bwd's order); with_tol: also their
+/// tolerances under the declared arithmetic (the header's backward analysis).
+void bwd_pass(const AttnDims& d, const std::vector<HostTensor>& t, bool with_tol, bool fast_math,
+              std::vector<OutputRef>& out) {
   const HostTensor &q = t[0], &k = t[1], &v = t[2], &o = t[3], &dout = t[4], &lse = t[5];
   const HostTensor* mask = d.has_mask ? &t[6] : nullptr;
   const int64_t G = d.H / d.Hkv, qrows = d.B * d.H * d.Sq, krows = d.B * d.Hkv * d.Sk, D = d.D;
   // Accumulators: value, error sum (sum e |x|) and magnitude sum (sum (|w| + e)|x|) per element.
   std::vector<double> dq(static_cast<size_t>(qrows * D)), dk(static_cast<size_t>(krows * D)),
       dv(static_cast<size_t>(krows * D));
-  std::vector<double> dq_e(dq.size()), dq_m(dq.size()), dk_e(dk.size()), dk_m(dk.size()), dv_e(dv.size()),
-      dv_m(dv.size());
+  const size_t ne = with_tol ? 1 : 0;
+  std::vector<double> dq_e(dq.size() * ne), dq_m(dq.size() * ne), dk_e(dk.size() * ne), dk_m(dk.size() * ne),
+      dv_e(dv.size() * ne), dv_m(dv.size() * ne);
   const double gD = gamma_n(D, kU), gS = gamma_n(D + 2, kU);
   const double u2 = (1 + kU) * (1 + kU);
   std::vector<double> s, smag;
@@ -626,26 +477,34 @@ Status reference_bwd(const Case& c, const std::vector<HostTensor>& t, std::vecto
           const double* kj = k.data + kr * k.v.ld;
           const double* vj = v.data + kr * v.v.ld;
           const double P = std::exp(sj - L);
-          const double E = gS * smag[static_cast<size_t>(j)];
-          const double ep = P * (std::exp(E + kU * (std::fabs(sj - L) + E)) * (1 + 5 * kU) - 1) + kMinNormal;
           double dP = 0, dPmag = 0;
           for (int64_t c = 0; c < D; ++c) {
             dP += doi[c] * vj[c];
             dPmag += std::fabs(doi[c] * vj[c]);
           }
-          const double x = dP - Di, a = gD * (dPmag + Dmag);
+          const double x = dP - Di;
           const double dS = P * x;
-          const double eds = P * std::fabs(x) * (u2 - 1) + (P * a + ep * (std::fabs(x) + a)) * u2 + kMinNormal;
+          double ep = 0, eds = 0;
+          if (with_tol) {
+            const double E = gS * smag[static_cast<size_t>(j)];
+            // expf: 2 ulp; __expf: 2 + floor(1.173 |x|) ulp, |x| at most 104 before the result is 0.
+            const double ulps = fast_math ? 2 + std::floor(1.173 * std::min(std::fabs(sj - L), 104.0)) : 2;
+            const double cexp = 2 * ulps + 1;
+            ep = P * (std::exp(E + kU * (std::fabs(sj - L) + E)) * (1 + cexp * kU) - 1) + kMinNormal;
+            const double a = gD * (dPmag + Dmag);
+            eds = P * std::fabs(x) * (u2 - 1) + (P * a + ep * (std::fabs(x) + a)) * u2 + kMinNormal;
+          }
           for (int64_t c = 0; c < D; ++c) {
             const size_t lk = static_cast<size_t>(kr * D + c), lq = static_cast<size_t>(row * D + c);
-            const double adO = std::fabs(doi[c]), aq = std::fabs(qi[c]), ak = std::fabs(kj[c]);
             dv[lk] += P * doi[c];
+            dk[lk] += dS * qi[c];
+            dq[lq] += dS * kj[c];
+            if (!with_tol) continue;
+            const double adO = std::fabs(doi[c]), aq = std::fabs(qi[c]), ak = std::fabs(kj[c]);
             dv_e[lk] += ep * adO;
             dv_m[lk] += (P + ep) * adO;
-            dk[lk] += dS * qi[c];
             dk_e[lk] += eds * aq;
             dk_m[lk] += (std::fabs(dS) + eds) * aq;
-            dq[lq] += dS * kj[c];
             dq_e[lq] += eds * ak;
             dq_m[lq] += (std::fabs(dS) + eds) * ak;
           }
@@ -657,10 +516,11 @@ Status reference_bwd(const Case& c, const std::vector<HostTensor>& t, std::vecto
                     int64_t n, bool scaled) {
     OutputRef r;
     r.ref.resize(val.size());
+    for (size_t l = 0; l < val.size(); ++l) r.ref[l] = scl * val[l];
+    if (!with_tol) return r;
     r.tol.resize(val.size());
     const double g = gamma_n(n + (scaled ? 2 : 1), kU), fl = static_cast<double>(n + 2) * kMinNormal;
     for (size_t l = 0; l < val.size(); ++l) {
-      r.ref[l] = scl * val[l];
       const double e32 = (scl * ((scaled ? 1 + kU : 1.0) * e[l] + g * m[l]) + fl) * kRefSlack;
       r.tol[l] = e32 + store_rounding(std::fabs(r.ref[l]) * (1 + 0x1p-9) + e32, d.dt);
     }
@@ -670,9 +530,21 @@ Status reference_bwd(const Case& c, const std::vector<HostTensor>& t, std::vecto
   out.push_back(finish(dq, dq_e, dq_m, d.scale, Nq, true));
   out.push_back(finish(dk, dk_e, dk_m, d.scale, Nk, true));
   out.push_back(finish(dv, dv_e, dv_m, 1.0, Nk, false));
+}
+
+Status reference_bwd(const Case& c, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
+  bwd_pass(dims_of(Params(c.params)), t, false, false, out);
   return ok_status();
 }
 
+Status bound_bwd(const Case& c, const Arithmetic& a, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
+  std::vector<OutputRef> full;
+  bwd_pass(dims_of(Params(c.params)), t, true, a.fast_math, full);
+  for (size_t o = 0; o < out.size() && o < full.size(); ++o) out[o].tol = std::move(full[o].tol);
+  return ok_status();
+}
+
+// ---- properties ---------------------------------------------------------------------
 /// fp64 forward O = softmax(S) V on Q, K, V packed dense one after another in x (the gradcheck's
 /// function); mag (may be null): per output a bound on its rounding error in units of 16 u
 /// (Differentiable::magnitude): sum_j P_j |v_j| (1 + ((D + 2)(smag_j + sum_l P_l smag_l) + 2 Sk + 8) / 16),
@@ -713,22 +585,22 @@ void attention_forward_packed(const AttnDims& d, const HostTensor* mask, const d
 }
 
 /// relation "gradcheck": <dO, J u> by central differences of the fp64 forward (Q, K, V) -> O
-/// against sum u . (dQ, dK, dV) of the kernel (properties/gradcheck_relation.h). The spec's
+/// against sum u . (dQ, dK, dV) of the kernel (properties/gradcheck_relation.h). The op's
 /// gradient is the one from the saved O (rounded to the dtype) and LSE (fp32), not from the
 /// exact O and LSE: the difference of the two fp64 references is declared per element (dev).
 void properties_bwd(const Case& c, const std::vector<HostTensor>& in, const std::vector<HostTensor>& out,
                     const std::vector<OutputRef>& refs, std::vector<Failure>& failures) {
   if (!wants_gradcheck(c) || out.size() != 3 || refs.size() != 3) return;
-  const AttnDims d = dims_of(c);
+  const AttnDims d = dims_of(Params(c.params));
   const HostTensor* mask = d.has_mask ? &in[6] : nullptr;
   const int64_t qr = d.B * d.H * d.Sq;
   OutputRef o, l;
-  attention_fwd_reference(d, in[0], in[1], in[2], mask, o, l);
+  fwd_ref(d, in[0], in[1], in[2], mask, o, l);
   std::vector<HostTensor> exact = in;
   exact[3] = {o.ref.data(), {qr, d.D, d.D}};
   exact[5] = {l.ref.data(), {1, qr, qr}};
   std::vector<OutputRef> gx;
-  if (!reference_bwd(c, exact, gx).ok() || gx.size() != 3) return;
+  bwd_pass(d, exact, false, false, gx);
   GradProblem p;
   const char* names[3] = {"dQ", "dK", "dV"};
   for (size_t t = 0; t < 3; ++t) {
@@ -749,100 +621,157 @@ void properties_bwd(const Case& c, const std::vector<HostTensor>& in, const std:
   check_grad_projection(p, failures);
 }
 
-RowOpConfig make_config(bool fwd) {
-  RowOpConfig cfg;
-  cfg.name = fwd ? "attention" : "attention_bwd";
-  cfg.description = fwd ? "scaled dot-product attention forward (O, LSE), causal top-left, GQA, additive fp32 mask, "
-                          "fp32/fp16/bf16 storage with fp32 arithmetic"
-                        : "attention backward (dQ, dK, dV) from Q, K, V, saved O and LSE, and dO; deterministic";
-  cfg.def.op = cfg.name;
-  cfg.def.bound_name = fwd ? "attention ceiling" : "attention-backward ceiling";
-  cfg.def.prepare = fwd ? prepare_fwd : prepare_bwd;
-  cfg.def.reference = fwd ? reference_fwd : reference_bwd;
-  if (!fwd) cfg.def.properties = properties_bwd;
-  cfg.registry = fwd ? &fwd_registry() : &bwd_registry();
-  cfg.gen = [fwd](const GenConfig& g) { return gen_case(g, fwd); };
-  cfg.build = [fwd](const nlohmann::json& p, const std::vector<ValueRecipe>& r, int64_t pad, int64_t off) {
-    return build(fwd, p, r, pad, off);
-  };
-  cfg.validate = [fwd](const Case& c) { return validate_case(c, fwd); };
-  cfg.shrink_keys = {{"Sq", 1}, {"Sk", 1}, {"B", 1}, {"Hkv", 1}, {"H", 1}, {"D", 1}};
-  cfg.self_check_note =
-      "reference and bound checked against a float flash-attention emulation in "
-      "tests/properties/attention_gen_test.cpp";
-  return cfg;
-}
-
-/// RowOpSpec plus attention's own simplifications: no causal mask, no mask tensor, no row scaling.
-class AttentionSpec final : public OpSpec {
- public:
-  explicit AttentionSpec(bool fwd) : fwd_(fwd), base_(make_config(fwd)) {}
-  std::string name() const override { return base_.name(); }
-  std::string description() const override { return base_.description(); }
-  std::vector<VariantInfo> variants() const override { return base_.variants(); }
-  rc::Gen<Case> generator(const GenConfig& config) const override { return base_.generator(config); }
-  Status validate(const Case& c) const override { return base_.validate(c); }
-  StatusOr<std::vector<Verdict>> run(const Case& c, const std::vector<std::string>& variants,
-                                     gpu::Lane& lane) const override {
-    return base_.run(c, variants, lane);
-  }
-  std::vector<Case> shrink(const Case& c) const override {
-    std::vector<Case> out = base_.shrink(c);
-    if (!validate(c).ok()) return out;
-    const auto [pad, off] = rowwise::pad_off(c);
-    std::vector<ValueRecipe> rec = rowwise::input_recipes(c);
-    auto emit = [&](nlohmann::json p, std::vector<ValueRecipe> r) {
-      Case x = build(fwd_, p, r, pad, off);
-      x.variant = c.variant;
-      if (validate(x).ok()) out.push_back(std::move(x));
+// ---- self-checks ----------------------------------------------------------------------
+/// A small GQA problem (B 1, H 2, Hkv 1, Sq 3, Sk 5, D 3) with a mask, causal, packed dense.
+struct Tiny {
+  AttnDims d;
+  std::vector<double> q, k, v, m;
+  Tiny() {
+    d.B = 1, d.H = 2, d.Hkv = 1, d.Sq = 3, d.Sk = 5, d.D = 3, d.causal = true, d.has_mask = true, d.scale = 0.5;
+    auto fill = [](int64_t n, double f) {
+      std::vector<double> x(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = std::sin(f * static_cast<double>(i + 1)) * 2;
+      return x;
     };
-    if (bool_or(c, "causal", false)) {
-      nlohmann::json p = c.params;
-      p["causal"] = false;
-      emit(p, rec);
-    }
-    if (bool_or(c, "mask", false)) {
-      nlohmann::json p = c.params;
-      p["mask"] = false;
-      p.erase("masked_every");
-      std::vector<ValueRecipe> r = rec;
-      r.pop_back();  // the mask is the last input
-      emit(p, r);
-    }
-    if (c.params.contains("scale")) {
-      nlohmann::json p = c.params;
-      p.erase("scale");
-      emit(p, rec);
-    }
-    if (bool_or(c, "do_row_scale", false)) {
-      nlohmann::json p = c.params;
-      p.erase("do_row_scale");
-      emit(p, rec);
-    }
-    return out;
+    q = fill(d.B * d.H * d.Sq * d.D, 0.7), k = fill(d.B * d.Hkv * d.Sk * d.D, 1.3), v = fill(d.B * d.Hkv * d.Sk * d.D, 0.4);
+    m = fill(d.Sq * d.Sk, 2.1);
   }
-  Status self_check(std::string& report) const override { return base_.self_check(report); }
-  StatusOr<Case> with_param(const Case& c, const std::string& key, int64_t value) const override {
-    return base_.with_param(c, key, value);
+  HostTensor view(const std::vector<double>& x, int64_t cols) const {
+    const int64_t rows = static_cast<int64_t>(x.size()) / cols;
+    return {x.data(), {rows, cols, cols}};
   }
-
- private:
-  bool fwd_;
-  RowOpSpec base_;
+  /// O and LSE of (q, k, v) in long double, straight from the definition.
+  void forward(const std::vector<long double>& ql, const std::vector<long double>& kl,
+               const std::vector<long double>& vl, std::vector<long double>& o, std::vector<long double>& lse) const {
+    const int64_t G = d.H / d.Hkv;
+    o.assign(static_cast<size_t>(d.B * d.H * d.Sq * d.D), 0.0L);
+    lse.assign(static_cast<size_t>(d.B * d.H * d.Sq), 0.0L);
+    for (int64_t h = 0; h < d.H; ++h)
+      for (int64_t i = 0; i < d.Sq; ++i) {
+        const int64_t row = h * d.Sq + i, kb = (h / G) * d.Sk;
+        std::vector<long double> s(static_cast<size_t>(d.Sk), -INFINITY);
+        long double mx = -INFINITY, z = 0;
+        for (int64_t j = 0; j < d.Sk && (!d.causal || j <= i); ++j) {
+          long double dot = 0;
+          for (int64_t c = 0; c < d.D; ++c)
+            dot += ql[static_cast<size_t>(row * d.D + c)] * kl[static_cast<size_t>((kb + j) * d.D + c)];
+          s[static_cast<size_t>(j)] = static_cast<long double>(d.scale) * dot + m[static_cast<size_t>(i * d.Sk + j)];
+          mx = std::max(mx, s[static_cast<size_t>(j)]);
+        }
+        for (long double x : s) z += std::exp(x - mx);
+        lse[static_cast<size_t>(row)] = mx + std::log(z);
+        for (int64_t j = 0; j < d.Sk; ++j)
+          for (int64_t c = 0; c < d.D; ++c)
+            o[static_cast<size_t>(row * d.D + c)] +=
+                std::exp(s[static_cast<size_t>(j)] - mx) / z * vl[static_cast<size_t>((kb + j) * d.D + c)];
+      }
+  }
 };
 
-[[maybe_unused]] const bool kSpecs =
-    register_spec(std::make_unique<AttentionSpec>(true)) && register_spec(std::make_unique<AttentionSpec>(false));
+std::vector<long double> widen(const std::vector<double>& x) {
+  return {x.begin(), x.end()};
+}
+
+Status self_check_fwd(std::string& report) {
+  const Tiny t;
+  OutputRef o, l;
+  const HostTensor mask = t.view(t.m, t.d.Sk);
+  fwd_ref(t.d, t.view(t.q, t.d.D), t.view(t.k, t.d.D), t.view(t.v, t.d.D), &mask, o, l);
+  std::vector<long double> eo, el;
+  t.forward(widen(t.q), widen(t.k), widen(t.v), eo, el);
+  double worst = 0;
+  for (size_t i = 0; i < eo.size(); ++i)
+    worst = std::max(worst, static_cast<double>(std::fabs(o.ref[i] - eo[i]) / (std::fabs(eo[i]) + 1e-3L)));
+  for (size_t i = 0; i < el.size(); ++i)
+    worst = std::max(worst, static_cast<double>(std::fabs(l.ref[i] - el[i]) / (std::fabs(el[i]) + 1e-3L)));
+  if (!(worst < 1e-13)) return internal_error(fmt::format("attention: host reference off by {:.3g}", worst));
+  report += fmt::format(
+      "attention: host O and LSE within {:.2g} of a long-double evaluation (GQA, causal, masked, 6 rows)\n", worst);
+  return ok_status();
+}
+
+/// The backward reference (from the exact O and LSE) against central differences of the
+/// long-double forward of <dO, O(Q, K, V)> in every input element.
+Status self_check_bwd(std::string& report) {
+  const Tiny t;
+  std::vector<long double> eo, el;
+  t.forward(widen(t.q), widen(t.k), widen(t.v), eo, el);
+  std::vector<double> o(eo.begin(), eo.end()), lse(el.begin(), el.end()), dout(o.size());
+  for (size_t i = 0; i < dout.size(); ++i) dout[i] = std::cos(0.9 * static_cast<double>(i));
+  const std::vector<HostTensor> in = {t.view(t.q, t.d.D),  t.view(t.k, t.d.D), t.view(t.v, t.d.D),
+                                      t.view(o, t.d.D),    t.view(dout, t.d.D),
+                                      {lse.data(), {1, static_cast<int64_t>(lse.size()), static_cast<int64_t>(lse.size())}},
+                                      t.view(t.m, t.d.Sk)};
+  std::vector<OutputRef> g;
+  bwd_pass(t.d, in, false, false, g);
+  double worst = 0;
+  const std::vector<double>* xs[3] = {&t.q, &t.k, &t.v};
+  for (size_t w = 0; w < 3; ++w)
+    for (size_t e = 0; e < xs[w]->size(); ++e) {
+      auto loss = [&](long double delta) {
+        std::vector<long double> ql = widen(t.q), kl = widen(t.k), vl = widen(t.v), o2, l2;
+        std::vector<long double>* mine[3] = {&ql, &kl, &vl};
+        (*mine[w])[e] += delta;
+        t.forward(ql, kl, vl, o2, l2);
+        long double s = 0;
+        for (size_t i = 0; i < o2.size(); ++i) s += o2[i] * dout[i];
+        return s;
+      };
+      const long double hstep = 1e-5L;
+      const long double fd = (loss(hstep) - loss(-hstep)) / (2 * hstep);
+      worst = std::max(worst, static_cast<double>(std::fabs(g[w].ref[e] - fd) / (std::fabs(fd) + 1e-2L)));
+    }
+  if (!(worst < 1e-6))
+    return internal_error(fmt::format("attention_bwd: host gradients off by {:.3g} against finite differences", worst));
+  report += fmt::format(
+      "attention_bwd: host dQ, dK, dV within {:.2g} of long-double central differences (GQA, causal, masked)\n", worst);
+  return ok_status();
+}
+
+OpDef make(bool fwd) {
+  OpDef op;
+  op.name = fwd ? "attention" : "attention_bwd";
+  op.description = fwd ? "scaled dot-product attention forward (O, LSE), causal top-left, GQA, additive fp32 mask, "
+                         "fp32/fp16/bf16 storage with fp32 arithmetic"
+                       : "attention backward (dQ, dK, dV) from Q, K, V, saved O and LSE, and dO; deterministic";
+  op.params = params(fwd);
+  op.tensors = tensors(fwd);
+  op.check = [name = op.name](const Params& p) { return check(name, p); };
+  op.prepare = fwd ? prepare_fwd : prepare_bwd;
+  op.reference = fwd ? reference_fwd : reference_bwd;
+  op.bound = fwd ? bound_fwd : bound_bwd;
+  op.bound_name = fwd ? "attention ceiling" : "attention-backward ceiling";
+  if (!fwd) op.properties = properties_bwd;
+  op.self_check = fwd ? self_check_fwd : self_check_bwd;
+  if (fwd) op.backward = "attention_bwd";
+  return op;
+}
+
+// ---- binding ---------------------------------------------------------------------
+ASSAY_REGISTER(register_op(make(true)));
+ASSAY_REGISTER(register_op(make(false)));
+ASSAY_REGISTER(add_variant(
+    "attention",
+    {.name = "flash",
+     .description =
+         "32 query rows per CTA (warp per 8 rows), key tiles of 64 in shared memory, online softmax, fp32 CUDA-core FMA",
+     .launch = attention_fwd_launch(kernels::attention::flash_fwd),
+     .contract = Contract().tile("kv_tile", kernels::attention::kFwdKeyTile),
+     .source = "kernels/attention/flash_fwd.cu"}));
+ASSAY_REGISTER(add_variant(
+    "attention_bwd",
+    {.name = "flash",
+     .description = "dK/dV: CTA per 32 keys over every query head of the group and query tile in order; dQ: CTA per 32 "
+                    "query rows; recomputes P from LSE, no atomics",
+     .launch = attention_bwd_launch(kernels::attention::flash_bwd),
+     .source = "kernels/attention/flash_bwd.cu"}));
 
 }  // namespace
 
-const TensorOpDef& attention_def() {
-  static const RowOpConfig cfg = make_config(true);
-  return cfg.def;
-}
-const TensorOpDef& attention_bwd_def() {
-  static const RowOpConfig cfg = make_config(false);
-  return cfg.def;
+void attention_fwd_reference(const AttnDims& d, const HostTensor& q, const HostTensor& k, const HostTensor& v,
+                             const HostTensor* mask, OutputRef& o, OutputRef& lse, int64_t key_tile, bool fast_math) {
+  fwd_ref(d, q, k, v, mask, o, lse);
+  fwd_tol(d, key_tile, fast_math, o, lse);
 }
 
 }  // namespace assay::attention

@@ -1,8 +1,9 @@
-// The attention specs on the CPU: generated cases validate, round-trip and reach
-// the edges the spec names (every dtype, causal, masks with -inf entries and
+// The attention ops on the CPU: generated cases validate, round-trip and reach
+// the edges the op declares (every dtype, causal, masks with -inf entries and
 // fully masked rows, Sq = 1, lengths that are not multiples of the tiles, GQA,
 // head dims other than 64 and 128, very large logits, same-sign V, per-row dO
-// scaling, padding, offsets); malformed cases get a one-line error naming the
+// scaling, padding, offsets); the generator's realised mix of dtype, mask and
+// causal matches the declared weights; malformed cases get a one-line error naming the
 // field; shrinking gives valid smaller cases down to the smallest problem; and
 // the bound accepts a float-precision host flash-attention emulation (tiles of
 // 64 keys, online softmax in float; backward by the kernel's expression tree in
@@ -20,10 +21,10 @@
 #include <fmt/format.h>
 
 #include "harness/executor.h"
+#include "harness/op_model.h"
 #include "harness/spec.h"
-#include "harness/testbeds/tensor_op.h"
 #include "harness/values.h"
-#include "properties/attention_registry.h"
+#include "properties/attention.h"
 #include "properties/gradcheck_relation.h"
 
 namespace assay {
@@ -36,8 +37,8 @@ int64_t numel(const Case& c) {
 }
 int64_t work(const Case& c) {
   const auto& p = c.params;
-  return p["B"].get<int64_t>() * p["H"].get<int64_t>() * p["Sq"].get<int64_t>() * p["Sk"].get<int64_t>() *
-         p["D"].get<int64_t>();
+  return p["B"].get<int64_t>() * p["Hkv"].get<int64_t>() * p["G"].get<int64_t>() * p["Sq"].get<int64_t>() *
+         p["Sk"].get<int64_t>() * p["D"].get<int64_t>();
 }
 
 class AttentionGen : public ::testing::TestWithParam<std::string> {};
@@ -64,16 +65,17 @@ TEST_P(AttentionGen, CasesValidateRoundTripAndReachTheEdges) {
     causal |= p["causal"].get<bool>();
     mask |= p["mask"].get<bool>();
     masked_rows |= p.value("masked_every", 0) > 0;
-    if (const TensorSpec* m = c.find("M")) neg_inf |= m->values.inject.active();
+    if (const TensorSpec* m = c.find("M"); m != nullptr && p["mask"].get<bool>()) neg_inf |= m->values.inject.active();
     sq1 |= p["Sq"].get<int64_t>() == 1;
     odd_sk |= p["Sk"].get<int64_t>() % 64 != 0 && p["Sk"].get<int64_t>() > 64;
     long_sk |= p["Sk"].get<int64_t>() > 128;
-    gqa |= p["Hkv"].get<int64_t>() < p["H"].get<int64_t>();
-    big |= c.tensors[0].values.cls == ValueClass::kNormal && c.tensors[0].values.scale >= 16;
+    gqa |= p["G"].get<int64_t>() > 1;
+    // Very large logits: Q's small integers up to 8 (scores of tens to hundreds).
+    big |= c.tensors[0].values.cls == ValueClass::kSmallInt && c.tensors[0].values.int_range >= 8;
     same_sign_v |= c.tensors[2].values.cls == ValueClass::kSameSign;
     row_scale |= p.value("do_row_scale", false);
     const auto& d0 = c.tensors[0].desc;
-    padded |= d0.strides[0] > d0.shape[1];
+    padded |= Layout::pad_of(d0) > 0;
     offset |= d0.offset != 0;
     if (i < 40)
       for (const Case& s : spec->shrink(c)) {
@@ -106,7 +108,7 @@ TEST_P(AttentionGen, ShrinkEndsAtTheSmallestProblem) {
       ASSERT_TRUE(spec->validate(s.front()).ok());
       c = s.front();
     }
-    for (const char* k : {"B", "H", "Hkv", "Sq", "Sk", "D"}) EXPECT_EQ(c.params[k].get<int64_t>(), 1) << c.summary();
+    for (const char* k : {"B", "Hkv", "G", "Sq", "Sk", "D"}) EXPECT_EQ(c.params[k].get<int64_t>(), 1) << c.summary();
     EXPECT_FALSE(c.params["causal"].get<bool>());
     EXPECT_FALSE(c.params["mask"].get<bool>());
   }
@@ -131,12 +133,13 @@ TEST_P(AttentionGen, MalformedCasesGetOneLineErrorsNamingTheField) {
   expect_error([](Case& c) { c.params["D"] = 0; }, "params.D");
   expect_error([](Case& c) { c.params["Sq"] = 0; }, "params.Sq");
   expect_error([](Case& c) { c.params["Sk"] = 5000; }, "params.Sk");
-  expect_error([](Case& c) { c.params["H"] = 3, c.params["Hkv"] = 2; }, "Hkv must divide");
+  expect_error([](Case& c) { c.params["G"] = 0; }, "params.G");
+  expect_error([](Case& c) { c.params["H"] = 2; }, "unknown param 'H'");  // H = Hkv G
   expect_error([](Case& c) { c.params["causal"] = 1; }, "params.causal");
   expect_error([](Case& c) { c.params["scale"] = -1.0; }, "params.scale");
   expect_error([](Case& c) { c.params["mask"] = false, c.params["masked_every"] = 2; }, "masked_every");
   expect_error([](Case& c) { c.params["relation"] = "shift"; }, "relation");
-  expect_error([](Case& c) { c.tensors.pop_back(); }, "expected tensors");
+  expect_error([](Case& c) { c.tensors.pop_back(); }, "tensors, expected");
   expect_error([](Case& c) { c.tensors[0].name = "X"; }, "tensor 0");
   expect_error([](Case& c) { c.tensors[1].desc.shape[0] += 1; }, "tensor K");
   expect_error(
@@ -162,7 +165,11 @@ struct HostRun {
   std::vector<OutputRef> refs;
 };
 
-void run_reference(const TensorOpDef& def, const Case& c, HostRun& h) {
+/// prepare, reference and bound of `op` as the engine runs them, under the arithmetic the
+/// "flash" variant declares (its key tile).
+void run_reference(const std::string& op, const Case& c, HostRun& h) {
+  const OpDef& def = *find_op(op);
+  const Arithmetic arith = find_variant(op, "flash")->contract.arithmetic();
   h.bytes.assign(c.tensors.size(), {});
   h.img.clear();
   for (size_t t = 0; t < c.tensors.size(); ++t) {
@@ -187,6 +194,8 @@ void run_reference(const TensorOpDef& def, const Case& c, HostRun& h) {
   }
   const Status st = def.reference(c, h.hv, h.refs);
   ASSERT_TRUE(st.ok()) << st.message();
+  const Status sb = def.bound(c, arith, h.hv, h.refs);
+  ASSERT_TRUE(sb.ok()) << sb.message();
 }
 
 /// Elements the device check would flag (value beyond tolerance, NaN/Inf pattern); got dense.
@@ -224,7 +233,7 @@ struct Dims {
 Dims dims(const Case& c) {
   const auto& p = c.params;
   Dims d{p["B"].get<int64_t>(),
-         p["H"].get<int64_t>(),
+         p["Hkv"].get<int64_t>() * p["G"].get<int64_t>(),
          p["Hkv"].get<int64_t>(),
          p["Sq"].get<int64_t>(),
          p["Sk"].get<int64_t>(),
@@ -388,7 +397,6 @@ constexpr int64_t kEmuWork = int64_t{1} << 21;
 TEST(AttentionBound, AcceptsFloatFlashEmulationAndRejectsTheMutantFormulas) {
   const OpSpec* spec = find_spec("attention");
   ASSERT_NE(spec, nullptr);
-  const TensorOpDef& def = attention::attention_def();
   int64_t checked = 0, tail_exposed = 0, tail_caught = 0, causal_exposed = 0, causal_caught = 0, resc_exposed = 0,
           resc_caught = 0;
   double worst = 0;
@@ -397,7 +405,7 @@ TEST(AttentionBound, AcceptsFloatFlashEmulationAndRejectsTheMutantFormulas) {
     if (work(c) > kEmuWork) continue;
     ++checked;
     HostRun h;
-    ASSERT_NO_FATAL_FAILURE(run_reference(def, c, h));
+    ASSERT_NO_FATAL_FAILURE(run_reference("attention", c, h));
     std::vector<double> O, L;
     double rise = 0;
     emulate_fwd(c, h.hv, FwdBug::kNone, O, L, &rise);
@@ -446,7 +454,6 @@ TEST(AttentionBound, AcceptsFloatFlashEmulationAndRejectsTheMutantFormulas) {
 TEST(AttentionBound, BackwardAcceptsFloatEmulationAndRejectsTheWrongDoRow) {
   const OpSpec* spec = find_spec("attention_bwd");
   ASSERT_NE(spec, nullptr);
-  const TensorOpDef& def = attention::attention_bwd_def();
   int64_t checked = 0, exposed = 0, caught = 0;
   double worst = 0;
   for (int64_t idx = 0; checked < 80 && idx < 2000; ++idx) {
@@ -454,7 +461,7 @@ TEST(AttentionBound, BackwardAcceptsFloatEmulationAndRejectsTheWrongDoRow) {
     if (work(c) > kEmuWork / 2) continue;
     ++checked;
     HostRun h;
-    ASSERT_NO_FATAL_FAILURE(run_reference(def, c, h));
+    ASSERT_NO_FATAL_FAILURE(run_reference("attention_bwd", c, h));
     std::vector<double> dQ, dK, dV;
     emulate_bwd(c, h.hv, false, dQ, dK, dV);
     std::string first;
@@ -491,7 +498,7 @@ TEST(AttentionBound, BackwardAcceptsFloatEmulationAndRejectsTheWrongDoRow) {
 TEST(AttentionGradcheck, ProjectionPassesTheFloatBackwardAndCatchesTheWrongDoRow) {
   const OpSpec* spec = find_spec("attention_bwd");
   ASSERT_NE(spec, nullptr);
-  const TensorOpDef& def = attention::attention_bwd_def();
+  const OpDef& def = *find_op("attention_bwd");
   ASSERT_TRUE(static_cast<bool>(def.properties));
   int64_t generated = 0, checked = 0, exposed = 0, caught = 0;
   for (int64_t idx = 0; checked < 60 && idx < 1000; ++idx) {
@@ -501,7 +508,7 @@ TEST(AttentionGradcheck, ProjectionPassesTheFloatBackwardAndCatchesTheWrongDoRow
     ASSERT_LE(work(c), int64_t{1} << 16) << c.summary();
     ++checked;
     HostRun h;
-    ASSERT_NO_FATAL_FAILURE(run_reference(def, c, h));
+    ASSERT_NO_FATAL_FAILURE(run_reference("attention_bwd", c, h));
     const Dims d = dims(c);
     const int64_t qr = d.B * d.H * d.Sq, kr = d.B * d.Hkv * d.Sk;
     auto run = [&](bool wrong) {
@@ -555,12 +562,11 @@ TEST(AttentionGradcheck, CampaignOf320CasesCarriesAQuarterAsGradcheck) {
 
 TEST(AttentionBound, FullyMaskedRowsGiveZeroOutputAndMinusInfLse) {
   const OpSpec* spec = find_spec("attention");
-  const TensorOpDef& def = attention::attention_def();
   for (int64_t idx = 0; idx < 3000; ++idx) {
     const Case c = generate_case(*spec, GenPlan{31, GenConfig{256}}, idx);
     if (c.params.value("masked_every", 0) == 0 || work(c) > kEmuWork) continue;
     HostRun h;
-    ASSERT_NO_FATAL_FAILURE(run_reference(def, c, h));
+    ASSERT_NO_FATAL_FAILURE(run_reference("attention", c, h));
     const Dims d = dims(c);
     const int64_t every = c.params["masked_every"].get<int64_t>();
     for (int64_t row = 0; row < d.B * d.H * d.Sq; ++row) {
@@ -574,6 +580,34 @@ TEST(AttentionBound, FullyMaskedRowsGiveZeroOutputAndMinusInfLse) {
     return;
   }
   FAIL() << "no case with fully masked rows";
+}
+
+// The generator's realised mix against the declared weights (dtype fp32 2/10, mask 3/10, causal
+// 2/5), drawn straight through the op's generator at every RapidCheck size: the draws are by
+// weight, not by a size-scaled range. Both square (Sq == Sk) and non-square shapes appear.
+TEST(AttentionGen, RealisedMixMatchesTheDeclaredWeights) {
+  const OpSpec* spec = find_spec("attention");
+  ASSERT_NE(spec, nullptr);
+  const rc::Gen<Case> gen = spec->generator(GenConfig{});
+  constexpr int kN = 5000;
+  int fp32 = 0, mask = 0, causal = 0, square = 0, non_square = 0;
+  for (int i = 0; i < kN; ++i) {
+    const Case c = gen(rc::Random(0x5eed0000u + static_cast<uint64_t>(i)), i % 100).value();
+    ASSERT_TRUE(spec->validate(c).ok()) << c.summary();
+    const auto& p = c.params;
+    fp32 += p["dtype"].get<std::string>() == "fp32";
+    mask += p["mask"].get<bool>();
+    causal += p["causal"].get<bool>();
+    (p["Sq"].get<int64_t>() == p["Sk"].get<int64_t>() ? square : non_square) += 1;
+  }
+  const double n = kN;
+  std::printf("[ measured ] attention mix over %d cases: fp32 %.3f, mask %.3f, causal %.3f; Sq == Sk %d, Sq != Sk %d\n",
+              kN, fp32 / n, mask / n, causal / n, square, non_square);
+  EXPECT_NEAR(fp32 / n, 0.2, 0.03);
+  EXPECT_NEAR(mask / n, 0.3, 0.03);
+  EXPECT_NEAR(causal / n, 0.4, 0.03);
+  EXPECT_GT(square, 0);
+  EXPECT_GT(non_square, 0);
 }
 
 }  // namespace

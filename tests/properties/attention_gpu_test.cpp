@@ -29,7 +29,7 @@
 #include "tests/properties/campaign_checks.h"
 #include "harness/values.h"
 #include "kernels/attention/attention.h"
-#include "properties/attention_registry.h"
+#include "properties/attention.h"
 
 namespace assay {
 namespace {

@@ -1,4 +1,4 @@
-// GPU tests of the convolution specs (properties/conv.cpp): the direct and implicit-GEMM kernels
+// GPU tests of the convolution ops (properties/conv.cpp): the direct and implicit-GEMM kernels
 // pass a fuzz campaign of every op with every check on, each planted bug of tests/mutants/conv is
 // caught (and shrunk and stored) by a check that claims it, and each kernel agrees with cuDNN
 // (FMA math, dot-product algorithms) within the sum of both ceilings on a handful of shapes.
@@ -17,17 +17,17 @@
 #include "harness/corpus.h"
 #include "harness/dtype.h"
 #include "harness/gpu/lane.h"
+#include "harness/op_model.h"
 #include "harness/spec.h"
 #include "tests/properties/campaign_checks.h"
 #include "tests/properties/device_buffers.h"
-#include "properties/conv_registry.h"
+#include "properties/conv.h"
 #include "references/library/cudnn.h"
 
 namespace assay {
 namespace {
 
 using test_util::DevBuf;
-using test_util::encode;
 using conv::ConvPass;
 
 using ConvGpu = GpuCampaignTest<ConvPass>;
@@ -127,21 +127,33 @@ TEST_P(ConvVendorGpu, KernelsAgreeWithCudnnWithinBothCeilings) {
     std::vector<unsigned char> cbytes(static_cast<size_t>(no) * es);
     ASSERT_EQ(cudaMemcpy(cbytes.data(), dc.p, cbytes.size(), cudaMemcpyDeviceToHost), cudaSuccess);
     for (const char* variant : {"direct", "implicit_gemm"}) {
-      const conv::ConvFn fn = conv::find_conv(pass, variant);
-      ASSERT_NE(fn, nullptr) << variant;
-      kernels::conv::ConvArgs args;
-      args.g = {g.n,     g.c,     g.h,        g.w,        g.k,     g.r,     g.s,
-                g.pad_h, g.pad_w, g.stride_h, g.stride_w, g.dil_h, g.dil_w, g.groups};
+      // The registered variant's own launcher, on dense tensors in the op's order (in0, in1, out).
+      const VariantDef* v = find_variant(conv::conv_op_name(pass), variant);
+      ASSERT_NE(v, nullptr) << variant;
       const bool nchw = layout == ref::ConvLayout::kNCHW;
-      args.layout = nchw ? kernels::conv::Layout::kNCHW : kernels::conv::Layout::kNHWC;
-      args.dt = dt == DType::kF16    ? kernels::conv::Dt::kF16
-                : dt == DType::kBF16 ? kernels::conv::Dt::kBF16
-                                     : kernels::conv::Dt::kF32;
-      args.ldx = nchw ? g.w : g.c, args.ldw = nchw ? g.s : g.cg(), args.ldy = nchw ? g.out_w() : g.k;
-      args.x = pass == ConvPass::kBwdData ? dk.p : da.p;
-      args.w = pass == ConvPass::kBwdFilter ? dk.p : db.p;
-      args.y = pass == ConvPass::kFwd ? dk.p : pass == ConvPass::kBwdData ? da.p : db.p;
-      ASSERT_EQ(fn(args, nullptr), cudaSuccess) << variant;
+      const nlohmann::json pj = {{"dtype", std::string(dtype_name(dt))},
+                                 {"layout", nchw ? "nchw" : "nhwc"},
+                                 {"n", g.n},
+                                 {"groups", g.groups},
+                                 {"cg", g.cg()},
+                                 {"kg", g.kg()},
+                                 {"h", g.h},
+                                 {"w", g.w},
+                                 {"r", g.r},
+                                 {"s", g.s},
+                                 {"pad_h", g.pad_h},
+                                 {"pad_w", g.pad_w},
+                                 {"stride_h", g.stride_h},
+                                 {"stride_w", g.stride_w},
+                                 {"dil_h", g.dil_h},
+                                 {"dil_w", g.dil_w}};
+      const int64_t ldx = nchw ? g.w : g.c, ldw = nchw ? g.s : g.cg(), ldy = nchw ? g.out_w() : g.k;
+      const int64_t ld0 = pass == ConvPass::kBwdData ? ldy : ldx, ld1 = pass == ConvPass::kBwdFilter ? ldy : ldw,
+                    ldo = pass == ConvPass::kFwd ? ldy : pass == ConvPass::kBwdData ? ldx : ldw;
+      const std::vector<DevTensor> t = {{da.p, dt, {0, 0, ld0}, {}, {}},
+                                        {db.p, dt, {0, 0, ld1}, {}, {}},
+                                        {dk.p, dt, {0, 0, ldo}, {}, {}}};
+      ASSERT_EQ(v->launch(Params(pj), t, nullptr), cudaSuccess) << variant;
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << variant;
       std::vector<unsigned char> kbytes(cbytes.size());
       ASSERT_EQ(cudaMemcpy(kbytes.data(), dk.p, kbytes.size(), cudaMemcpyDeviceToHost), cudaSuccess);

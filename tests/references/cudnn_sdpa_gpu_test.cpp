@@ -1,6 +1,6 @@
 // cuDNN fused attention (SDPA forward, references/library/cudnn.h cudnn_sdpa_forward, built with
 // the backend C API) against the fp64 host reference of the attention spec
-// (properties/attention_registry.h attention_fwd_reference) and against the repo's flash kernel
+// (properties/attention.h attention_fwd_reference) and against the repo's flash kernel
 // (kernels/attention flash_fwd), on the same rounded inputs, B = 2, H = 4, S = 113 / 128 / 256,
 // D = 64 / 128, fp16 and bf16, causal and not.
 //
@@ -45,7 +45,7 @@
 #include "harness/spec.h"
 #include "harness/values.h"
 #include "kernels/attention/attention.h"
-#include "properties/attention_registry.h"
+#include "properties/attention.h"
 #include "references/library/cudnn.h"
 
 namespace assay {

@@ -1,7 +1,7 @@
-// Planted-bug ("mutant") attention kernels (issue 9). Each is a minimal edit of
+// Planted-bug ("mutant") attention kernels. Each is a minimal edit of
 // the kernel it replaces in kernels/attention/, with the SAME signature as that
 // launcher, registered as a [mutant] variant through the spec's own binding
-// (properties/attention_registry.h). Each .cu file's header names the bug, the
+// (properties/attention.h). Each .cu file's header names the bug, the
 // cases that expose it and the check expected to catch it.
 #pragma once
 

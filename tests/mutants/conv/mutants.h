@@ -1,4 +1,4 @@
-// Planted-bug ("mutant") convolution kernels (issue 9). Each is a minimal edit of a launcher
+// Planted-bug ("mutant") convolution kernels. Each is a minimal edit of a launcher
 // of kernels/conv/conv.h with the same signature, registered as a variant of its op
 // (tests/mutants/conv/register.cpp) so the harness runs it in the launcher's place. The
 // header of conv_mutants.cu names, per mutant, the bug, the cases that expose it and the
