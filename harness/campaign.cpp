@@ -57,13 +57,15 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
     return invalid_argument(
         fmt::format("--shard {}/{} is not of the form i/N with 0 <= i < N", opts.shard_index, opts.shard_count));
   if (opts.devices.empty()) return invalid_argument("no devices to run on");
-  ASSAY_ASSIGN_OR_RETURN(int ndev, gpu::device_count());
-  for (int d : opts.devices)
-    if (d < 0 || d >= ndev) return invalid_argument(fmt::format("device {} does not exist ({} visible)", d, ndev));
+  if (!opts.fork_worker) {  // a forked worker reports a missing device itself, without CUDA here
+    ASSAY_ASSIGN_OR_RETURN(int ndev, gpu::device_count());
+    for (int d : opts.devices)
+      if (d < 0 || d >= ndev) return invalid_argument(fmt::format("device {} does not exist ({} visible)", d, ndev));
+  }
 
   const GenPlan plan{opts.seed, opts.gen};
   std::unique_ptr<Executor> exec;
-  if (opts.worker_binary.empty()) {
+  if (opts.worker_binary.empty() && !opts.fork_worker) {
     if (!opts.sanitize.empty()) return invalid_argument("--sanitize needs worker processes");
     ASSAY_ASSIGN_OR_RETURN(exec, make_in_process_executor(spec, plan, opts.lanes, opts.devices.front(), opts.run));
   } else {
@@ -74,6 +76,7 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
     po.case_timeout_s = opts.case_timeout_s;
     po.sanitize = opts.sanitize;
     po.run = opts.run;
+    po.fork_worker = opts.fork_worker;
     ASSAY_ASSIGN_OR_RETURN(exec, make_process_executor(spec.name(), plan, po));
   }
 

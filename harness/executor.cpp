@@ -113,11 +113,13 @@ Case generate_case(const OpSpec& spec, const GenPlan& plan, int64_t index) {
   std::lock_guard lk(mu);
   static const OpSpec* cached_spec = nullptr;
   static int64_t cached_max_dim = -1;
+  static std::string cached_target;
   static std::optional<rc::Gen<Case>> gen;
-  if (cached_spec != &spec || cached_max_dim != plan.gen.max_dim || !gen) {
+  if (cached_spec != &spec || cached_max_dim != plan.gen.max_dim || cached_target != plan.gen.target || !gen) {
     gen.emplace(spec.generator(plan.gen));
     cached_spec = &spec;
     cached_max_dim = plan.gen.max_dim;
+    cached_target = plan.gen.target;
   }
   return (*gen)(rc::Random(mix(plan.seed, static_cast<uint64_t>(index))), static_cast<int>(index % 100)).value();
 }

@@ -90,7 +90,7 @@ int run_worker(const WorkerConfig& cfg) {
   std::mutex out_mu;
   auto emit = [&](const std::string& line) {
     std::lock_guard lk(out_mu);
-    write_all(STDOUT_FILENO, line + "\n");
+    write_all(cfg.out_fd, line + "\n");
   };
   if (spec == nullptr) {
     emit(fmt::format("FATAL 0 unknown op '{}'", cfg.op));
@@ -179,7 +179,7 @@ int run_worker(const WorkerConfig& cfg) {
   char chunk[65536];
   bool quit = false;
   while (!quit && !fatal) {
-    const ssize_t n = ::read(STDIN_FILENO, chunk, sizeof chunk);
+    const ssize_t n = ::read(cfg.in_fd, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     buf.append(chunk, static_cast<size_t>(n));
@@ -312,9 +312,17 @@ class ProcessExecutor final : public Executor {
     args.insert(args.end(), {opts_.binary, "worker", "--op", op_, "--seed", std::to_string(plan_.seed), "--max-dim",
                              std::to_string(plan_.gen.max_dim), "--lanes", std::to_string(opts_.lanes), "--device",
                              std::to_string(w.device), "--repeat", std::to_string(opts_.run.repeat)});
-    const pid_t pid = ::fork();
+    pid_t pid = -1;
+    if (opts_.fork_worker) {
+      std::vector<int> parent_fds = {to[1], from[0]};
+      for (const auto& o : workers_)
+        if (o.pid > 0) parent_fds.insert(parent_fds.end(), {o.to, o.from});
+      pid = opts_.fork_worker(w.device, to[0], from[1], parent_fds);
+    } else {
+      pid = ::fork();
+    }
     if (pid < 0) return internal_error(fmt::format("cannot fork a worker: {}", std::strerror(errno)));
-    if (pid == 0) {
+    if (pid == 0 && !opts_.fork_worker) {
       ::dup2(to[0], STDIN_FILENO);
       ::dup2(from[1], STDOUT_FILENO);
       if (!opts_.sanitize.empty()) ::dup2(from[1], STDERR_FILENO);  // reports in order with DONE lines

@@ -265,7 +265,8 @@ int cmd_fuzz(const FuzzArgs& a) {
   return r.failures.empty() ? kExitPass : kExitFail;
 }
 
-int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, bool in_process) {
+int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, bool in_process,
+               const std::vector<std::string>& override_variants) {
   if (paths.empty()) paths.push_back("corpora");
   auto files = list_entries(paths);
   if (!files.ok()) return error(files.status());
@@ -310,8 +311,12 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
       ++bad;
       continue;
     }
-    std::vector<std::string> variants =
-        e->c.variant.empty() ? spec->default_variants() : std::vector<std::string>{e->c.variant};
+    // --variant: these kernels instead of the stored one (a case found from Python names a
+    // launcher that lives in a Python process; the CLI replays it on the op's own kernels).
+    std::vector<std::string> variants = !override_variants.empty() ? override_variants
+                                        : e->c.variant.empty()      ? spec->default_variants()
+                                                                    : std::vector<std::string>{e->c.variant};
+    if (override_variants.size() == 1 && override_variants[0] == "all") variants = spec->default_variants();
     for (const auto& v : variants)
       if (!spec->has_variant(v)) {
         fmt::print(stderr, "assay: error: {}: $.case.variant: op '{}' has no variant '{}'\n", path, e->c.op, v);
@@ -687,6 +692,9 @@ int main(int argc, char** argv) {
   replay->add_flag("--require-gpu", replay_require_gpu, "Exit 3 when no GPU is present");
   bool replay_in_process = false;
   replay->add_flag("--in-process", replay_in_process, "Run in this process (a kernel fault ends the replay)");
+  std::vector<std::string> replay_variants;
+  replay->add_option("--variant", replay_variants,
+                     "Run these variants instead of the stored one ('all': the op's non-mutant variants)");
 
   auto* selfcheck = app.add_subcommand("selfcheck", "CPU-only self-check of every op's host references");
 
@@ -840,7 +848,7 @@ int main(int argc, char** argv) {
     ga.max_dim = 96;
     return cmd_fuzz(ga);
   }
-  if (replay->parsed()) return cmd_replay(replay_paths, replay_device, replay_require_gpu, replay_in_process);
+  if (replay->parsed()) return cmd_replay(replay_paths, replay_device, replay_require_gpu, replay_in_process, replay_variants);
   if (selfcheck->parsed()) return self_check(all_specs());
   if (worker->parsed()) return run_worker(wc);
   if (bench->parsed()) return cmd_bench(ba);
