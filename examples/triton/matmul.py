@@ -11,37 +11,11 @@ fp32 inputs take the IEEE path of tl.dot (input_precision="ieee": FMA, round to 
 the dot-product bound gamma_{k+2}(2^-24) |A||B| of assay.bounds.dot covers; the default TF32
 path would not (its inputs are rounded to 10 bits).
 """
-import numpy as np
 import torch
 import triton
 import triton.language as tl
 
-import assay
-
-BLOCK_M, BLOCK_N, BLOCK_K = 64, 64, 32
-
-
-def reference(p, t):
-    """C = A @ B in fp64, with the magnitude |A| @ |B| the dot bound needs."""
-    a, b = t["A"], t["B"]
-    return a @ b, np.abs(a) @ np.abs(b)
-
-
-OP = assay.Op(
-    "py_matmul",
-    description="C = A @ B (fp32), declared from Python",
-    params=[assay.extent("m", 1, 512, aim=[BLOCK_M]), assay.extent("n", 1, 512, aim=[BLOCK_N]),
-            assay.extent("k", 1, 1024, aim=[BLOCK_K]), assay.dtype("dtype", ["fp32"])],
-    tensors=[assay.tensor("A", ["m", "k"], classes=["normal", "uniform", "same_sign", "small_int"]),
-             assay.tensor("B", ["k", "n"], classes=["normal", "uniform", "same_sign", "small_int"]),
-             assay.tensor("C", ["m", "n"], role="out")],
-    reference=reference,
-    bound=assay.bounds.dot("k"),
-)
-
-CONTRACT = assay.Contract(multiple_of={"k": BLOCK_K}, tiles={"BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N,
-                                                             "BLOCK_K": BLOCK_K})
-
+from example_ops import BLOCK_K, BLOCK_M, BLOCK_N, MATMUL_CONTRACT as CONTRACT  # noqa: F401 - registers py_matmul
 
 @triton.jit(do_not_specialize=["M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm",
                                "stride_cn"])

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ctypes
 import json
-import sys
 import threading
 import traceback
 from dataclasses import dataclass, field
@@ -235,7 +234,7 @@ def _split_result(result, names: list[str]) -> list[tuple[Any, Any]]:
 
 def _reference_tramp(user, params_json, n, tensors, ref, mag):
     try:
-        op = _table[user]
+        op = _table[user or 0]
         params = json.loads(params_json)
         outs = _outputs(n, tensors)
         names = [tensors[i].name.decode() for i in outs]
@@ -257,7 +256,7 @@ def _bound_tramp(user, params_json, arith_json, n, tensors, ref, mag, tol):
     try:
         import numpy as np
 
-        op = _table[user]
+        op = _table[user or 0]
         params = json.loads(params_json)
         arith = json.loads(arith_json)
         outs = _outputs(n, tensors)

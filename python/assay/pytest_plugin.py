@@ -14,7 +14,6 @@ Options: --assay-time S (every check's budget), --assay-corpus DIR, --assay-seed
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 

@@ -12,7 +12,6 @@ pass isolate=False to run lanes in this process.
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import sys
@@ -20,6 +19,7 @@ import tempfile
 import threading
 import time
 import traceback
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -77,7 +77,7 @@ def _launch_tramp(user, params_json, n, tensors, stream, device):
     try:
         import torch
 
-        v: _Variant = _table[user]
+        v: _Variant = _table[user or 0]
         params = json.loads(params_json)
         views = {}
         for i in range(n):
@@ -88,7 +88,7 @@ def _launch_tramp(user, params_json, n, tensors, stream, device):
         with _launch_lock:  # one Python launch at a time per worker: Triton's JIT caches are not thread-safe
             key = (v.op, v.name, (v.key or _spec_key)(params, views))
             t0 = time.perf_counter()
-            with torch.cuda.device(device), torch.cuda.stream(torch.cuda.ExternalStream(stream, device=device)):
+            with torch.cuda.device(device), torch.cuda.stream(torch.cuda.ExternalStream(stream or 0, device=device)):
                 v.fn(views, params)
             dt = time.perf_counter() - t0
             if key not in _seen_keys:
@@ -143,7 +143,9 @@ class _Forker:
     def _fork(self, user, device, in_fd, out_fd, nclose, fds):
         close = [fds[i] for i in range(nclose)]
         try:
-            pid = os.fork()
+            with warnings.catch_warnings():  # numpy's BLAS threads make Python warn about fork
+                warnings.simplefilter("ignore", DeprecationWarning)
+                pid = os.fork()
         except OSError as e:
             _lib.lib().assay_set_error(f"fork: {e}".encode())
             return -1

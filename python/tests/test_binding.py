@@ -1,6 +1,5 @@
 """The ctypes binding over libassay_capi.so: declarations, generation, validation, contracts,
 host evaluation with fake launchers, shrinking and the corpus."""
-import json
 
 import numpy as np
 import pytest

@@ -35,14 +35,14 @@ def _entry(corpus: Path, variant: str) -> str:
 
 
 @pytest.mark.skipif(assay.gpu_available(), reason="checks the behaviour without a GPU")
-def test_checks_skip_without_gpu_with_corpus_ids(pytester, tmp_path):
+def test_checks_skip_without_gpu_with_corpus_ids(pytester, tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", PKG)
     corpus = tmp_path / "corpus"
     cid = _entry(corpus, "fake")
     _entry(corpus, "someone_else")  # another variant's case is not this test's
     pytester.makepyfile(test_k=TEST_FILE.format(corpus=str(corpus)))
     xml = tmp_path / "junit.xml"
-    r = pytester.runpytest_subprocess("-p", "assay.pytest_plugin", "-v", "-rs", f"--junitxml={xml}",
-                                      f"--rootdir={pytester.path}", "-o", f"pythonpath={PKG}")
+    r = pytester.runpytest_subprocess("-p", "assay.pytest_plugin", "-v", "-rs", f"--junitxml={xml}", f"--rootdir={pytester.path}")
     r.stdout.fnmatch_lines(["*test_neg?fuzz? SKIPPED*", f"*test_neg?{cid}? SKIPPED*", "*assay: no GPU*"])
     r.assert_outcomes(skipped=2)
     cases = ET.parse(xml).getroot().iter("testcase")
@@ -50,9 +50,10 @@ def test_checks_skip_without_gpu_with_corpus_ids(pytester, tmp_path):
     assert names == sorted(["test_neg[fuzz]", f"test_neg[{cid}]"])
 
 
-def test_report_header_names_the_gpu_state(pytester):
+def test_report_header_names_the_gpu_state(pytester, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", PKG)
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
-    r = pytester.runpytest_subprocess("-p", "assay.pytest_plugin", "-o", f"pythonpath={PKG}")
+    r = pytester.runpytest_subprocess("-p", "assay.pytest_plugin")
     r.stdout.fnmatch_lines(["assay: * GPU(s)*"])
     r.assert_outcomes(passed=1)
 
