@@ -35,6 +35,14 @@ using nlohmann::json;
 
 thread_local std::string g_error;
 
+/// j[k] if present, else an empty JSON value: a reference, so that iterating over items()
+/// never outlives a temporary.
+const json& field(const json& j, const char* k) {
+  static const json kEmpty;
+  auto it = j.find(k);
+  return it == j.end() ? kEmpty : *it;
+}
+
 int fail(const Status& s) {
   g_error = s.message();
   return s.code() == StatusCode::kOk ? 1 : static_cast<int>(s.code());
@@ -141,18 +149,18 @@ StatusOr<TensorDef> tensor_from(const json& j) {
     t.role = Role::kInOut;
   else
     return invalid_argument(fmt::format("tensor {}: role '{}' is none of in, out, inout", t.name, role));
-  for (const auto& d : j.value("dims", json::array()))
+  for (const auto& d : field(j, "dims"))
     t.dims.push_back(d.is_number_integer() ? std::to_string(d.get<int64_t>()) : d.get<std::string>());
   t.dtype = j.value("dtype", "dtype");
   t.padded = j.value("padded", true);
   if (j.contains("values")) {
     const json& v = j["values"];
-    for (const auto& c : v.value("classes", json::array())) {
+    for (const auto& c : field(v, "classes")) {
       auto vc = parse_value_class(c.get<std::string>());
       if (!vc) return invalid_argument(fmt::format("tensor {}: unknown value class '{}'", t.name, c.get<std::string>()));
       t.values.classes.push_back(*vc);
     }
-    for (const auto& s : v.value("specials", json::array())) {
+    for (const auto& s : field(v, "specials")) {
       const std::string n = s.get<std::string>();
       if (n == "nan") t.values.specials |= kSpecialNaN;
       else if (n == "+inf") t.values.specials |= kSpecialPosInf;
@@ -213,12 +221,17 @@ struct BoundModel {
   std::string length;    ///< dot: the reduction length param (k); sum: n
 };
 
-StatusOr<BoundModel> bound_from(const json& j) {
+StatusOr<BoundModel> bound_from(const json& j0) {
+  const json j = j0.is_object() ? j0 : json::object();
   BoundModel b;
   b.model = j.value("model", "callback");
   b.ulps = j.value("ulps", 1.0);
-  if (j.contains("compute")) ASSAY_ASSIGN_OR_RETURN(b.compute, dtype_named(j["compute"].get<std::string>()));
-  if (j.contains("acc")) ASSAY_ASSIGN_OR_RETURN(b.acc, dtype_named(j["acc"].get<std::string>()));
+  if (j.contains("compute")) {
+    ASSAY_ASSIGN_OR_RETURN(b.compute, dtype_named(j["compute"].get<std::string>()));
+  }
+  if (j.contains("acc")) {
+    ASSAY_ASSIGN_OR_RETURN(b.acc, dtype_named(j["acc"].get<std::string>()));
+  }
   b.length = j.value("length", "");
   if (b.model != "ulp" && b.model != "dot" && b.model != "sum" && b.model != "exact" && b.model != "callback")
     return invalid_argument(fmt::format("bound model '{}' is none of ulp, dot, sum, exact, callback", b.model));
@@ -227,10 +240,20 @@ StatusOr<BoundModel> bound_from(const json& j) {
   return b;
 }
 
+double model_tol_finite(const BoundModel& b, const Arithmetic& a, DType in, DType out, int64_t len, double r,
+                        double mag);
+
 /// tol of one element under a named model; mag from the reference (dot: sum |a||b|, sum: sum |x|).
 double model_tol(const BoundModel& b, const Arithmetic& a, DType in, DType out, int64_t len, double ref, double mag) {
   if (!std::isfinite(ref)) return 0;  // NaN / Inf must match the reference's pattern
   const double r = std::fabs(ref);
+  const double t = model_tol_finite(b, a, in, out, len, r, mag);
+  // A result within its tolerance of the output's largest finite value may round to Inf: no bound.
+  return r + t >= max_finite(out) ? INFINITY : t;
+}
+
+double model_tol_finite(const BoundModel& b, const Arithmetic& a, DType in, DType out, int64_t len, double r,
+                        double mag) {
   if (b.model == "ulp") {
     // ulps of the computing type at |ref|, + half an ulp of a narrower output (the store), +
     // the smallest normal of the computing type under flush-to-zero ([CUDA] ulp tables).
@@ -253,16 +276,16 @@ Status op_from_json(const json& j, assay_reference_fn ref_fn, assay_bound_fn bou
   OpDef op;
   op.name = j.at("name").get<std::string>();
   op.description = j.value("description", "");
-  for (const auto& p : j.value("params", json::array())) {
+  for (const auto& p : field(j, "params")) {
     ASSAY_ASSIGN_OR_RETURN(ParamDef d, param_from(p));
     op.params.push_back(std::move(d));
   }
-  for (const auto& t : j.value("tensors", json::array())) {
+  for (const auto& t : field(j, "tensors")) {
     ASSAY_ASSIGN_OR_RETURN(TensorDef d, tensor_from(t));
     op.tensors.push_back(std::move(d));
   }
-  for (const auto& [k, v] : j.value("conventions", json::object()).items()) op.conventions[k] = v.get<std::string>();
-  ASSAY_ASSIGN_OR_RETURN(BoundModel bm, bound_from(j.value("bound", json::object())));
+  for (const auto& [k, v] : field(j, "conventions").items()) op.conventions[k] = v.get<std::string>();
+  ASSAY_ASSIGN_OR_RETURN(BoundModel bm, bound_from(field(j, "bound")));
   if (bm.model == "callback" && bound_fn == nullptr)
     return invalid_argument(fmt::format("register_op({}): bound 'callback' without a bound callback", op.name));
   if (ref_fn == nullptr) return invalid_argument(fmt::format("register_op({}): no reference callback", op.name));
@@ -324,13 +347,14 @@ Status op_from_json(const json& j, assay_reference_fn ref_fn, assay_bound_fn bou
   return register_op(std::move(op));
 }
 
-StatusOr<Contract> contract_from(const json& j) {
+StatusOr<Contract> contract_from(const json& j0) {
+  const json j = j0.is_object() ? j0 : json::object();
   Contract k;
-  for (const auto& [p, v] : j.value("multiple_of", json::object()).items()) k.multiple_of(p, v.get<int64_t>());
-  for (const auto& [p, v] : j.value("min", json::object()).items()) k.min(p, v.get<int64_t>());
-  for (const auto& [p, v] : j.value("max", json::object()).items()) k.max(p, v.get<int64_t>());
-  for (const auto& e : j.value("equal", json::array())) k.equal(e.at(0).get<std::string>(), e.at(1).get<std::string>());
-  for (const auto& [p, v] : j.value("only", json::object()).items()) k.only(p, v.get<std::vector<json>>());
+  for (const auto& [p, v] : field(j, "multiple_of").items()) k.multiple_of(p, v.get<int64_t>());
+  for (const auto& [p, v] : field(j, "min").items()) k.min(p, v.get<int64_t>());
+  for (const auto& [p, v] : field(j, "max").items()) k.max(p, v.get<int64_t>());
+  for (const auto& e : field(j, "equal")) k.equal(e.at(0).get<std::string>(), e.at(1).get<std::string>());
+  for (const auto& [p, v] : field(j, "only").items()) k.only(p, v.get<std::vector<json>>());
   if (j.contains("dtypes")) {
     std::vector<DType> ds;
     for (const auto& n : j["dtypes"]) {
@@ -341,13 +365,13 @@ StatusOr<Contract> contract_from(const json& j) {
   }
   if (j.value("contiguous", false)) k.contiguous();
   if (j.value("aligned", 0) > 0) k.aligned(j["aligned"].get<int64_t>());
-  for (const auto& [p, v] : j.value("switches_at", json::object()).items())
+  for (const auto& [p, v] : field(j, "switches_at").items())
     k.switches_at(p, v.get<std::vector<int64_t>>());
-  for (const auto& t : j.value("accumulates", json::array())) k.accumulates(t.get<std::string>());
-  for (const auto& c : j.value("conventions", json::array())) k.convention(c.get<std::string>());
+  for (const auto& t : field(j, "accumulates")) k.accumulates(t.get<std::string>());
+  for (const auto& c : field(j, "conventions")) k.convention(c.get<std::string>());
   if (j.value("fast_math", false)) k.fast_math();
   if (j.value("ftz", false)) k.ftz();
-  for (const auto& [n, v] : j.value("tiles", json::object()).items()) k.tile(n, v.get<int64_t>());
+  for (const auto& [n, v] : field(j, "tiles").items()) k.tile(n, v.get<int64_t>());
   return k;
 }
 
@@ -361,7 +385,7 @@ Status variant_from_json(const std::string& op_name, const json& j, assay_launch
   v.deterministic = j.value("deterministic", true);
   v.mutant = j.value("mutant", false);
   v.source = j.value("source", "");
-  ASSAY_ASSIGN_OR_RETURN(v.contract, contract_from(j.value("contract", json::object())));
+  ASSAY_ASSIGN_OR_RETURN(v.contract, contract_from(field(j, "contract")));
   std::vector<std::string> names;
   for (const auto& t : op->tensors) names.push_back(t.name);
   v.launch = [launch, user, names](const Params& p, const std::vector<DevTensor>& t, cudaStream_t s) -> cudaError_t {

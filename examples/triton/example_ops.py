@@ -15,9 +15,11 @@ Accuracy and Stability, 2nd ed.), per row with A = mean|x|, xc = x - mean, var =
   var^: E_var = gamma_{n+1} (var + E1) + E1        (squares, n - 1 sums, division)
   var^ + eps rounded: t = (E_var + u (var + eps + E_var)) / (var + eps)
   rstd^ = 1 / sqrt(.): sqrt (<= 1 ulp, approximate or not) then the division (<= 2 ulp), 8u with
-  margin; (1 + t)^(-1/2) errs by <= t / (2 (1 - t)):  rho = (1 + t / (2 (1 - t))) (1 + 8u) - 1
-  y_i = fl(fl(xc^_i rstd^) w_i) + b_i rounded: (1 + 4u) [|w_i| (d_i rstd (1 + rho) + |xc_i| rstd rho)
-        + 2u |w_i xc_i rstd| + u (|y_i| + |b_i|)] + min_normal floors, + the store into fp16/bf16.
+  margin; (1 + t)^(-1/2) errs by <= t / (2 (1 - t)):  e_rstd = rstd rho, rho = (1 + t / (2 (1 - t))) (1 + 8u) - 1;
+  where t >= 1 only rstd^ <= (1 + 8u) / sqrt(eps (1 - u)) = rstd_hi is known (var^ >= 0): e_rstd = rstd_hi
+  y_i = fl(fl(xc^_i rstd^) w_i) + b_i rounded: (1 + 4u) [|w_i| (d_i (rstd + e_rstd) + |xc_i| e_rstd)
+        + 2u |w_i xc_i rstd| + u (|y_i| + |b_i|)] + min_normal floors, + the store into fp16/bf16
+        (u_out (|y| + tol), + half the smallest subnormal spacing of the output).
 """
 import numpy as np
 
@@ -54,6 +56,7 @@ MATMUL_CONTRACT = assay.Contract(multiple_of={"k": BLOCK_K}, tiles={"BLOCK_M": B
 U = 2.0 ** -24
 MIN_NORMAL = 2.0 ** -126
 U_OUT = {"fp32": 0.0, "fp16": 2.0 ** -11, "bf16": 2.0 ** -8}
+HALF_SUBNORMAL = {"fp32": 2.0 ** -150, "fp16": 2.0 ** -25, "bf16": 2.0 ** -134}  # half the smallest spacing
 
 
 def gamma(n):
@@ -83,15 +86,19 @@ def layernorm_bound(p, t, refs, mags, arith):
     E1 = 2 * (e1 * np.sqrt(var) + U * var) + (e1 + U * big_m) ** 2
     e_var = gamma(n + 1) * (var + E1) + E1
     tt = (e_var + U * (var + eps + e_var)) / (var + eps)
-    rho = (1 + tt / (2 * (1 - tt))) * (1 + 8 * U) - 1
+    # var^ >= 0, so rstd^ <= rstd_hi always; where tt >= 1 that is all that is known.
+    rstd_hi = (1 + 8 * U) / np.sqrt(eps * (1 - U))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rho = (1 + tt / (2 * (1 - tt))) * (1 + 8 * U) - 1
+    e_rstd = np.where(tt < 1, rstd * rho, rstd_hi)
     d = e1 + U * np.abs(xc)
     y = refs["Y"]
     aw = np.abs(w)[None, :]
-    ty = (1 + 4 * U) * (aw * (d * rstd * (1 + rho) + np.abs(xc) * rstd * rho) + 2 * U * aw * np.abs(xc) * rstd
+    ty = (1 + 4 * U) * (aw * (d * (rstd + e_rstd) + np.abs(xc) * e_rstd) + 2 * U * aw * np.abs(xc) * rstd
                         + U * (np.abs(y) + np.abs(b)[None, :])) + 4 * MIN_NORMAL
     uo = U_OUT[p["dtype"]]
-    ty = ty + uo * (np.abs(y) + ty) * (1 + uo)
-    return {"Y": ty, "Mean": e_mu[:, 0] + MIN_NORMAL, "Rstd": (rstd * rho)[:, 0] + MIN_NORMAL}
+    ty = ty + uo * (np.abs(y) + ty) * (1 + uo) + HALF_SUBNORMAL[p["dtype"]]
+    return {"Y": ty, "Mean": e_mu[:, 0] + MIN_NORMAL, "Rstd": e_rstd[:, 0] + MIN_NORMAL}
 
 
 LAYERNORM = assay.Op(

@@ -30,7 +30,8 @@ def dot_ref(p, t):
 DOT = assay.Op(
     "cpu_dot",
     params=[assay.extent("m", 1, 16), assay.extent("k", 1, 200), assay.dtype("dtype", ["fp32"])],
-    tensors=[assay.tensor("A", ["m", "k"], classes=["normal", "same_sign"]), assay.tensor("W", ["k", 1]),
+    tensors=[assay.tensor("A", ["m", "k"], classes=["normal", "same_sign"]),
+             assay.tensor("W", ["k", 1], classes=["normal", "uniform"]),
              assay.tensor("Y", ["m", 1], role="out")],
     reference=dot_ref,
     bound=assay.bounds.dot("k"),
@@ -44,7 +45,8 @@ def fake_scale(h, drop_last=False):
     if drop_last:
         y[:, -1] = 0
     dt = np.float16 if h.case["params"]["dtype"] == "fp16" else np.float32
-    return {"Y": y.astype(dt).astype(np.float64)}
+    with np.errstate(over="ignore"):  # near-overflow biases: Inf where the bound allows it
+        return {"Y": y.astype(dt).astype(np.float64)}
 
 
 def test_library_loads_and_knows_the_builtin_ops():
@@ -145,7 +147,8 @@ def test_builtin_softmax_reference_through_the_abi():
         with np.errstate(invalid="ignore", over="ignore"):
             z = x - x.max(axis=1, keepdims=True)
             e = np.exp(z)
-            y = np.log(e / e.sum(axis=1, keepdims=True)) if c["params"].get("log") else e / e.sum(axis=1, keepdims=True)
+            s = e.sum(axis=1, keepdims=True)
+            y = z - np.log(s) if c["params"].get("log") else e / s
         fin = np.isfinite(h.ref["Y"])
         np.testing.assert_allclose(y[fin], h.ref["Y"][fin], rtol=1e-12, atol=1e-300)
 
