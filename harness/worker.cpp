@@ -649,7 +649,7 @@ class ProcessExecutor final : public Executor {
 
 StatusOr<std::unique_ptr<Executor>> make_process_executor(const std::string& op, const GenPlan& plan,
                                                           const ProcessOptions& opts) {
-  if (opts.binary.empty()) return invalid_argument("worker binary not set");
+  if (opts.binary.empty() && !opts.fork_worker) return invalid_argument("worker binary not set");
   if (opts.devices.empty()) return invalid_argument("no devices given");
   auto e = std::make_unique<ProcessExecutor>(op, plan, opts);
   ASSAY_RETURN_IF_ERROR(e->start());

@@ -199,3 +199,20 @@ def test_gpu_entry_points_fail_cleanly_without_a_gpu():
         assay.fuzz("cpu_scale", lambda t, p: None, cases=1)
     with pytest.raises(AssayError, match="no GPU"):
         assay.run_case(assay.generate("cpu_scale", 0), lambda t, p: None, variant_name="noop")
+
+
+def test_forked_worker_serves_the_protocol_and_reports_why_it_cannot_start():
+    """The crash-isolation path without a GPU: the core's process executor asks the package for
+    a worker, the interpreter forks, the child serves the worker protocol and reports that no
+    lane can start; the campaign comes back as an error naming it, and this process survives."""
+    if assay.gpu_available():
+        pytest.skip("a GPU is present: the worker would start")
+    import json as _json
+    from assay import _lib, run
+
+    forker = run._Forker("cpu_scale", {"seed": 1, "lanes": 1}, None)
+    opts = {"cases": 3, "devices": [0, 0], "corpus": ""}
+    ptr = _lib.lib().assay_run_campaign(b"cpu_scale", _json.dumps(opts).encode(), forker.cb, None,
+                                        _lib.PROGRESS_FN(0), None)
+    with pytest.raises(AssayError, match="worker for device 0"):
+        _lib.take_json(ptr)
