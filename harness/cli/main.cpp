@@ -694,7 +694,9 @@ int main(int argc, char** argv) {
   replay->add_flag("--in-process", replay_in_process, "Run in this process (a kernel fault ends the replay)");
   std::vector<std::string> replay_variants;
   replay->add_option("--variant", replay_variants,
-                     "Run these variants instead of the stored one ('all': the op's non-mutant variants)");
+                     "Run this variant instead of the stored one (repeatable; 'all': the op's non-mutant variants)")
+      ->expected(1)
+      ->allow_extra_args(false);
 
   auto* selfcheck = app.add_subcommand("selfcheck", "CPU-only self-check of every op's host references");
 

@@ -216,3 +216,22 @@ def test_forked_worker_serves_the_protocol_and_reports_why_it_cannot_start():
                                         _lib.PROGRESS_FN(0), None)
     with pytest.raises(AssayError, match="worker for device 0"):
         _lib.take_json(ptr)
+
+
+def test_cli_reads_an_entry_written_from_python(tmp_path):
+    """A case of a built-in op stored from Python is read and validated by the CLI, and runs on
+    the op's own kernels with --variant (the Python launcher is not in the CLI)."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    cli = os.environ.get("ASSAY_BINARY") or str(Path(__file__).resolve().parents[2] / "build" / "assay")
+    if not os.access(cli, os.X_OK):
+        pytest.skip(f"no assay CLI at {cli}")
+    c = assay.generate("softmax", 5, max_dim=64)
+    c["variant"] = "triton_fused"
+    assay.write_entry(str(tmp_path), c)
+    unknown = subprocess.run([cli, "replay", str(tmp_path)], capture_output=True, text=True)
+    assert unknown.returncode == 2 and "no variant 'triton_fused'" in unknown.stderr
+    r = subprocess.run([cli, "replay", "--variant", "online", str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 0 and "1 entries" in r.stdout and "0 unreadable" in r.stdout, r.stdout + r.stderr
