@@ -29,7 +29,7 @@ if [[ -d "$bundle" ]]; then
 else
   cp build/python/libassay_capi.so "$bin/" && cp build/assay "$bin/" 2> /dev/null || true
 fi
-export ASSAY_CAPI="$bin/libassay_capi.so" LD_LIBRARY_PATH="$bin:$LD_LIBRARY_PATH"
+export ASSAY_CAPI="$bin/libassay_capi.so" ASSAY_BINARY="$bin/assay" LD_LIBRARY_PATH="$bin:$LD_LIBRARY_PATH"
 [[ -f "$ASSAY_CAPI" ]] || { note "gpu_check: no libassay_capi.so (run python/bundle.sh, carry gpu-bundle-py)"; exit 2; }
 ldd "$ASSAY_CAPI" | grep "not found" | tee -a "$summary"
 
