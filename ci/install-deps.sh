@@ -44,4 +44,15 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+# The Python package's CPU tests (python/tests): pytest and numpy for the python3 on PATH
+# (Debian's python3-pytest / python3-numpy serve the system python3; pip the others).
+if ! python3 -c "import pytest, numpy" 2> /dev/null; then
+  if [[ "$(command -v python3)" == /usr/bin/python3 ]]; then
+    sudo=""
+    [[ $(id -u) -ne 0 ]] && sudo="sudo"
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends python3-pytest python3-numpy
+  else
+    python3 -m pip install -q pytest numpy
+  fi
+fi
 echo "install-deps: all dependencies present"

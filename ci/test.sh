@@ -14,6 +14,8 @@ fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DASSAY_CUDA_ARCHITECTURES="$archs"
 cmake --build build -j"$(nproc)"
 ctest --test-dir build --output-on-failure -j"$(nproc)"
+# The Python package (ctypes binding of build/python/libassay_capi.so, pytest plugin): CPU tests.
+ASSAY_CAPI="$PWD/build/python/libassay_capi.so" python3 -m pytest python/tests -q -p no:cacheprovider
 # The installed CMake package, consumed by examples/external-kernel.
 bash ci/example.sh
 # The file readers under libFuzzer with ASan + UBSan, for a fixed short time

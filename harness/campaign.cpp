@@ -59,18 +59,22 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
     return invalid_argument(
         fmt::format("--shard {}/{} is not of the form i/N with 0 <= i < N", opts.shard_index, opts.shard_count));
   if (opts.devices.empty()) return invalid_argument("no devices to run on");
-  // Worker processes check their own device: the parent needs no GPU then.
-  if (auto ndev = gpu::device_count(); ndev.ok()) {
-    for (int d : opts.devices)
-      if (d < 0 || d >= *ndev) return invalid_argument(fmt::format("device {} does not exist ({} visible)", d, *ndev));
-  } else if (opts.worker_binary.empty()) {
-    return ndev.status();
+  // Worker processes check their own device: the parent needs no GPU then. A forked worker
+  // must not inherit a CUDA context, so the parent does not touch CUDA at all.
+  if (!opts.fork_worker) {
+    if (auto ndev = gpu::device_count(); ndev.ok()) {
+      for (int d : opts.devices)
+        if (d < 0 || d >= *ndev)
+          return invalid_argument(fmt::format("device {} does not exist ({} visible)", d, *ndev));
+    } else if (opts.worker_binary.empty()) {
+      return ndev.status();
+    }
   }
   if (!opts.corpus_dir.empty()) clean_stale_temps(opts.corpus_dir);
 
   const GenPlan plan{opts.seed, opts.gen, opts.variants};
   std::unique_ptr<Executor> exec;
-  if (opts.worker_binary.empty()) {
+  if (opts.worker_binary.empty() && !opts.fork_worker) {
     if (!opts.sanitize.empty()) return invalid_argument("--sanitize needs worker processes");
     ASSAY_ASSIGN_OR_RETURN(exec, make_in_process_executor(spec, plan, opts.lanes, opts.devices.front(), opts.run));
   } else {
@@ -81,6 +85,7 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
     po.case_timeout_s = opts.case_timeout_s;
     po.sanitize = opts.sanitize;
     po.run = opts.run;
+    po.fork_worker = opts.fork_worker;
     ASSAY_ASSIGN_OR_RETURN(exec, make_process_executor(spec.name(), plan, po));
   }
 

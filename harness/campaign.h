@@ -5,6 +5,8 @@
 // and store the minimal case in the corpus.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -38,6 +40,9 @@ struct CampaignOptions {
   int shard_index = 0;  ///< this shard runs case indices i with i % shard_count == shard_index
   int shard_count = 1;
   std::string worker_binary;           ///< assay executable for worker processes; empty: lanes in this process
+  /// Worker processes forked by the host instead (ProcessOptions::fork_worker); then this
+  /// process never initialises CUDA, so its children can, and `devices` is not checked here.
+  std::function<pid_t(int device, int in_fd, int out_fd, const std::vector<int>& parent_fds)> fork_worker;
   double case_timeout_s = 60;          ///< watchdog per case (worker processes only)
   std::string sanitize;                ///< compute-sanitizer tool (worker processes only)
   RunOptions run;                      ///< --repeat

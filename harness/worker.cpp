@@ -94,7 +94,7 @@ int run_worker(const WorkerConfig& cfg) {
   std::mutex out_mu;
   auto emit = [&](const std::string& line) {
     std::lock_guard lk(out_mu);
-    write_all(STDOUT_FILENO, line + "\n");
+    write_all(cfg.out_fd, line + "\n");
   };
   if (spec == nullptr) {
     emit(fmt::format("FATAL 0 unknown op '{}'", cfg.op));
@@ -184,7 +184,7 @@ int run_worker(const WorkerConfig& cfg) {
   char chunk[65536];
   bool quit = false;
   while (!quit && !fatal) {
-    const ssize_t n = ::read(STDIN_FILENO, chunk, sizeof chunk);
+    const ssize_t n = ::read(cfg.in_fd, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     buf.append(chunk, static_cast<size_t>(n));
@@ -333,9 +333,17 @@ class ProcessExecutor final : public Executor {
     }
     if (opts_.run.probe) args.push_back("--probe");
     const pid_t parent = ::getpid();
-    const pid_t pid = ::fork();
+    pid_t pid = -1;
+    if (opts_.fork_worker) {
+      std::vector<int> parent_fds = {to[1], from[0]};
+      for (const auto& o : workers_)
+        if (o.pid > 0) parent_fds.insert(parent_fds.end(), {o.to, o.from});
+      pid = opts_.fork_worker(w.device, to[0], from[1], parent_fds);
+    } else {
+      pid = ::fork();
+    }
     if (pid < 0) return internal_error(fmt::format("cannot fork a worker: {}", std::strerror(errno)));
-    if (pid == 0) {
+    if (pid == 0 && !opts_.fork_worker) {
       // Its own process group, so one kill reaches the worker and anything it
       // starts (compute-sanitizer's target), and a terminal's Ctrl-C reaches only
       // the parent, which stops the campaign in order. It dies with the parent;
@@ -807,7 +815,7 @@ class ProcessExecutor final : public Executor {
 
 StatusOr<std::unique_ptr<Executor>> make_process_executor(const std::string& op, const GenPlan& plan,
                                                           const ProcessOptions& opts) {
-  if (opts.binary.empty()) return invalid_argument("worker binary not set");
+  if (opts.binary.empty() && !opts.fork_worker) return invalid_argument("worker binary not set");
   if (opts.devices.empty()) return invalid_argument("no devices given");
   auto e = std::make_unique<ProcessExecutor>(op, plan, opts);
   ASSAY_RETURN_IF_ERROR(e->start());

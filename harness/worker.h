@@ -14,7 +14,10 @@
 // crash or hang. Nothing is lost, and the campaign goes on.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,9 +34,10 @@ struct WorkerConfig {
   int lanes = 4;
   int device = 0;
   RunOptions run;
+  int in_fd = 0, out_fd = 1;  ///< the protocol's pipes (a forked worker keeps its own stdout)
 };
 
-/// The worker's main loop on stdin/stdout; returns the process exit code
+/// The worker's main loop on in_fd/out_fd (stdin/stdout by default); returns the process exit code
 /// (0 after QUIT or end of input, 3 after a FATAL).
 int run_worker(const WorkerConfig& config);
 
@@ -46,6 +50,11 @@ struct ProcessOptions {
   std::string sanitize;            ///< "", memcheck, racecheck, initcheck, synccheck
   std::string sanitizer = "compute-sanitizer";
   RunOptions run;
+  /// Starts a worker without exec, for a host process whose kernels and callbacks live in
+  /// itself (the Python package): forks, and in the child closes `parent_fds`, serves the
+  /// protocol with run_worker on (in_fd, out_fd) and exits. Returns the child's pid, or -1.
+  /// Empty: fork and exec `binary worker`.
+  std::function<pid_t(int device, int in_fd, int out_fd, const std::vector<int>& parent_fds)> fork_worker;
 };
 
 /// Worker processes as an executor. Crashes and hangs come back as failing

@@ -288,7 +288,7 @@ int cmd_gradcheck(FuzzArgs a) {
 }
 
 int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, bool in_process,
-               const cli::ReportPaths& reports) {
+               const cli::ReportPaths& reports, const std::vector<std::string>& override_variants) {
   if (paths.empty()) paths.push_back("corpora");
   std::vector<std::string> problems;
   auto files = list_entries(paths, &problems);
@@ -361,8 +361,12 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
       ++bad;
       continue;
     }
-    std::vector<std::string> variants =
-        e->c.variant.empty() ? spec->default_variants() : std::vector<std::string>{e->c.variant};
+    // --variant: these kernels instead of the stored one (a case found from Python names a
+    // launcher that lives in a Python process; the CLI replays it on the op's own kernels).
+    std::vector<std::string> variants = !override_variants.empty() ? override_variants
+                                        : e->c.variant.empty()      ? spec->default_variants()
+                                                                    : std::vector<std::string>{e->c.variant};
+    if (override_variants.size() == 1 && override_variants[0] == "all") variants = spec->default_variants();
     for (const auto& v : variants)
       if (!spec->has_variant(v)) {
         print_error(fmt::format("{}: $.case.variant: op '{}' has no variant '{}'", path, e->c.op, v));
@@ -822,6 +826,11 @@ int main(int argc, char** argv) {
   replay->add_flag("--in-process", replay_in_process, "Run in this process (a kernel fault ends the replay)");
   cli::ReportPaths replay_reports;
   cli::add_report_options(replay, replay_reports);
+  std::vector<std::string> replay_variants;
+  replay->add_option("--variant", replay_variants,
+                     "Run this variant instead of the stored one (repeatable; 'all': the op's non-mutant variants)")
+      ->expected(1)
+      ->allow_extra_args(false);
 
   auto* selfcheck = app.add_subcommand("selfcheck", "CPU-only self-check of every op's host references");
 
@@ -993,7 +1002,8 @@ int main(int argc, char** argv) {
     return cmd_gradcheck(ga);
   }
   if (replay->parsed())
-    return cmd_replay(replay_paths, replay_device, replay_require_gpu, replay_in_process, replay_reports);
+    return cmd_replay(replay_paths, replay_device, replay_require_gpu, replay_in_process, replay_reports,
+                      replay_variants);
   if (selfcheck->parsed()) return self_check(all_specs());
   if (worker->parsed()) {
     for (size_t b = 0; !worker_targets.empty() && b <= worker_targets.size();) {
