@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Builds the example consumer project (examples/external-kernel) against an
-# installed assay, the way a kernel repository would use it, and runs its
-# tests: install build/ into a temporary prefix, configure the example with
+# Builds the example consumer projects (examples/*/CMakeLists.txt) against an
+# installed assay, the way a kernel repository would use it, and runs their
+# tests: install build/ into a temporary prefix, configure the examples with
 # find_package(assay) under CMake's default generator and under Ninja, build
-# it, run its CTest entries.
+# them, run their CTest entries.
 #
-# Without a GPU, its selfcheck must pass and every GPU entry must be reported
-# as skipped (never as passed); with one, the GPU entries fuzz the example's
-# two kernels (the linked one and the PTX loaded through the driver API).
+# The examples are configured together (examples/CMakeLists.txt adds each one
+# as a subdirectory: one CUDA toolchain detection per generator); each is also a
+# project of its own, built alone the same way.
+#
+# Without a GPU, every selfcheck must pass and every GPU entry must be reported
+# as skipped (never as passed); with one, the GPU entries fuzz each example's
+# kernels inside their contracts.
 #
 #   bash ci/example.sh            # after build/ is built (ci/test.sh does that)
 #   ASSAY_BUILD_DIR=other-build ASSAY_KEEP=1 bash ci/example.sh
@@ -27,19 +31,26 @@ if [[ ! -f "$build/CMakeCache.txt" ]]; then
   exit 2
 fi
 cmake --build "$build" -j"$jobs" --target assay
-cmake --install "$build" --prefix "$work/prefix"
+cmake --install "$build" --prefix "$work/prefix" > /dev/null
+
+# The CTest entries each example must have (a selfcheck, and a fuzz test per kernel).
+expected=(my_assay.selfcheck my_assay.fuzz.gemm.my_gemm my_assay.fuzz.gemm.my_gemm_aot
+          sgemm_assay.selfcheck sgemm_assay.fuzz.gemm.sgemm_tiled
+          rmsnorm_assay.selfcheck rmsnorm_assay.fuzz.rmsnorm_bwd.rmsnorm_bwd_atomic
+          adamw_assay.selfcheck adamw_assay.fuzz.adamw.float4 adamw_assay.fuzz.adamw.ptx)
 
 # Both the default generator (Unix Makefiles) and Ninja: the package must not depend on either.
 for gen in "Unix Makefiles" Ninja; do
   tag="${gen// /-}"
   echo "example: configuring and building with the $gen generator"
-  cmake -S examples/external-kernel -B "$work/build-$tag" -G "$gen" -DCMAKE_PREFIX_PATH="$work/prefix"
+  cmake -S examples -B "$work/build-$tag" -G "$gen" -DCMAKE_PREFIX_PATH="$work/prefix" > "$work/configure-$tag.log" ||
+    { cat "$work/configure-$tag.log"; exit 1; }
   cmake --build "$work/build-$tag" -j"$jobs"
 
-  # The consumer's tests, discovered from its spec when ctest starts.
+  # The consumers' tests, discovered from their specs when ctest starts.
   listing="$(ctest --test-dir "$work/build-$tag" -N)"
   echo "$listing"
-  for t in my_assay.selfcheck my_assay.fuzz.gemm.my_gemm my_assay.fuzz.gemm.my_gemm_aot; do
+  for t in "${expected[@]}"; do
     grep -q " $t\$" <<<"$listing" || { echo "example ($gen): CTest entry $t is missing" >&2; exit 1; }
   done
 
@@ -47,9 +58,10 @@ for gen in "Unix Makefiles" Ninja; do
   ctest --test-dir "$work/build-$tag" --output-on-failure -j"$jobs" 2>&1 | tee "$log"
   if ! nvidia-smi -L > /dev/null 2>&1; then
     # No GPU: the GPU entries must show as skipped, not as passed.
-    for t in my_assay.fuzz.gemm.my_gemm my_assay.fuzz.gemm.my_gemm_aot; do
+    for t in "${expected[@]}"; do
+      [[ "$t" == *.selfcheck ]] && continue
       grep -Eq "$t .*Skipped" "$log" || { echo "example ($gen): $t was not reported as skipped without a GPU" >&2; exit 1; }
     done
   fi
 done
-echo "example: external-kernel built against the installed assay with both generators and its tests passed"
+echo "example: ${#expected[@]} entries of $(ls -d examples/*/CMakeLists.txt | wc -l) examples built against the installed assay with both generators; tests passed"

@@ -18,7 +18,7 @@
 #                                               consumer's own executable
 #
 # Exported targets (namespace assay::): core (host engine), gpu (GPU engine,
-# testbeds, references), kernels (the built-in kernels), specs (the built-in
+# references), kernels (the built-in kernels), specs (the built-in
 # op specs, an OBJECT library: linking it registers the ops, e.g. gemm, so a
 # consumer can add a variant to them), cli (the CLI beside its main.cpp:
 # listing, reports), warnings, and the assay executable.

@@ -18,7 +18,6 @@
 #include "harness/op_model.h"
 #include "harness/spec.h"
 #include "properties/gemm.h"
-#include "harness/testbeds/tensor_op.h"
 
 namespace assay {
 namespace {

@@ -1,6 +1,5 @@
-// The "gradcheck" relation of the backward specs (issue 9): a finite-difference projection
-// check of the kernel's gradients, on the host, from the testbed's properties hook
-// (harness/testbeds/tensor_op.h), in the manner of harness/testbeds/gemm_bwd_f32.cpp.
+// The "gradcheck" relation of the backward specs: a finite-difference projection
+// check of the kernel's gradients, on the host, from the op's properties hook (OpDef::properties).
 //
 // A backward kernel returns g = J(x)^T v for a forward f (attention: (Q, K, V) -> O; conv
 // backward-data: x -> y, backward-filter: w -> y) and the upstream gradient v (dO, dY). Along one
@@ -33,7 +32,7 @@
 #include "harness/bounds.h"
 #include "harness/case.h"
 #include "harness/gradcheck.h"
-#include "harness/testbeds/tensor_op.h"
+#include "harness/op.h"
 #include "harness/values.h"
 #include "harness/verdict.h"
 

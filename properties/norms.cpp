@@ -378,7 +378,7 @@ Status reference_bwd(Which w, const Case& c, const std::vector<HostTensor>& t, s
   return ok_status();
 }
 
-Status bound_bwd(Which w, const Case& c, const Arithmetic&, const std::vector<HostTensor>& t,
+Status bound_bwd(Which w, const Case& c, const Arithmetic& a, const std::vector<HostTensor>& t,
                  std::vector<OutputRef>& out) {
   const Params p(c.params);
   const int64_t rows = t[0].v.rows, n = t[0].v.cols;
@@ -395,9 +395,13 @@ Status bound_bwd(Which w, const Case& c, const Arithmetic&, const std::vector<Ho
   // Overflow: where an fp32 intermediate may pass FLT_MAX (|x| + |mean|, the row sums
   // n * dx_mag, the column sums) the kernel may give Inf/NaN: no bound there (+Inf),
   // declared (every fp32 kernel of this shape overflows the same way).
-  const double U = 0x1p-149, big = max_finite(DType::kF32) / 4;
+  // Declared arithmetic: with flush-to-zero (fast math) a subnormal operand or result becomes
+  // 0, an absolute error below the smallest normal instead of half the subnormal spacing, at
+  // the same places: U is then min_normal. Fast math also makes the two divisions by n
+  // (m1, m2) approximate, 2 ulp = 4 roundings' worth each instead of one: 6 more in gdx.
+  const double U = a.ftz ? min_normal(DType::kF32) : 0x1p-149, big = max_finite(DType::kF32) / 4;
   const double ref_slack = 1 + gamma_n(n + rows + 8, 0x1p-53);  // the reference's own magnitudes
-  const double gdx = gamma_n(n + 12, u32) * ref_slack;
+  const double gdx = gamma_n(n + 12 + (a.fast_math ? 6 : 0), u32) * ref_slack;
   const HostTensor &X = t[0], &DY = t[1], &G = t[2];
   std::vector<double> col_dy(nn, 0.0), col_x(nn, 0.0);
   for (int64_t r = 0; r < rows; ++r) {
@@ -422,15 +426,24 @@ Status bound_bwd(Which w, const Case& c, const Arithmetic&, const std::vector<Ho
     }
   }
   const double gdg = gamma_n(rows + 4, u32) * ref_slack, gdb = gamma_n(rows, u32) * ref_slack;
+  // A variant that accumulates dgamma (dbeta) in place, a row at a time (atomics), rounds the
+  // running sum, prefill included, once per row: the engine adds gamma_rows (|prefill| + the
+  // terms' magnitudes) from acc_terms / acc_mag. fp32 atomics also flush subnormal operands and
+  // results (PTX red/atom.add.f32): 2 rows + 1 more flushes under FTZ.
+  const double flushes = a.ftz ? static_cast<double>(2 * rows + 1) : static_cast<double>(rows);
+  dg.acc_terms.assign(nn, rows);
+  dg.acc_mag = dg.aux[0];
   for (size_t j = 0; j < nn; ++j) {
-    dg.tol[j] = gdg * dg.aux[0][j] + U * (col_dy[j] + static_cast<double>(rows));
+    dg.tol[j] = gdg * dg.aux[0][j] + U * (col_dy[j] + flushes);
     if (!(dg.aux[0][j] < big && col_x[j] < big)) dg.tol[j] = INFINITY;  // x - mean itself may overflow
   }
   if (w == kLnBwd) {
     OutputRef& db = out[2];
     db.tol.resize(db.ref.size());
+    db.acc_terms.assign(db.ref.size(), rows);
+    db.acc_mag = db.aux[0];
     for (size_t j = 0; j < db.ref.size(); ++j) {
-      db.tol[j] = gdb * db.aux[0][j] + U * static_cast<double>(rows);
+      db.tol[j] = gdb * db.aux[0][j] + U * flushes;
       if (!(db.aux[0][j] < big)) db.tol[j] = INFINITY;
     }
   }

@@ -28,6 +28,7 @@ namespace assay {
 namespace {
 
 using test_util::DevBuf;
+using test_util::encode;
 using conv::ConvPass;
 
 using ConvGpu = GpuCampaignTest<ConvPass>;

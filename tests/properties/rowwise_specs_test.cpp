@@ -21,7 +21,6 @@
 #include "harness/executor.h"
 #include "harness/op_model.h"
 #include "harness/spec.h"
-#include "harness/testbeds/tensor_op.h"
 #include "harness/values.h"
 
 namespace assay {
@@ -197,25 +196,6 @@ void decode_into(const Case& c, const std::vector<unsigned char*>& img, std::vec
       dec[t][static_cast<size_t>(i)] = load_as_double(d.dtype, img[t] + static_cast<size_t>(i) * dtype_size(d.dtype));
     hv.push_back({dec[t].data() + d.offset, view_of(d)});
   }
-}
-
-void run_reference(const TensorOpDef& def, const Case& c, HostRun& h) {
-  h.c = &c;
-  h.bytes.assign(c.tensors.size(), {});
-  h.img.clear();
-  for (size_t t = 0; t < c.tensors.size(); ++t) {
-    const auto& s = c.tensors[t];
-    h.bytes[t].resize(static_cast<size_t>(s.desc.extent()) * dtype_size(s.desc.dtype) + 16);
-    h.img.push_back(h.bytes[t].data());
-    if (s.role == Role::kOut)
-      materialize_output(s.desc, h.img.back());
-    else
-      materialize(s.desc, s.values, fnv1a64(s.name.data(), s.name.size()), h.img.back());
-  }
-  if (def.prepare) def.prepare(c, h.img);
-  decode_into(c, h.img, h.dec, h.hv);
-  const Status st = def.reference(c, h.hv, h.refs);
-  ASSERT_TRUE(st.ok()) << st.message();
 }
 
 /// The same for an op declared on the op model: prepare, reference and the bound under IEEE arithmetic.

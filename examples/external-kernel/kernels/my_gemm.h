@@ -1,6 +1,6 @@
 // my_gemm: this repository's fp32 GEMM, C = alpha * op(A) * op(B) + beta * C.
 // Row-major with leading dimensions, in elements (the conventions of assay's
-// kernels/gemm/gemm.h, so assay's gemm testbed can check it):
+// kernels/gemm/gemm.h, so assay's gemm op can check it):
 //   op(A) is m x k: A[i][p] = a[i*lda + p] (!trans_a) or a[p*lda + i] (trans_a);
 //   op(B) is k x n: B[p][j] = b[p*ldb + j] (!trans_b) or b[j*ldb + p] (trans_b);
 //   C is m x n:     C[i][j] = c[i*ldc + j].
