@@ -24,7 +24,7 @@ Status reference_and_bound(const Case& c, const std::vector<HostTensor>& t, std:
   const my::AdamW h = hyper(Params(c.params));
   const double u = 0x1p-24;
   const auto n = static_cast<size_t>(t[0].v.cols);
-  out.assign(3, OutputRef{std::vector<double>(n), std::vector<double>(n), {}, false});
+  out.assign(3, OutputRef{.ref = std::vector<double>(n), .tol = std::vector<double>(n)});
   for (size_t i = 0; i < n; ++i) {
     const auto j = static_cast<int64_t>(i);
     const double p = t[0].at(0, j), g = t[1].at(0, j), m0 = t[2].at(0, j), v0 = t[3].at(0, j);
