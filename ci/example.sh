@@ -63,5 +63,15 @@ for gen in "Unix Makefiles" Ninja; do
       grep -Eq "$t .*Skipped" "$log" || { echo "example ($gen): $t was not reported as skipped without a GPU" >&2; exit 1; }
     done
   fi
+  # A case outside the SGEMM's contract (the fixture has trans_a = true and m = 7) is refused
+  # before any GPU is looked for: exit 2 and one line naming the rule, never a kernel failure.
+  sed 's/"variant": "tiled"/"variant": "sgemm_tiled"/' tests/fixtures/gemm_case_v1.json > "$work/outside.json"
+  set +e
+  why="$("$work/build-$tag/tiled-sgemm/sgemm_assay" triage "$work/outside.json" 2>&1)"
+  rc=$?
+  set -e
+  echo "example ($gen): triage of a case outside the contract: exit $rc: $why"
+  [[ $rc == 2 && "$why" == *"outside the contract of gemm [sgemm_tiled]: trans_a in {false}"* ]] ||
+    { echo "example ($gen): expected exit 2 naming the rule trans_a in {false}" >&2; exit 1; }
 done
 echo "example: ${#expected[@]} entries of $(ls -d examples/*/CMakeLists.txt | wc -l) examples built against the installed assay with both generators; tests passed"

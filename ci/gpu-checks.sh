@@ -18,7 +18,8 @@
 #
 # Environment: STEPS (comma-separated, default tests,fuzz,replay,mutants,bench; "all" adds the
 # rest), FUZZ_SECONDS (total fuzz budget, default 600), SEED (default 1), MUTANT_CASES (default
-# 2000), BENCH_SECONDS (default 2). Exit status: 0 when every step passed, else the worst step's
+# 2000), MUTANT_SHARD (i/N: only the mutants k with k % N == i, to spread them over GPUs; default
+# 0/1), BENCH_SECONDS (default 2). Exit status: 0 when every step passed, else the worst step's
 # (1 failures, 2 input error, 3 infrastructure error, 124 a step timed out).
 set -u
 cd "$(dirname "$0")/.."
@@ -32,6 +33,7 @@ steps="${STEPS:-tests,fuzz,replay,mutants,bench}"
 fuzz_total="${FUZZ_SECONDS:-600}"
 seed="${SEED:-1}"
 mutant_cases="${MUTANT_CASES:-2000}"
+mutant_shard="${MUTANT_SHARD:-0/1}"
 bench_seconds="${BENCH_SECONDS:-2}"
 mkdir -p "$out/logs" "$out/reports"
 out="$(cd "$out" && pwd)"
@@ -115,8 +117,10 @@ if has replay; then
 fi
 
 if has mutants; then
-  caught=0 missed=()
+  caught=0 missed=() k=-1
   while read -r op v; do
+    k=$((k + 1))
+    (( k % ${mutant_shard#*/} == ${mutant_shard%/*} )) || continue
     name="mutant-$op-$v"
     args=(fuzz "$op" --variant "$v" --seed "$seed" --corpus "$out/corpus-mutants" --require-gpu)
     run "$name" 600 "$assay" "${args[@]}" --cases "$mutant_cases" --junit "$out/reports/$name.xml" \
@@ -134,7 +138,7 @@ if has mutants; then
     fi
     if (( rc == 1 )); then caught=$((caught + 1)); else missed+=("$op/$v (rc=$rc)"); fi
   done < <(ops_of mutants)
-  note "mutants: $caught caught, ${#missed[@]} missed${missed:+: ${missed[*]}}"
+  note "mutants (shard $mutant_shard): $caught caught, ${#missed[@]} missed${missed:+: ${missed[*]}}"
   (( ${#missed[@]} > 0 )) && record 1
 fi
 
