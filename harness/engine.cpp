@@ -277,18 +277,25 @@ Status build_setup(const OpDef& op, const VariantDef& v, const Case& c0, gpu::La
       auto& r = refs[o];
       const bool terms = r.acc_terms.size() == r.ref.size() && r.acc_mag.size() == r.ref.size();
       // A kernel may add in fp32 and then store into a narrower float type: one fp32 rounding
-      // of the sum before the store's, |rn(rn32(x)) - x| <= (u + u32 + u u32) |x|.
+      // of the sum before the store's, |rn(rn32(x)) - x| <= (u + u32 + u u32) |x| + eta, where
+      // eta is half the subnormal spacing of each rounding (a sum below the smallest normal
+      // rounds to an absolute grid, not a relative one: fp16 2^-25).
       const DType odt = T[t].desc.dtype;
+      const bool narrow = dtype_is_float(odt) && dtype_size(odt) < 4;
       const double u = unit_roundoff(odt);
-      const double u32 = dtype_is_float(odt) && dtype_size(odt) < 4 ? unit_roundoff(DType::kF32) : 0.0;
+      const double u32 = narrow ? unit_roundoff(DType::kF32) : 0.0;
       const double g = u + u32 + u * u32;
+      const double eta = dtype_is_float(odt)
+                             ? min_subnormal(odt) / 2 + (narrow ? (1 + u) * min_subnormal(DType::kF32) / 2 : 0.0)
+                             : 0.0;
       r.exact = false;
       for (int64_t i = 0; i < w.rows; ++i)
         for (int64_t j = 0; j < w.cols; ++j) {
           const size_t l = static_cast<size_t>(i * w.cols + j);
           const double pre = s.hv[static_cast<size_t>(t)].at(i, j), sum = pre + r.ref[l];
-          r.tol[l] = r.tol[l] * (1 + g) + g * std::fabs(sum);
-          if (terms) r.tol[l] += gamma_n(r.acc_terms[l], u) * (std::fabs(pre) + r.acc_mag[l]);
+          r.tol[l] = r.tol[l] * (1 + g) + g * std::fabs(sum) + eta;
+          if (terms)
+            r.tol[l] += gamma_n(r.acc_terms[l], u) * (std::fabs(pre) + r.acc_mag[l]) + static_cast<double>(r.acc_terms[l]) * eta;
           r.ref[l] = sum;
         }
     }

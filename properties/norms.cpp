@@ -403,15 +403,22 @@ Status bound_bwd(Which w, const Case& c, const Arithmetic& a, const std::vector<
   const double ref_slack = 1 + gamma_n(n + rows + 8, 0x1p-53);  // the reference's own magnitudes
   const double gdx = gamma_n(n + 12 + (a.fast_math ? 6 : 0), u32) * ref_slack;
   const HostTensor &X = t[0], &DY = t[1], &G = t[2];
-  std::vector<double> col_dy(nn, 0.0), col_x(nn, 0.0);
+  std::vector<double> col_dy(nn, 0.0), col_x(nn, 0.0), col_lost(nn, 0.0);
   for (int64_t r = 0; r < rows; ++r) {
     const double mean = w == kLnBwd ? t[3].at(0, r) : 0.0, rs = w == kLnBwd ? t[4].at(0, r) : t[3].at(0, r);
+    // Flush-to-zero of a subnormal saved rstd (rows of |x| near the fp32 maximum) zeroes the
+    // whole row's xhat: its dgamma terms and its dX may be lost outright.
+    const bool rs_flushed = a.ftz && rs != 0 && std::fabs(rs) < min_normal(DType::kF32);
     double m_xh = 0, m_dxh = 0, m2 = 0, xmax = 0;
     for (int64_t i = 0; i < n; ++i) {
       const double xh = (X.at(r, i) - mean) * rs, dxh = DY.at(r, i) * G.at(0, i);
       m_xh += std::fabs(xh), m_dxh += std::fabs(dxh), m2 += dxh * xh;
       xmax = std::max(xmax, std::fabs(X.at(r, i)) + std::fabs(mean));
-      col_dy[static_cast<size_t>(i)] += std::fabs(DY.at(r, i));
+      // A flushed operand of dy * xhat errs by min_normal times the other factor: x flushed
+      // (|x - mean| < U) by |dy| |rstd|, dy flushed by |xhat|.
+      col_dy[static_cast<size_t>(i)] +=
+          a.ftz ? std::fabs(DY.at(r, i)) * std::max(1.0, std::fabs(rs)) + std::fabs(xh) : std::fabs(DY.at(r, i));
+      if (rs_flushed) col_lost[static_cast<size_t>(i)] += std::fabs(DY.at(r, i) * xh);
       col_x[static_cast<size_t>(i)] = std::max(col_x[static_cast<size_t>(i)], std::fabs(X.at(r, i)) + std::fabs(mean));
     }
     const double nd = std::max<double>(1, static_cast<double>(n));
@@ -422,6 +429,7 @@ Status bound_bwd(Which w, const Case& c, const Arithmetic& a, const std::vector<
       const double under = std::fabs(rs) * U * (3 + m2 + xh * (1 + m_xh + m_dxh)) + U;
       const double e = gdx * dx.aux[0][l] + under;
       dx.tol[l] = e + store_rounding(std::fabs(dx.ref[l]) * (1 + 0x1p-9) + e, dt);
+      if (rs_flushed) dx.tol[l] += std::fabs(dx.ref[l]);
       if (!(xmax < big && static_cast<double>(n) * dx.aux[0][l] < big)) dx.tol[l] = INFINITY;
     }
   }
@@ -434,7 +442,7 @@ Status bound_bwd(Which w, const Case& c, const Arithmetic& a, const std::vector<
   dg.acc_terms.assign(nn, rows);
   dg.acc_mag = dg.aux[0];
   for (size_t j = 0; j < nn; ++j) {
-    dg.tol[j] = gdg * dg.aux[0][j] + U * (col_dy[j] + flushes);
+    dg.tol[j] = gdg * dg.aux[0][j] + U * (col_dy[j] + flushes) + col_lost[j] * (1 + gdg);
     if (!(dg.aux[0][j] < big && col_x[j] < big)) dg.tol[j] = INFINITY;  // x - mean itself may overflow
   }
   if (w == kLnBwd) {

@@ -336,7 +336,7 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
     }
     return (execs[spec.name()] = std::move(e)).get();
   };
-  int bad = static_cast<int>(problems.size()), failing = 0, fixed = 0, passed = 0;
+  int bad = static_cast<int>(problems.size()), failing = 0, fixed = 0, passed = 0, outside = 0;
   // Baselines by (corpus root, op), read once per replay.
   std::map<std::pair<std::string, std::string>, std::optional<Baseline>> baselines;
   for (const auto& path : *files) {
@@ -377,9 +377,11 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
       }
     if (!e->c.variant.empty() && !variants.empty())
       if (auto rule = spec->outside(e->c, e->c.variant)) {
-        fmt::print(stderr, "assay: error: {}: outside the contract of {} [{}]: {} (not a kernel failure)\n", path,
-                   e->c.op, e->c.variant, *rule);
-        ++bad;
+        const std::string why = fmt::format("outside the contract of {} [{}]: {} (not a kernel failure)", e->c.op,
+                                            e->c.variant, *rule);
+        fmt::print(stderr, "assay: error: {}: {}\n", path, why);
+        add_case(fmt::format("{} [{}]", path, e->c.variant), 0, "", why, "");
+        ++outside;
         continue;
       }
     if (variants.empty()) continue;
@@ -440,13 +442,14 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
       }
     }
   }
-  fmt::print("replay: {} entries: {} failing, {} fixed, {} passing, {} unreadable{}\n", files->size(), failing, fixed,
-             passed, bad, ndev.ok() ? "" : " (not run: no GPU)");
+  fmt::print("replay: {} entries: {} failing, {} fixed, {} passing, {} unreadable{}{}\n", files->size(), failing, fixed,
+             passed, bad, outside > 0 ? fmt::format(", {} outside their variant's contract", outside) : "",
+             ndev.ok() ? "" : " (not run: no GPU)");
   rep.seconds = seconds_since(t_start);
   rep.fields = {{"entries", files->size()}, {"failing", failing}, {"fixed", fixed}, {"passing", passed},
-                {"unreadable", bad}};
+                {"unreadable", bad}, {"outside_contract", outside}};
   int rc = kExitPass;
-  if (bad > 0)
+  if (bad > 0 || outside > 0)
     rc = kExitUsage;
   else if (failing > 0)
     rc = kExitFail;

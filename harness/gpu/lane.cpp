@@ -192,18 +192,22 @@ CheckParams Lane::check_params() {
       r.kind = DevRegion::kOutput;
       r.elem_size = static_cast<int32_t>(dtype_size(t.desc.dtype));
       r.check_unwritten = t.check_unwritten ? 1 : 0;
-      // Dense 2-D views are checked analytically; others would need a mask
-      // (not yet built: outputs of the ops so far are all 2-D row-major).
+      // Coverage as a 2-D view, checked analytically: rank N outputs are laid out dense over
+      // padded rows (unit innermost stride, every outer stride the next one times its
+      // extent), so they are [prod of the leading extents, last extent] with the row
+      // stride. A layout that is not gets no view: every element then counts as a gap.
       const auto& d = t.desc;
       r.off = d.offset;
-      if (d.rank() == 2) {
-        r.rows = d.shape[0];
-        r.cols = d.shape[1];
-        r.ld = d.shape[0] <= 1 ? std::max<int64_t>(d.shape[1], 1) : d.strides[0];
-      } else if (d.rank() == 1) {
+      const int64_t rank = d.rank();
+      bool rows_dense = rank >= 1 && d.strides[static_cast<size_t>(rank - 1)] == 1;
+      for (int64_t k = 0; rows_dense && k + 2 < rank; ++k)
+        rows_dense = d.strides[static_cast<size_t>(k)] ==
+                     d.strides[static_cast<size_t>(k + 1)] * std::max<int64_t>(d.shape[static_cast<size_t>(k + 1)], 1);
+      if (rank == 1 || (rank >= 2 && rows_dense)) {
+        r.cols = d.shape[static_cast<size_t>(rank - 1)];
         r.rows = 1;
-        r.cols = d.shape[0];
-        r.ld = std::max<int64_t>(d.shape[0], 1);
+        for (int64_t k = 0; k + 1 < rank; ++k) r.rows *= d.shape[static_cast<size_t>(k)];
+        r.ld = rank == 1 || r.rows <= 1 ? std::max<int64_t>(r.cols, 1) : d.strides[static_cast<size_t>(rank - 2)];
       }
     }
     p.regions[p.nregions++] = r;

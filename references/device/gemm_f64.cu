@@ -26,11 +26,13 @@ __global__ void combine(const float* c, int64_t ldc, int64_t m, int64_t n, doubl
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
     double r = alpha * ref[i];
     double s = fabs(alpha) * mag[i];
-    if (beta != 0) {
+    // C given (read even with beta == 0, a variant's declared convention): 0 * C is NaN where C
+    // is NaN or Inf, as in the kernel; its magnitude adds nothing then.
+    if (c != nullptr) {
       const int64_t row = i / n, col = i % n;
       const double v = static_cast<double>(c[row * ldc + col]);
       r += beta * v;
-      s += fabs(beta) * fabs(v);
+      if (beta != 0) s += fabs(beta) * fabs(v);
     }
     ref[i] = r;
     mag[i] = s;

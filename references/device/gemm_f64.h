@@ -20,7 +20,8 @@ inline int64_t gemm_f64_scratch_doubles(int64_t extent_a, int64_t extent_b) {
   return 2 * (extent_a + extent_b);
 }
 
-/// ref and mag: m*n doubles each, row-major contiguous. `c` may be null when beta == 0.
+/// ref and mag: m*n doubles each, row-major contiguous. `c` null: C unread (only with beta == 0);
+/// given, it is read even when beta == 0 (0 * Inf = NaN, as a kernel that reads it gives).
 Status gemm_f64_reference(cublasHandle_t handle, cudaStream_t stream, const vendor::RowMajorGemm& g, double alpha,
                           const float* a, int64_t extent_a, const float* b, int64_t extent_b, double beta,
                           const float* c, double* ref, double* mag, double* scratch);

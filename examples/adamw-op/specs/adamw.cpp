@@ -2,7 +2,6 @@
 // kernels bound to it: one linked in (float4, with a contract), one loaded as PTX.
 #include <algorithm>
 #include <cmath>
-
 #include "harness/bounds.h"
 #include "harness/gpu/module.h"
 #include "harness/op.h"
@@ -17,12 +16,13 @@ my::AdamW hyper(const Params& p) {
           bc("beta1"), bc("beta2")};
 }
 
-// Reference in double on the fp32 hyper-parameters the kernel receives. Bound: every fp32
-// operation errs by u (gamma_k for k of them, [Higham] (3.4)); through division by bc and the
+// Reference in double on the fp32 hyper-parameters the kernel receives. Bound: every fp32 op errs
+// by u (gamma_k for k of them, [Higham] (3.4)), a product or quotient below the smallest normal by
+// eta absolute (gradual underflow: g subnormal, g * g); through division by bc and the
 // square root (|sqrt(x+d) - sqrt(x)| <= min(d / (2 sqrt x), sqrt d)) into p' = p(1 - lr wd) - lr r.
 Status reference_and_bound(const Case& c, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
   const my::AdamW h = hyper(Params(c.params));
-  const double u = 0x1p-24;
+  const double u = 0x1p-24, eta = 0x1p-149;
   const auto n = static_cast<size_t>(t[0].v.cols);
   out.assign(3, OutputRef{.ref = std::vector<double>(n), .tol = std::vector<double>(n)});
   for (size_t i = 0; i < n; ++i) {
@@ -31,14 +31,14 @@ Status reference_and_bound(const Case& c, const std::vector<HostTensor>& t, std:
     const double m = h.beta1 * m0 + (1.0 - h.beta1) * g, v = h.beta2 * v0 + (1.0 - h.beta2) * g * g;
     const double mh = m / h.bc1, vh = v / h.bc2, den = std::sqrt(vh) + h.eps, r = mh / den;
     const double pn = p * (1.0 - double(h.lr) * h.wd) - double(h.lr) * r;
-    const double em = gamma_n(4, u) * (h.beta1 * std::fabs(m0) + (1 - h.beta1) * std::fabs(g));
-    const double ev = gamma_n(5, u) * (h.beta2 * v0 + (1 - h.beta2) * g * g);
-    const double dmh = em / h.bc1 + gamma_n(1, u) * std::fabs(mh), dvh = ev / h.bc2 + gamma_n(1, u) * vh;
+    const double em = gamma_n(4, u) * (h.beta1 * std::fabs(m0) + (1 - h.beta1) * std::fabs(g)) + 2 * eta;
+    const double ev = gamma_n(5, u) * (h.beta2 * v0 + (1 - h.beta2) * g * g) + 3 * eta;
+    const double dmh = em / h.bc1 + gamma_n(1, u) * std::fabs(mh) + eta, dvh = ev / h.bc2 + gamma_n(1, u) * vh + eta;
     const double dden = std::min(dvh / (2 * std::sqrt(vh)), std::sqrt(dvh)) + gamma_n(2, u) * den;
     const double dr = den > dden ? (dmh + std::fabs(r) * dden) / (den - dden) + u * std::fabs(r) : INFINITY;
     out[0].ref[i] = pn, out[1].ref[i] = m, out[2].ref[i] = v;
     out[0].tol[i] = gamma_n(3, u) * std::fabs(p) * (1 + h.lr * h.wd) + h.lr * (dr + gamma_n(2, u) * std::fabs(r)) +
-                    u * std::fabs(pn);
+                    u * std::fabs(pn) + 3 * eta;
     out[1].tol[i] = em + u * std::fabs(m), out[2].tol[i] = ev + u * v;
   }
   return ok_status();
