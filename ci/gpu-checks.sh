@@ -54,6 +54,7 @@ assay="$(cd "$bin" && pwd)/assay"
 tests="$(cd "$bin" && pwd)/assay_tests"
 [[ -x "$assay" ]] || { echo "gpu-checks: no assay executable in $dir" >&2; exit 2; }
 export ASSAY_BINARY="$assay"  # the test suite starts its workers from it
+[[ -x "$bin/assay_fake_worker" ]] && export ASSAY_FAKE_WORKER="$(cd "$bin" && pwd)/assay_fake_worker"
 [[ -f "$bin/module_kernel.ptx" ]] && export ASSAY_MODULE_TEST_PTX="$(cd "$bin" && pwd)/module_kernel.ptx"
 export PATH="$PATH:/usr/local/cuda/bin"
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
@@ -123,6 +124,8 @@ if has mutants; then
     (( k % ${mutant_shard#*/} == ${mutant_shard%/*} )) || continue
     name="mutant-$op-$v"
     args=(fuzz "$op" --variant "$v" --seed "$seed" --corpus "$out/corpus-mutants" --require-gpu)
+    # Planted hangs and crashes: every shrink step costs a watchdog timeout or a worker restart.
+    [[ "$v" == fault_* ]] && args+=(--case-timeout 5 --shrink-time 30)
     run "$name" 600 "$assay" "${args[@]}" --cases "$mutant_cases" --junit "$out/reports/$name.xml" \
       --json "$out/reports/$name.json"
     rc=$?

@@ -520,10 +520,25 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
         const std::string& name = T[t].name;
         if (rr.changed) {
           const bool input = checks[static_cast<size_t>(run)].regions[ri].kind == gpu::DevRegion::kBytesEqual;
+          const int64_t first = gpu::first_index(rr.changed, rr.changed_first);
+          std::string what = guard   ? fmt::format("guard band near {} changed", name)
+                             : input ? fmt::format("{} changed although it is an input", name)
+                                     : fmt::format("{} changed outside its view", name);
+          if (!guard && !input && first >= 0) {
+            // Where in the allocation: past the last element, before the first, or in a row's padding.
+            const View2D& w = views[t];
+            const int64_t off = T[t].desc.offset, ld = std::max<int64_t>(w.ld, 1);
+            const int64_t end = w.rows == 0 ? off : off + (w.rows - 1) * ld + w.cols;
+            what = first >= end  ? fmt::format("element {} past the end of {} (its last element is {}) was written",
+                                               first, name, end - 1)
+                   : first < off ? fmt::format("element {} before the first element of {} (offset {}) was written",
+                                               first, name, off)
+                                 : fmt::format("element {} (row {}, column {} of the padded layout) outside the view "
+                                               "of {} was written",
+                                               first, (first - off) / ld, (first - off) % ld, name);
+          }
           add(guard ? FailureKind::kGuard : (input ? FailureKind::kInputWritten : FailureKind::kGapWritten), name,
-              static_cast<int64_t>(rr.changed), gpu::first_index(rr.changed, rr.changed_first),
-              guard ? fmt::format("guard band near {} changed", name)
-                    : fmt::format("{} changed {}", name, input ? "although it is an input" : "outside its view"));
+              static_cast<int64_t>(rr.changed), first, std::move(what));
         }
         if (rr.unwritten)
           add(FailureKind::kUnwritten, name, static_cast<int64_t>(rr.unwritten),

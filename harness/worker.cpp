@@ -60,7 +60,7 @@ bool write_all(int fd, const std::string& s) {
 
 // Passing verdicts go back compact (most cases pass); failing ones whole.
 nlohmann::json wire_verdict(const Verdict& v) {
-  if (!v.passed()) return v.to_json();
+  if (!v.passed() || !v.not_applicable.empty()) return v.to_json();  // outside the contract: the rule travels
   return {{"v", v.variant},
           {"r", v.metrics.max_ratio},
           {"x", v.metrics.exact_tier},

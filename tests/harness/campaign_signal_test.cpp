@@ -14,6 +14,8 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/gpu_test_env.h"
+
 #include <nlohmann/json.hpp>
 
 #include "harness/corpus.h"
@@ -46,8 +48,8 @@ class CampaignSignalTest : public ::testing::Test {
 
   // Starts `assay fuzz gemm` with the fake worker and `env` added.
   void start(const std::map<std::string, std::string>& env, const std::vector<std::string>& extra) {
-    std::vector<std::string> args = {ASSAY_BINARY,     "fuzz",       "gemm",
-                                     "--worker-binary", ASSAY_FAKE_WORKER, "--corpus",
+    std::vector<std::string> args = {assay_binary(),   "fuzz",       "gemm",
+                                     "--worker-binary", fake_worker_binary(), "--corpus",
                                      corpus(),          "--json",     json_path(),
                                      "--junit",         junit_path(), "--max-dim",
                                      "8"};

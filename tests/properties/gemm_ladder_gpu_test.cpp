@@ -79,14 +79,15 @@ TEST_F(GemmLadderGpu, RelationsFlagAKernelWhoseErrorDependsOnTheRowPairing) {
   // The swizzle mutant swaps the k-terms 8..15 of rows 2r and 2r+1: permuting
   // the rows or transposing the problem changes which outputs are paired, so
   // the related launch disagrees with the original beyond both ceilings.
-  const Case base = make_gemm_case(40, 24, 24, false, false, 1, 0, 0, 0, 0, 0, 0, 0, ValueClass::kSmallInt, 31);
+  // Square: the transpose relation maps C onto C^T in C's own layout (properties/gemm.h).
+  const Case base = make_gemm_case(40, 40, 24, false, false, 1, 0, 0, 0, 0, 0, 0, 0, ValueClass::kSmallInt, 31);
   for (const char* r : {"transpose", "permute_rows"}) {
     const auto v = run(with_relation(base, r), {"mutant_regblock_swizzle"});
     ASSERT_EQ(v.size(), 1u);
     EXPECT_TRUE(kinds(v[0]).count(FailureKind::kProperty)) << r << ": " << v[0].summary();
     bool named = false;
     for (const auto& f : v[0].failures)
-      named |= f.kind == FailureKind::kProperty && f.detail.find(std::string("relation '") + r) != std::string::npos;
+      named |= f.kind == FailureKind::kProperty && f.detail.find(std::string("metamorphic '") + r) != std::string::npos;
     EXPECT_TRUE(named) << "the relation failure must name the relation: " << v[0].summary();
   }
 }
