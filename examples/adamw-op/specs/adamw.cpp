@@ -18,7 +18,7 @@ my::AdamW hyper(const Params& p) {
 // Reference in double on the fp32 hyper-parameters the kernel receives. Bound: every fp32 op errs by u
 // (gamma_k for k ops, [Higham] (3.4)), a product or quotient below the smallest normal by eta more; via
 // bc and sqrt (|sqrt(x+d) - sqrt(x)| <= min(d / (2 sqrt x), sqrt d)) into p' = p(1 - lr wd) - lr r.
-// Where g * g overflows fp32 (|g| > 1.8e19) v is Inf: p and v unchecked there (tol = +Inf).
+// Where an fp32 intermediate may overflow (g * g, m / bc1, v / bc2, r, p'), p and v are unchecked (+Inf).
 Status reference_and_bound(const Case& c, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
   const my::AdamW h = hyper(Params(c.params));
   const double u = 0x1p-24, eta = 0x1p-149;
@@ -39,7 +39,7 @@ Status reference_and_bound(const Case& c, const std::vector<HostTensor>& t, std:
     out[0].tol[i] = gamma_n(3, u) * std::fabs(p) * (1 + h.lr * h.wd) + h.lr * (dr + gamma_n(2, u) * std::fabs(r)) +
                     u * std::fabs(pn) + 3 * eta;
     out[1].tol[i] = em + u * std::fabs(m), out[2].tol[i] = ev + u * v;
-    if (g * g > 0x1.fffffep+127) out[0].tol[i] = out[2].tol[i] = INFINITY;
+    if (std::max({g * g, std::fabs(mh), vh, std::fabs(r), std::fabs(pn)}) > 0x1p127) out[0].tol[i] = out[2].tol[i] = INFINITY;
   }
   return ok_status();
 }
