@@ -8,18 +8,53 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "harness/op_model.h"
 #include "harness/spec.h"
 
 namespace assay::cli {
 
 CLI::App* add_list_command(CLI::App& app, ListOptions& o) {
   auto* list = app.add_subcommand("list", "List ops and their kernel variants (planted-bug mutants: --mutants)");
-  list->add_flag("--json", o.json, "Print JSON: [{op, description, variants: [{name, mutant, description, source}]}]");
-  list->add_option("--op", o.ops, "Only these ops")->delimiter(',');
+  list->add_flag("--json", o.json, "Print JSON: [{op, description, params, tensors, variants: [{name, mutant, description, source, contract}]}]");
+  list->add_option("--op", o.ops, "Only these ops, with their params and tensors (what a launcher receives)")->delimiter(',');
   list->add_flag("--mutants,--all", o.mutants, "Also the planted-bug variants (tests/mutants), marked [mutant]");
   list->add_flag("--no-mutants", o.no_mutants, "Leave the planted-bug variants out (the default)");
   return list;
 }
+
+namespace {
+
+// What a launcher receives: the op's params (t[...] in tensor order below, p.i / p.r / p.b / p.s).
+std::vector<std::string> describe_params(const OpDef& op) {
+  std::vector<std::string> out;
+  for (const auto& d : op.params) {
+    std::string what;
+    if (d.kind == ParamKind::kInt && d.values.empty())
+      what = fmt::format("int in [{}, {}]{}", d.lo, d.hi, d.size ? ", an extent" : "");
+    else if (d.kind == ParamKind::kBool)
+      what = "flag";
+    else
+      what = fmt::format("one of {}", nlohmann::json(d.values).dump());
+    if (d.absent_weight > 0 || d.when) what += ", optional";
+    out.push_back(fmt::format("{}: {}{}", d.name, what, d.doc.empty() ? "" : " (" + d.doc + ")"));
+  }
+  return out;
+}
+
+std::vector<std::string> describe_tensors(const OpDef& op) {
+  std::vector<std::string> out;
+  int i = 0;
+  for (const auto& t : op.tensors) {
+    const char* role = t.role == Role::kIn ? "in" : t.role == Role::kOut ? "out" : "in/out";
+    const std::string dims = t.shape ? std::string("[derived from the params]")
+                                     : fmt::format("[{}]", fmt::join(t.dims, ", "));
+    out.push_back(fmt::format("t[{}] {} {} {} ({}){}", i++, t.name, dims, role, t.dtype,
+                              t.transposed_by.empty() ? "" : ", last two dims swapped where " + t.transposed_by));
+  }
+  return out;
+}
+
+}  // namespace
 
 int run_list(const ListOptions& o) {
   std::vector<const OpSpec*> specs;
@@ -38,6 +73,16 @@ int run_list(const ListOptions& o) {
   for (const OpSpec* s : specs) {
     nlohmann::json jo = {{"op", s->name()}, {"description", s->description()}, {"variants", nlohmann::json::array()}};
     if (!o.json) fmt::print("{}: {}\n", s->name(), s->description());
+    // The op's signature, as a launcher sees it: with --op in text, always in JSON.
+    if (const OpDef* def = find_op(s->name()); def != nullptr) {
+      const auto params = describe_params(*def), tensors = describe_tensors(*def);
+      jo["params"] = params;
+      jo["tensors"] = tensors;
+      if (!o.json && !o.ops.empty()) {
+        for (const auto& line : params) fmt::print("  param   {}\n", line);
+        for (const auto& line : tensors) fmt::print("  tensor  {}\n", line);
+      }
+    }
     for (const auto& v : s->variants()) {
       if (v.mutant && !mutants) {
         ++hidden;
