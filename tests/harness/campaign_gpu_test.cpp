@@ -91,10 +91,12 @@ INSTANTIATE_TEST_SUITE_P(Planted, CampaignGpuFaults,
 
 // A GPU that a kernel leaves unusable for new processes (one that needs a
 // reset) cannot be made on purpose without touching the device's settings, so
-// a wrapper around the real worker stands in for it: once a worker has died
-// abnormally (here: the real fault_trap kernel), no worker starts again. The
-// trap's case must end as a stored failure of kind context, the campaign
-// returning its report (exit 1), not an infrastructure error (exit 3).
+// a wrapper around the real worker stands in for it: the first worker starts,
+// no later one does. The first worker dies on the real fault_trap kernel (its
+// context is poisoned), so the GPU is gone from then on. The trap's case must
+// end as a stored failure of kind context, with the campaign's report. (The
+// wrapper marks at start, not at the worker's exit: the parent kills a dying
+// worker's process group, the wrapper shell included, before it could mark.)
 TEST_F(CampaignGpu, GpuUnusableAfterAKernelIsThatKernelsContextFailure) {
   fs::create_directories(dir_);
   const std::string wrapper = (dir_ / "worker.sh").string();
@@ -103,8 +105,7 @@ TEST_F(CampaignGpu, GpuUnusableAfterAKernelIsThatKernelsContextFailure) {
     std::ofstream w(wrapper);
     w << "#!/bin/sh\n"
       << "if [ -e '" << marker << "' ]; then echo 'FATAL 0 device unusable (simulated)'; exit 3; fi\n"
-      << "'" << assay_binary() << "' \"$@\"\nrc=$?\n"
-      << "if [ $rc -ne 0 ]; then touch '" << marker << "'; fi\nexit $rc\n";
+      << "touch '" << marker << "'\nexec '" << assay_binary() << "' \"$@\"\n";
   }
   fs::permissions(wrapper, fs::perms::owner_all);
   CampaignOptions o = options({"fault_trap"});
