@@ -118,7 +118,8 @@ install(EXPORT assayTargets
 # ---- headers, the CLI's main, the helpers -------------------------------------------------
 # Same layout as the source tree, so `#include "harness/spec.h"` works against
 # <prefix>/include/assay exactly as it does here.
-foreach(_dir harness references kernels)
+# properties/studies: the CLI main (compiled by every consumer) calls the studies.
+foreach(_dir harness references kernels properties/studies)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${_dir}/
     DESTINATION ${_assay_include_dest}/${_dir}
     FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp" PATTERN "*.cuh")

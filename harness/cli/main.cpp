@@ -35,14 +35,14 @@
 #include "harness/interrupt.h"
 #include "harness/json_file.h"
 #include "harness/corpus.h"
-#include "harness/false_alarm.h"
+#include "properties/studies/false_alarm.h"
 #include "harness/gpu/lane.h"
 #include "harness/spec.h"
 #include "harness/triage.h"
-#include "harness/detection.h"
-#include "harness/throughput.h"
+#include "properties/studies/detection.h"
+#include "properties/studies/throughput.h"
 #include "harness/exhaustive.h"
-#include "harness/vendor_survey.h"
+#include "properties/studies/vendor_survey.h"
 #include "harness/worker.h"
 #include "references/library/cudnn.h"
 
@@ -1039,15 +1039,7 @@ int main(int argc, char** argv) {
     return kExitPass;
   }
   if (throughput_cmd->parsed()) {
-    for (const auto& op : tpo.ops)
-      if (op != "conv" && op != "attention" && op != "gemm")
-        return error(invalid_argument(fmt::format("throughput: unknown op '{}' (conv, attention, gemm)", op)));
-    // The convolutions are timed against cuDNN: without it they are left out, said once.
-    if (!vendor::cudnn_built() && std::find(tpo.ops.begin(), tpo.ops.end(), "conv") != tpo.ops.end()) {
-      tpo.ops.erase(std::remove(tpo.ops.begin(), tpo.ops.end(), "conv"), tpo.ops.end());
-      fmt::print(stderr, "assay: throughput conv: {}\n", vendor::cudnn_not_built().message());
-      if (tpo.ops.empty()) return error(vendor::cudnn_not_built());
-    }
+    if (auto s = select_throughput_ops(tpo); !s.ok()) return error(s);
     auto ndev = gpu::device_count();
     if (!ndev.ok()) return error(ndev.status());
     auto md = throughput(tpo, tp_out);

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "harness/throughput_common.h"
+#include "properties/studies/throughput_common.h"
 #include "kernels/gemm/gemm.h"
 #include "kernels/gemm/gemm_epilogue.h"
 #include "kernels/gemm/gemm_quant.h"

@@ -1,4 +1,4 @@
-#include "harness/detection.h"
+#include "properties/studies/detection.h"
 
 #include <algorithm>
 #include <cmath>

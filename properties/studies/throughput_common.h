@@ -1,4 +1,4 @@
-// Shared pieces of assay throughput (harness/throughput.cpp, harness/throughput_gemm.cpp): device
+// Shared pieces of assay throughput (properties/studies/throughput.cpp, properties/studies/throughput_gemm.cpp): device
 // buffers, the gated median timing, and the problem / measurement records the report is built from.
 #pragma once
 
@@ -17,8 +17,8 @@
 #include "harness/dtype.h"
 #include "harness/gpu/cuda_check.h"
 #include "harness/status.h"
-#include "harness/throughput.h"
-#include "harness/throughput_kernels.h"
+#include "properties/studies/throughput.h"
+#include "properties/studies/throughput_kernels.h"
 
 namespace assay::tput_detail {
 
@@ -146,7 +146,7 @@ struct CublasHandle {
   }
 };
 
-/// The GEMM family's problems (harness/throughput_gemm.cpp).
+/// The GEMM family's problems (properties/studies/throughput_gemm.cpp).
 Status gemm_problems(const ThroughputOptions& o, cudaStream_t s, std::vector<Problem>& out);
 
 }  // namespace assay::tput_detail

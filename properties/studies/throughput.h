@@ -31,4 +31,9 @@ struct ThroughputOptions {
 /// empty) and returns the Markdown. Unknown ops are invalid_argument.
 StatusOr<std::string> throughput(const ThroughputOptions& opt, const std::string& out_dir);
 
+/// Checks opt.ops (conv, attention, gemm) before any GPU is looked for: an unknown op is
+/// invalid_argument; conv, timed against cuDNN, is dropped from a build without it, with a
+/// line on stderr (an error if nothing is left).
+Status select_throughput_ops(ThroughputOptions& opt);
+
 }  // namespace assay

@@ -20,7 +20,7 @@
 
 #include <cuda_runtime.h>
 
-#include "harness/false_alarm.h"
+#include "properties/studies/false_alarm.h"
 #include "harness/gpu/lane.h"
 #include "references/host/gemm.h"
 #include "references/library/cublaslt_gemm.h"

@@ -1,4 +1,4 @@
-#include "harness/throughput.h"
+#include "properties/studies/throughput.h"
 
 #include <algorithm>
 #include <cmath>
@@ -19,8 +19,8 @@
 #include "harness/dtype.h"
 #include "harness/gpu/cuda_check.h"
 #include "harness/gpu/lane.h"
-#include "harness/throughput_common.h"
-#include "harness/throughput_kernels.h"
+#include "properties/studies/throughput_common.h"
+#include "properties/studies/throughput_kernels.h"
 #include "kernels/attention/attention.h"
 #include "kernels/conv/conv.h"
 #include "references/host/conv.h"
@@ -310,8 +310,8 @@ StatusOr<std::string> throughput(const ThroughputOptions& opt, const std::string
       "CUDNN_DEFAULT_MATH (tensor cores / tf32 allowed), deterministic algorithms (FFT and Winograd included), "
       "the algorithm that ran in brackets. Attention: the kernels compute in fp32 on CUDA cores; the composite "
       "is cublasGemmStridedBatchedEx (fp16 inputs, fp32 compute, tensor cores) with S and dP in fp32 and a "
-      "row softmax (harness/throughput_kernels.cu), P and dS rounded to fp16; it materialises the S x S "
-      "scores. GEMM family (harness/throughput_gemm.cpp): row-major m x n x k problems, alpha 1, beta 0, "
+      "row softmax (properties/studies/throughput_kernels.cu), P and dS rounded to fp16; it materialises the S x S "
+      "scores. GEMM family (properties/studies/throughput_gemm.cpp): row-major m x n x k problems, alpha 1, beta 0, "
       "against cublasGemmEx / cuBLASLt on the same buffers (fp32: pedantic and default compute; fp16/bf16: "
       "fp32 compute; int8: int32 out without the dequantisation; fp8: fp32 out, fast accumulation off and on; "
       "bias + activation: cuBLASLt's epilogue; its backward: the two cuBLAS GEMMs alone).\n\n"
@@ -364,6 +364,18 @@ StatusOr<std::string> throughput(const ThroughputOptions& opt, const std::string
     ASSAY_RETURN_IF_ERROR(write_file_atomic(out_dir + "/throughput.json", j.dump(2) + "\n"));
   }
   return md;
+}
+
+Status select_throughput_ops(ThroughputOptions& opt) {
+  for (const auto& op : opt.ops)
+    if (op != "conv" && op != "attention" && op != "gemm")
+      return invalid_argument(fmt::format("throughput: unknown op '{}' (conv, attention, gemm)", op));
+  if (!vendor::cudnn_built() && std::find(opt.ops.begin(), opt.ops.end(), "conv") != opt.ops.end()) {
+    opt.ops.erase(std::remove(opt.ops.begin(), opt.ops.end(), "conv"), opt.ops.end());
+    fmt::print(stderr, "assay: throughput conv: {}\n", vendor::cudnn_not_built().message());
+    if (opt.ops.empty()) return vendor::cudnn_not_built();
+  }
+  return ok_status();
 }
 
 }  // namespace assay

@@ -1,4 +1,4 @@
-#include "harness/throughput_kernels.h"
+#include "properties/studies/throughput_kernels.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

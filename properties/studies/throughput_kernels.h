@@ -1,4 +1,4 @@
-// Device helpers of assay throughput (harness/throughput.cpp): input fills, a gate that keeps the
+// Device helpers of assay throughput (properties/studies/throughput.cpp): input fills, a gate that keeps the
 // stream busy while the host enqueues the timed work, and the softmax pieces of the composite
 // (cuBLAS) attention. dt codes are those of the kernels' Dt enums: 0 fp32, 1 fp16, 2 bf16; the fill
 // also takes 3 int8 (40 x N(0, 1) rounded, clamped to +-127) and 4 fp8 e4m3 (saturating).

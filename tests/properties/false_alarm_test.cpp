@@ -6,7 +6,7 @@
 // (truncating blocks of several sizes, random split-K) stays under every ceiling, and the
 // campaign reports a planted perturbation, fp16 accumulation where fp32 was promised, an
 // unwritten output row and a write into the padding.
-#include "harness/false_alarm.h"
+#include "properties/studies/false_alarm.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "harness/vendor_survey.h"
+#include "properties/studies/vendor_survey.h"
 
 #include <cmath>
 #include <cstring>

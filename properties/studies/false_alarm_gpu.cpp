@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "harness/corpus.h"
-#include "harness/false_alarm.h"
+#include "properties/studies/false_alarm.h"
 #include "harness/gpu/cuda_check.h"
 #include "harness/gpu/lane.h"
 #include "references/library/cublas_gemm.h"

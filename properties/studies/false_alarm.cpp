@@ -1,7 +1,7 @@
 // assay false-alarm, host part (see false_alarm.h): configurations and their bound models,
 // cases, staging, the fp64 reference, the element judge, the table and its reports, and
 // the campaign loop. No CUDA headers: the vendor runs behind FaBackend.
-#include "harness/false_alarm.h"
+#include "properties/studies/false_alarm.h"
 
 #include <algorithm>
 #include <atomic>
