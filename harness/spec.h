@@ -141,16 +141,9 @@ class OpSpec {
   bool has_variant(const std::string& v) const;
 };
 
-/// Registers a spec; returns true so it can initialise a static.
+/// Registers a spec (the op model does, one per register_op: harness/op_registry.cpp); returns true.
 bool register_spec(std::unique_ptr<OpSpec> spec);
 const OpSpec* find_spec(const std::string& name);
 std::vector<const OpSpec*> all_specs();
 
 }  // namespace assay
-
-#define ASSAY_CONCAT2_(a, b) a##b
-#define ASSAY_CONCAT1_(a, b) ASSAY_CONCAT2_(a, b)
-/// In properties/<op>.cpp: ASSAY_REGISTER_SPEC(GemmSpec);
-#define ASSAY_REGISTER_SPEC(Type)                                                       \
-  [[maybe_unused]] static const bool ASSAY_CONCAT1_(assay_spec_registered_, __LINE__) = \
-      ::assay::register_spec(std::make_unique<Type>())
