@@ -96,7 +96,7 @@ else
 fi
 # A case stored by the CLI replays from Python: the CLI's softmax campaign beside the Triton one.
 if [[ -x "$bin/assay" ]]; then
-  "$bin/assay" fuzz softmax --seconds "${CLI_SECONDS:-20}" --corpus /tmp/assay-cli-corpus \
+  "$bin/assay" fuzz softmax --time "${CLI_SECONDS:-20}" --corpus /tmp/assay-cli-corpus \
     --json "$out/cli-softmax.json" | tee -a "$summary"
   python3 -c "import json; j = json.load(open('$out/cli-softmax.json')); \
 print(f\"CLI softmax: {j['cases']} cases in {j['seconds']:.1f} s = {j['cases_per_second']:.0f} cases/s\")" \
