@@ -1,5 +1,5 @@
 // sgemm_tiled as a variant of assay's built-in gemm op (tensors A, B, C; params
-// m, n, k, trans_a, trans_b, alpha, beta: `assay list --op gemm`). The contract
+// m, n, k, trans_a, trans_b, alpha, beta: `sgemm_assay list --op gemm`). The contract
 // says what the kernel assumes; assay draws cases inside it, reports cases
 // outside it as not applicable, and `--probe-contract` tries each rule's edge.
 #include "harness/op.h"
