@@ -76,6 +76,8 @@ struct ParamDef {
   std::vector<size_t> weights;                           ///< per value (empty: uniform)
   std::function<bool(const Params&)> when;               ///< present only where this holds (earlier params)
   int absent_weight = 0;                                 ///< > 0: optional, absent with this weight against 1 present
+  std::string tie;                                       ///< kInt: an earlier int param this one often equals
+  size_t tie_weight = 0, free_weight = 1;                ///< equal to `tie` with tie_weight against free_weight
   std::string doc;
 
   static ParamDef integer(std::string name, int64_t lo, int64_t hi);
@@ -94,6 +96,12 @@ struct ParamDef {
     return *this;
   }
   ParamDef& cap(std::function<int64_t(const Params&)> f) { hi_of = std::move(f); return *this; }
+  /// kInt: equal to the earlier int param `other` in `equal` of `equal + free` draws, where
+  /// its range, cap and the contract allow (square problems: Sk = Sq); drawn freely otherwise.
+  ParamDef& often_equal(std::string other, size_t equal, size_t free) {
+    tie = std::move(other), tie_weight = equal, free_weight = free;
+    return *this;
+  }
   ParamDef& weigh(std::vector<size_t> w) { weights = std::move(w); return *this; }
   ParamDef& only_when(std::function<bool(const Params&)> f) { when = std::move(f); return *this; }
   ParamDef& optional(int absent = 3) { absent_weight = absent; return *this; }

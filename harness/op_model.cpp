@@ -563,6 +563,15 @@ rc::Gen<Case> model_generator(const OpDef& op, const Contract* contract, const G
           j[d.name] = *dom.fixed;
           continue;
         }
+        if (!d.tie.empty() && p.has(d.tie) && d.tie_weight > 0) {
+          const int64_t x = p.i(d.tie);
+          const bool allowed = dom.allowed.empty() || std::find(dom.allowed.begin(), dom.allowed.end(), x) != dom.allowed.end();
+          if (x >= dom.lo && x <= dom.hi && x % dom.step == 0 && allowed &&
+              *gen_weighted_index({d.tie_weight, d.free_weight}) == 0) {
+            j[d.name] = x;
+            continue;
+          }
+        }
         std::vector<int64_t> aims = d.edges;
         if (contract != nullptr)
           if (auto it = contract->switches().find(d.name); it != contract->switches().end())

@@ -147,9 +147,14 @@ std::vector<ParamDef> params(bool fwd) {
   p.push_back(ParamDef::extent("Sq", 1, kMaxS).aim({32, 64, 96, 128}).cap([fwd](const Params& q) {
     return work_budget(fwd, q) / (q.i("B", 1) * q.i("Hkv", 1) * q.i("G", 1) * q.i("D", 1));
   }));
-  p.push_back(ParamDef::extent("Sk", 1, kMaxS).aim({32, 64, 96, 128}).cap([fwd](const Params& q) {
-    return work_budget(fwd, q) / (q.i("B", 1) * q.i("Hkv", 1) * q.i("G", 1) * q.i("D", 1) * q.i("Sq", 1));
-  }));
+  // Square problems (self-attention, the causal diagonal ending on the last key) in about a third
+  // of the cases where the work budget allows Sk = Sq; cross-attention shapes otherwise.
+  p.push_back(ParamDef::extent("Sk", 1, kMaxS)
+                  .aim({32, 64, 96, 128})
+                  .cap([fwd](const Params& q) {
+                    return work_budget(fwd, q) / (q.i("B", 1) * q.i("Hkv", 1) * q.i("G", 1) * q.i("D", 1) * q.i("Sq", 1));
+                  })
+                  .often_equal("Sq", 1, 2));
   p.push_back(ParamDef::flag("causal").weigh({3, 2}).describe("top-left aligned causal visibility"));
   p.push_back(ParamDef::flag("mask").weigh({7, 3}).describe("an additive fp32 [Sq, Sk] mask M"));
   p.push_back(ParamDef::integer("masked_every", 1, kMaxS)
