@@ -6,8 +6,27 @@
 #include <fmt/format.h>
 
 #include "harness/gpu/lane.h"
+#include "harness/op_model.h"
 
 namespace assay {
+
+std::vector<std::string> sweep_params(const Case& c) {
+  std::vector<std::string> extents, ints;
+  if (const OpDef* op = find_op(c.op))
+    for (const auto& d : op->params)
+      if (d.kind == ParamKind::kInt && c.params.contains(d.name) && c.params[d.name].is_number_integer())
+        (d.size ? extents : ints).push_back(d.name);
+  // An op that declares its sizes as plain integers (conv: n, h, w, kg, cg, r, s, strides)
+  // sweeps those.
+  return extents.empty() ? ints : extents;
+}
+
+int64_t sweep_step(const Case& c, const std::string& key) {
+  if (const OpDef* op = find_op(c.op))
+    for (const auto& d : op->params)
+      if (d.name == key) return std::max<int64_t>(d.step, 1);
+  return 1;
+}
 
 ErrorMatrix error_matrix(const Inspection& in) {
   ErrorMatrix m = ErrorMatrix::zeros(in.rows, in.cols);
@@ -128,13 +147,16 @@ StatusOr<TriageResult> triage(const OpSpec& spec, const Case& c, Executor& exec,
   }
 
   // Dimension sweep: which neighbouring shapes fail too.
-  for (const auto& key : opts.sweep) {
+  const std::vector<std::string> sweep =
+      !opts.sweep_enabled ? std::vector<std::string>{} : opts.sweep.empty() ? sweep_params(c) : opts.sweep;
+  for (const auto& key : sweep) {
     auto it = c.params.find(key);
     if (it == c.params.end() || !it->is_number_integer()) continue;
     const int64_t v0 = it->get<int64_t>();
     std::string line = fmt::format("sweep {}:", key);
+    const int64_t step = sweep_step(c, key);
     for (int64_t d = -opts.sweep_radius; d <= opts.sweep_radius; ++d) {
-      const int64_t val = v0 + d;
+      const int64_t val = v0 + d * step;
       if (val < 0) continue;
       auto moved = spec.with_param(c, key, val);
       if (!moved.ok()) {

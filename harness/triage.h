@@ -21,12 +21,20 @@ class Lane;
 
 struct TriageOptions {
   std::string variant;                               ///< empty: the case's variant, else the spec's first default
-  std::vector<std::string> sweep = {"m", "n", "k"};  ///< integer knobs to move
+  bool sweep_enabled = true;                         ///< false: no dimension sweep
+  std::vector<std::string> sweep;                    ///< integer params to move; empty: sweep_params(case)
   int sweep_radius = 2;                              ///< values v-r .. v+r (>= 0)
   int max_elements = 5;                              ///< bad elements listed with their inputs
   std::string html_path;                             ///< empty: no files
   std::string svg_path;
 };
+
+/// The params a triage sweep moves by default: the op's extents (ParamDef::extent) that the case
+/// sets, in declaration order (gemm: m, n, k; attention: Sq, Sk; softmax: rows, n); for an op
+/// without extents, its integer params.
+std::vector<std::string> sweep_params(const Case& c);
+/// The sweep's step for `key`: the param's own (ParamDef::multiple_of: rope's even head_dim), else 1.
+int64_t sweep_step(const Case& c, const std::string& key);
 
 struct TriageResult {
   std::string text;  ///< the human report (several lines)

@@ -582,7 +582,8 @@ int cmd_bench(const BenchArgs& a) {
   return kExitPass;
 }
 
-int cmd_triage(const std::string& path, const std::string& variant, int device, bool no_sweep) {
+int cmd_triage(const std::string& path, const std::string& variant, int device, bool no_sweep,
+               const std::vector<std::string>& sweep) {
   // A corpus entry ({"assay_entry": ..., "case": ...}) or a bare case file.
   auto j = read_json_file(path);
   if (!j.ok()) return error(j.status());
@@ -617,7 +618,8 @@ int cmd_triage(const std::string& path, const std::string& variant, int device, 
   if (!lane.ok()) return error(lane.status());
   TriageOptions o;
   o.variant = variant;
-  if (no_sweep) o.sweep.clear();
+  o.sweep_enabled = !no_sweep;
+  o.sweep = sweep;
   std::string stem = path;
   if (stem.size() > 5 && stem.substr(stem.size() - 5) == ".json") stem.resize(stem.size() - 5);
   o.html_path = stem + ".triage.html";
@@ -931,12 +933,15 @@ int main(int argc, char** argv) {
   std::string triage_path, triage_variant;
   int triage_device = 0;
   bool triage_no_sweep = false;
+  std::vector<std::string> triage_sweep;
   auto* triage_cmd =
       app.add_subcommand("triage", "Re-run a stored case and explain it (writes <case>.triage.html/.svg)");
   triage_cmd->add_option("case", triage_path, "Corpus entry or case file")->required();
   triage_cmd->add_option("--variant", triage_variant, "Variant to triage (default: the case's)");
   triage_cmd->add_option("--device", triage_device, "CUDA device index")->check(cli::integer_in(0, 1023));
   triage_cmd->add_flag("--no-sweep", triage_no_sweep, "Skip the dimension sweep");
+  triage_cmd->add_option("--sweep", triage_sweep, "Integer params to sweep (default: the op's extents)")
+      ->delimiter(',');
 
   std::string bl_action, bl_op, bl_corpus = "corpora";
   int64_t bl_cases = 20000, bl_max_dim = 512;
@@ -1094,6 +1099,7 @@ int main(int argc, char** argv) {
   }
   if (baseline->parsed())
     return cmd_baseline(bl_action, bl_op, bl_cases, bl_seed, bl_max_dim, bl_corpus, bl_reports);
-  if (triage_cmd->parsed()) return cmd_triage(triage_path, triage_variant, triage_device, triage_no_sweep);
+  if (triage_cmd->parsed())
+    return cmd_triage(triage_path, triage_variant, triage_device, triage_no_sweep, triage_sweep);
   return kExitUsage;
 }

@@ -2,7 +2,8 @@
 // every weighted choice, dtype, flag and real param of every op is drawn as often as its
 // weights say (a size-scaled draw once made attention draw fp32 2% of the time against a
 // nominal 20%); each tensor draws its own padding; attention draws square and non-square
-// problems; activation inputs reach the far tails where the functions' conditioning changes.
+// problems; activation inputs reach the far tails where the functions' conditioning changes;
+// triage sweeps each op's own extents.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,11 +12,13 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "harness/executor.h"
 #include "harness/op_model.h"
 #include "harness/spec.h"
 #include "harness/tensor.h"
+#include "harness/triage.h"
 #include "harness/values.h"
 
 namespace assay {
@@ -145,6 +148,35 @@ TEST(GeneratorDistribution, ActivationInputsReachTheFarTails) {
   ASSERT_GT(fp32, 100);
   EXPECT_GT(below_minus3 * 4, fp32);  // a quarter of the fp32 cases at least
   EXPECT_GT(beyond_88 * 20, fp32);
+}
+
+}  // namespace
+}  // namespace assay
+
+namespace assay {
+namespace {
+
+// Triage sweeps each op's own extents: for every op they are found in its cases, and moving
+// one by +-1 gives a valid case of the op (the sweep then has neighbours to run).
+TEST(TriageSweep, EveryOpSweepsItsOwnExtents) {
+  for (const OpSpec* spec : all_specs()) {
+    int moved = 0, tried = 0;
+    std::vector<std::string> keys;
+    for (const Case& c : draw(*spec, 15, 20)) {
+      keys = sweep_params(c);
+      ASSERT_FALSE(keys.empty()) << spec->name() << ": no extent to sweep in " << c.summary();
+      for (const auto& k : keys)
+        for (int64_t d : {-1, 1}) {
+          const int64_t v = c.params[k].get<int64_t>() + d * sweep_step(c, k);
+          if (v < 1) continue;
+          ++tried;
+          moved += spec->with_param(c, k, v).ok();
+        }
+    }
+    // Some neighbours leave the op's domain (a cap, an even head dimension); most must not.
+    EXPECT_GT(moved * 2, tried) << spec->name() << ": " << moved << " of " << tried << " sweep steps valid; keys "
+                                << fmt::format("{}", fmt::join(keys, ","));
+  }
 }
 
 }  // namespace
