@@ -209,12 +209,22 @@ BoundPair gemm_bounds(const GemmBoundModel& m) {
                                                     : 0.0) /
                            (m.scale_out > 0 ? m.scale_out : 1.0);
 
+  // The product rounded to `out` before beta*C is added (bounds.h): its rounding and the acc
+  // rounding of the sum, relative to |alpha P^| <= (1 + g_acc)(1 + g_ref) mag, carried through
+  // the final rounding into `out`.
+  double rel_prod = 0, floor_prod = 0;
+  if (m.product_to_out && m.has_beta && rel_out > 0) {
+    const double u_out = unit_roundoff(m.out);
+    rel_prod = carry * (u_out + u_acc * (1 + u_out)) * (1 + g_acc) * (1 + g_ref) * (1 + u_acc);
+    floor_prod = carry * (1 + u_acc) * 0.5 * min_subnormal(m.out);
+  }
+
   BoundPair p;
   p.ceiling.rel_out = rel_out;
-  p.ceiling.rel_mag = rel_mag;
-  p.ceiling.floor = carry * (floor_acc + floor_ref) + floor_out;
+  p.ceiling.rel_mag = rel_mag + rel_prod;
+  p.ceiling.floor = carry * (floor_acc + floor_ref) + floor_out + floor_prod;
   p.expected = p.ceiling;
-  p.expected.rel_mag = std::min(rel_mag_e, rel_mag);
+  p.expected.rel_mag = std::min(rel_mag_e, rel_mag) + rel_prod;
   return p;
 }
 

@@ -115,6 +115,11 @@ struct GemmBoundModel {
   double scale_out = 1;            ///< |quantisation scale of the output|: stored = rn_out(scale_out*C),
                                    ///< compared as stored/scale_out
   double lambda = kDefaultLambda;  ///< confidence parameter of the expected level
+  /// alpha*op(A)op(B) is rounded to `out` before beta*C is added (with beta != 0 and `out`
+  /// narrower than `acc`): cuBLAS and cuBLASLt with bf16/fp16 output add beta*C to the product
+  /// already converted, so the product's rounding is relative to |alpha P|, not to |ref|, and
+  /// under cancellation (alpha P ~ -beta C) it is far above u_out |ref|. See gemm_bounds.
+  bool product_to_out = false;
 };
 
 /// Hard ceiling for one element of C = alpha*op(A)op(B) + beta*C computed in
@@ -149,6 +154,12 @@ ElementBound gemm_ceiling(const GemmBoundModel& m);
 ///   k already bounds every order, [H] (3.5)). A model block b no larger than the hardware's b'
 ///   bounds it: a block of n <= b' products loses < 2u_b (n + 1) S_j, and
 ///   (b+1) ceil(k/b) >= k + ceil(k/b) >= k + ceil(k/b') (tests/harness/bounds_ext_test.cpp).
+/// product_to_out (beta != 0, out narrower than acc): c^ = rn_out(rn_acc(rn_out(alpha P^) + beta c))
+///   adds, to the ceiling above, the rounding of the product term, u_out |alpha P^| + eta_out
+///   ([H] (2.4) with gradual underflow, eta_out half the subnormal spacing of `out`), and one
+///   more acc rounding of the sum; |alpha P^| <= (1 + gamma) mag, so rel_mag grows by
+///   (u_out + u_acc (1 + u_out)) (1 + gamma) and the floor by eta_out, each carried through the
+///   later roundings (tests/harness/bounds_ext_test.cpp emulates this order).
 /// Expected: round-to-nearest gamma~_{path+2+s}(lambda) [HM] sec. 3; truncation is
 /// biased (not mean-zero), so its expected level keeps the mean loss m*eta/2 (half the
 /// worst case for uniformly distributed discarded bits) and treats only the rest

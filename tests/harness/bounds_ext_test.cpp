@@ -7,6 +7,7 @@
 // in comments and in the bounds' documentation.
 // [H] = Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed.; [HM] Higham & Mary 2019.
 #include "harness/bounds.h"
+#include "harness/dtype.h"
 
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
@@ -174,6 +175,57 @@ TEST(GemmBounds, DefaultsReproduceGemmCeiling) {
   // lambda sqrt(n) u in place of n u ([HM] sec. 2): the ratio is ~ sqrt(n) / lambda.
   const BoundPair p = gemm_bounds(dot_model(4094));
   EXPECT_NEAR(p.ceiling.rel_mag / p.expected.rel_mag, std::sqrt(4096.0) / kDefaultLambda, 0.05);
+}
+
+TEST(GemmBounds, ProductRoundedToTheOutputBeforeBetaC) {
+  // The vendors' order for a narrow output with beta != 0: c^ = rn_out(rn32(rn_out(alpha P32) +
+  // beta c)), P32 the fp32 dot product. Emulated over random and cancelling cases (beta c close
+  // to -alpha P, where rn_out(alpha P) errs by u_out |alpha P| >> u_out |ref|): the
+  // product_to_out ceiling holds on every element; the plain ceiling does not, which is why
+  // the model exists (cuBLAS bf16 out: 43x its ceiling at k = 2, beta = 1).
+  std::mt19937_64 rng(17);
+  std::normal_distribution<double> nd;
+  std::uniform_int_distribution<int> kd(1, 64);
+  for (DType out : {DType::kBF16, DType::kF16}) {
+    int64_t above_plain = 0, n = 0;
+    double worst = 0;
+    for (int trial = 0; trial < 4000; ++trial) {
+      const int64_t k = kd(rng);
+      const double alpha = trial % 3 == 0 ? 1.0 : 0.75, beta = trial % 2 == 0 ? 1.0 : -0.5;
+      std::vector<float> a(static_cast<size_t>(k)), b(static_cast<size_t>(k));
+      for (int64_t i = 0; i < k; ++i)
+        a[static_cast<size_t>(i)] = round_to(out, static_cast<float>(nd(rng))),
+        b[static_cast<size_t>(i)] = round_to(out, static_cast<float>(nd(rng)));
+      float p32 = 0;
+      double p = 0, mag_ab = 0;
+      for (int64_t i = 0; i < k; ++i) {
+        p32 = std::fma(a[static_cast<size_t>(i)], b[static_cast<size_t>(i)], p32);
+        p += double(a[static_cast<size_t>(i)]) * b[static_cast<size_t>(i)];
+        mag_ab += std::fabs(double(a[static_cast<size_t>(i)]) * b[static_cast<size_t>(i)]);
+      }
+      // Every other case cancels: C (in `out`) close to -alpha P / beta.
+      const double c_exact = trial % 2 == 0 ? -alpha * p / beta * (1 + 0.01 * nd(rng)) : nd(rng);
+      const float c = round_to(out, static_cast<float>(c_exact));
+      const double ref = alpha * p + beta * double(c);
+      const double mag = std::fabs(alpha) * mag_ab + std::fabs(beta) * std::fabs(double(c));
+      const float t = round_to(out, static_cast<float>(alpha) * p32);
+      const float got = round_to(out, t + static_cast<float>(beta) * c);
+      GemmBoundModel m;
+      m.in = out, m.out = out, m.k = k, m.alpha_abs = alpha, m.has_beta = true;
+      const double err = std::fabs(double(got) - ref);
+      above_plain += err > gemm_ceiling(m).tol(std::fabs(ref), mag);
+      m.product_to_out = true;
+      const double tol = gemm_ceiling(m).tol(std::fabs(ref), mag);
+      EXPECT_LE(err, tol) << dtype_name(out) << " k=" << k << " ref " << ref << " got " << got;
+      worst = std::max(worst, err / tol);
+      ++n;
+    }
+    std::printf("[ measured ] %s out, product rounded before beta*C: %lld of %lld elements above the plain "
+                "ceiling; worst error / product_to_out ceiling %.3f\n",
+                std::string(dtype_name(out)).c_str(), static_cast<long long>(above_plain), static_cast<long long>(n),
+                worst);
+    EXPECT_GT(above_plain, 0) << "the emulation never needed the model";
+  }
 }
 
 TEST(GemmBounds, GammaTildeMatchesHighamMary) {
