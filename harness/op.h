@@ -191,6 +191,9 @@ struct Arithmetic {
   bool fast_math = false;  ///< --use_fast_math: __expf, __logf, __tanhf, __fdividef (intrinsic table)
   bool ftz = false;        ///< subnormal inputs and results flushed to zero
   std::map<std::string, int64_t> tiles;  ///< tile sizes the error analysis depends on ("kv_tile" = 64)
+  /// A GEMM that rounds alpha*op(A)op(B) to its (narrow) output type before adding beta*C, as
+  /// cuBLAS does for bf16/fp16 outputs (GemmBoundModel::product_to_out).
+  bool product_to_out = false;
   bool operator==(const Arithmetic&) const = default;
   int64_t tile(const std::string& k, int64_t dflt) const {
     auto it = tiles.find(k);
@@ -242,6 +245,8 @@ class Contract {
   Contract& fast_math() { arith_.fast_math = true; arith_.ftz = true; return *this; }
   Contract& ftz() { arith_.ftz = true; return *this; }
   Contract& tile(const std::string& name, int64_t v) { arith_.tiles[name] = v; return *this; }
+  /// The kernel rounds alpha*A*B to its output type before adding beta*C (Arithmetic::product_to_out).
+  Contract& rounds_product_to_out() { arith_.product_to_out = true; return *this; }
 
   const std::vector<Rule>& rules() const { return rules_; }
   const std::map<std::string, std::vector<int64_t>>& switches() const { return switches_; }

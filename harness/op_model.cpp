@@ -96,6 +96,7 @@ std::string Arithmetic::describe() const {
   if (fast_math) parts.push_back("fast-math intrinsics");
   if (ftz) parts.push_back("flush-to-zero");
   for (const auto& [k, v] : tiles) parts.push_back(fmt::format("{} = {}", k, v));
+  if (product_to_out) parts.push_back("alpha*A*B rounded to the output before beta*C");
   return parts.empty() ? "IEEE" : fmt::format("{}", fmt::join(parts, ", "));
 }
 

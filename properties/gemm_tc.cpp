@@ -160,10 +160,18 @@ OutputRef gemm_tc_reference(const TcProblem& p) {
 void gemm_tc_bound(const TcProblem& p, bool exact, OutputRef& out) {
   const ElementBound bound = gemm_ceiling(gemm_tc_model(p.in, p.k, p.alpha, p.beta));
   const double top = max_finite(p.out), top32 = 0.5 * FLT_MAX;
+  // A declared product_to_out order (harness/bounds.h): alpha*P rounded to the output before
+  // the fp32 add of beta*C, |alpha P^| <= (1 + rel_mag) mag, plus that rounding's underflow.
+  double prod = 0, prod_floor = 0;
+  if (p.product_to_out && p.beta != 0 && dtype_is_float(p.out) && dtype_size(p.out) < 4) {
+    const double u_out = unit_roundoff(p.out), u32 = unit_roundoff(DType::kF32);
+    prod = (u_out + u32 * (1 + u_out)) * (1 + bound.rel_mag) * (1 + u32);
+    prod_floor = (1 + u32) * 0.5 * min_subnormal(p.out);
+  }
   out.tol.resize(out.ref.size());
   for (size_t l = 0; l < out.ref.size(); ++l) {
     const double a = std::fabs(out.ref[l]), mag = out.aux[0][l], dmag = out.aux[1][l];
-    const double e32 = bound.tol(a, mag);
+    const double e32 = bound.tol(a, mag) + prod * mag + prod_floor;
     const double tol = e32 + rowwise::store_rounding(a + e32, p.out);
     out.tol[l] = a + tol >= top || mag >= top32 || dmag >= top32 || !std::isfinite(mag) ? INFINITY : tol;
   }
@@ -210,8 +218,10 @@ Status reference(const Case& c, const std::vector<HostTensor>& t, std::vector<Ou
   return ok_status();
 }
 
-Status bound(const Case& c, const Arithmetic&, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
-  gemm_tc_bound(problem_of(c, t), exact_tier_case(c), out[0]);
+Status bound(const Case& c, const Arithmetic& a, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
+  TcProblem p = problem_of(c, t);
+  p.product_to_out = a.product_to_out;
+  gemm_tc_bound(p, exact_tier_case(c), out[0]);
   return ok_status();
 }
 

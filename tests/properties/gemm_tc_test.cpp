@@ -482,6 +482,58 @@ TEST(GemmTcBound, OverflowingElementsAreUnchecked) {
   EXPECT_TRUE(std::isinf(gemm_tc::gemm_tc_expected(p, false).tol[0]));
 }
 
+TEST(GemmTcBound, DeclaredProductToOutputOrderIsBounded) {
+  // A kernel that rounds alpha*acc to its bf16/fp16 output before adding beta*C (the cuBLAS
+  // order) declares Contract().rounds_product_to_out(); emulated here on cancelling and random
+  // cases, its outputs stay within the ceiling with that declaration and leave the plain one.
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> nd;
+  for (DType out : {DType::kBF16, DType::kF16}) {
+    int64_t plain_fail = 0, declared_fail = 0, n = 0;
+    for (int trial = 0; trial < 300; ++trial) {
+      const int64_t m = 3, nn = 5, k = 1 + trial % 24;
+      std::vector<double> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * nn)), c(static_cast<size_t>(m * nn));
+      for (auto& x : a) x = round_to(DType::kF16, static_cast<float>(nd(rng)));
+      for (auto& x : b) x = round_to(DType::kF16, static_cast<float>(nd(rng)));
+      const double alpha = 1, beta = trial % 2 == 0 ? 1.0 : -0.5;
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < nn; ++j) {
+          double dot = 0;
+          for (int64_t q = 0; q < k; ++q) dot += a[static_cast<size_t>(i * k + q)] * b[static_cast<size_t>(q * nn + j)];
+          // Half the elements cancel: beta c close to -alpha dot.
+          const double cx = (i + j) % 2 == 0 ? -alpha * dot / beta * (1 + 0.01 * nd(rng)) : nd(rng);
+          c[static_cast<size_t>(i * nn + j)] = round_to(out, static_cast<float>(cx));
+        }
+      TcProblem p;
+      p.m = m, p.n = nn, p.k = k, p.in = DType::kF16, p.out = out, p.alpha = alpha, p.beta = beta;
+      p.a = a.data(), p.lda = k, p.b = b.data(), p.ldb = nn, p.c = c.data(), p.ldc = nn;
+      const OutputRef plain = gemm_tc::gemm_tc_expected(p, false);
+      p.product_to_out = true;
+      const OutputRef declared = gemm_tc::gemm_tc_expected(p, false);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < nn; ++j) {
+          float acc = 0;
+          for (int64_t q = 0; q < k; ++q)
+            acc = std::fma(static_cast<float>(a[static_cast<size_t>(i * k + q)]),
+                           static_cast<float>(b[static_cast<size_t>(q * nn + j)]), acc);
+          const float t = round_to(out, static_cast<float>(alpha) * acc);
+          const double got = round_to(out, t + static_cast<float>(beta) * static_cast<float>(c[static_cast<size_t>(i * nn + j)]));
+          const size_t l = static_cast<size_t>(i * nn + j);
+          const double err = std::fabs(got - declared.ref[l]);
+          plain_fail += err > plain.tol[l];
+          declared_fail += err > declared.tol[l];
+          ++n;
+        }
+    }
+    std::printf("[ measured ] gemm_tc %s out, product rounded before beta*C: %lld of %lld elements beyond the "
+                "plain ceiling, %lld beyond the declared one\n",
+                std::string(dtype_name(out)).c_str(), static_cast<long long>(plain_fail), static_cast<long long>(n),
+                static_cast<long long>(declared_fail));
+    EXPECT_GT(plain_fail, 0);
+    EXPECT_EQ(declared_fail, 0);
+  }
+}
+
 TEST(GemmTcRegistry, KernelsAndMutantsAreRegistered) {
   std::set<std::string> names, mutants;
   for (const auto& v : spec().variants()) {
