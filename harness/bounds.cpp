@@ -214,9 +214,9 @@ BoundPair gemm_bounds(const GemmBoundModel& m) {
   // the final rounding into `out`.
   double rel_prod = 0, floor_prod = 0;
   if (m.product_to_out && m.has_beta && rel_out > 0) {
-    const double u_out = unit_roundoff(m.out);
-    rel_prod = carry * (u_out + u_acc * (1 + u_out)) * (1 + g_acc) * (1 + g_ref) * (1 + u_acc);
-    floor_prod = carry * (1 + u_acc) * 0.5 * min_subnormal(m.out);
+    const ElementBound e = product_to_out_terms(m.out, m.acc, carry * (1 + g_acc) * (1 + g_ref));
+    rel_prod = e.rel_mag;
+    floor_prod = carry * e.floor;
   }
 
   BoundPair p;
@@ -226,6 +226,15 @@ BoundPair gemm_bounds(const GemmBoundModel& m) {
   p.expected = p.ceiling;
   p.expected.rel_mag = std::min(rel_mag_e, rel_mag) + rel_prod;
   return p;
+}
+
+ElementBound product_to_out_terms(DType out, DType acc, double mag_slack) {
+  ElementBound e;
+  if (!dtype_is_float(out) || !dtype_is_float(acc) || !(unit_roundoff(out) > unit_roundoff(acc))) return e;
+  const double u_out = unit_roundoff(out), u_acc = unit_roundoff(acc);
+  e.rel_mag = (u_out + u_acc * (1 + u_out)) * (1 + u_acc) * mag_slack;
+  e.floor = (1 + u_acc) * 0.5 * min_subnormal(out);
+  return e;
 }
 
 ElementBound gemm_ceiling(const GemmBoundModel& m) {

@@ -166,6 +166,12 @@ ElementBound gemm_ceiling(const GemmBoundModel& m);
 /// probabilistically: x = m*eta/2 + lambda*sqrt(m*(b+1) + r)*max(u_b, u).
 BoundPair gemm_bounds(const GemmBoundModel& m);
 
+/// The product_to_out terms alone (see above), for a model whose ceiling adds the output's
+/// rounding itself (gemm_tc): rel_mag = (u_out + u_acc (1 + u_out)) (1 + u_acc) mag_slack,
+/// mag_slack >= |alpha P^| / mag, and floor = (1 + u_acc) eta_out; zeros when `out` is not a
+/// float narrower than `acc`.
+ElementBound product_to_out_terms(DType out, DType acc, double mag_slack);
+
 /// True when every partial sum of an integer-valued GEMM with |a|,|b| <=
 /// int_range, |alpha|,|beta|,|c| small is exactly representable in `acc`
 /// (so any summation order gives the exact result): k*int_range^2*|alpha| +

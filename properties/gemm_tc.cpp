@@ -162,16 +162,13 @@ void gemm_tc_bound(const TcProblem& p, bool exact, OutputRef& out) {
   const double top = max_finite(p.out), top32 = 0.5 * FLT_MAX;
   // A declared product_to_out order (harness/bounds.h): alpha*P rounded to the output before
   // the fp32 add of beta*C, |alpha P^| <= (1 + rel_mag) mag, plus that rounding's underflow.
-  double prod = 0, prod_floor = 0;
-  if (p.product_to_out && p.beta != 0 && dtype_is_float(p.out) && dtype_size(p.out) < 4) {
-    const double u_out = unit_roundoff(p.out), u32 = unit_roundoff(DType::kF32);
-    prod = (u_out + u32 * (1 + u_out)) * (1 + bound.rel_mag) * (1 + u32);
-    prod_floor = (1 + u32) * 0.5 * min_subnormal(p.out);
-  }
+  const ElementBound prod = p.product_to_out && p.beta != 0
+                                ? product_to_out_terms(p.out, DType::kF32, 1 + bound.rel_mag)
+                                : ElementBound{};
   out.tol.resize(out.ref.size());
   for (size_t l = 0; l < out.ref.size(); ++l) {
     const double a = std::fabs(out.ref[l]), mag = out.aux[0][l], dmag = out.aux[1][l];
-    const double e32 = bound.tol(a, mag) + prod * mag + prod_floor;
+    const double e32 = bound.tol(a, mag) + prod.rel_mag * mag + prod.floor;
     const double tol = e32 + rowwise::store_rounding(a + e32, p.out);
     out.tol[l] = a + tol >= top || mag >= top32 || dmag >= top32 || !std::isfinite(mag) ? INFINITY : tol;
   }

@@ -8,6 +8,7 @@
 
 #include "harness/gpu/cuda_check.h"
 #include "harness/gpu/materialize_device.h"
+#include "harness/op.h"
 
 namespace assay::gpu {
 
@@ -204,10 +205,9 @@ CheckParams Lane::check_params() {
         rows_dense = d.strides[static_cast<size_t>(k)] ==
                      d.strides[static_cast<size_t>(k + 1)] * std::max<int64_t>(d.shape[static_cast<size_t>(k + 1)], 1);
       if (rank == 1 || (rank >= 2 && rows_dense)) {
-        r.cols = d.shape[static_cast<size_t>(rank - 1)];
-        r.rows = 1;
-        for (int64_t k = 0; k + 1 < rank; ++k) r.rows *= d.shape[static_cast<size_t>(k)];
-        r.ld = rank == 1 || r.rows <= 1 ? std::max<int64_t>(r.cols, 1) : d.strides[static_cast<size_t>(rank - 2)];
+        const View2D v = view_of(d);  // the view the engine compares and hands to launchers
+        r.rows = v.rows, r.cols = v.cols;
+        r.ld = v.rows <= 1 ? std::max<int64_t>(v.cols, 1) : v.ld;
       }
     }
     p.regions[p.nregions++] = r;

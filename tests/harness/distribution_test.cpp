@@ -150,12 +150,6 @@ TEST(GeneratorDistribution, ActivationInputsReachTheFarTails) {
   EXPECT_GT(beyond_88 * 20, fp32);
 }
 
-}  // namespace
-}  // namespace assay
-
-namespace assay {
-namespace {
-
 // Triage sweeps each op's own extents: for every op they are found in its cases, and moving
 // one by +-1 gives a valid case of the op (the sweep then has neighbours to run).
 TEST(TriageSweep, EveryOpSweepsItsOwnExtents) {
