@@ -394,25 +394,30 @@ Status check_param(const OpDef& op, const ParamDef& d, const nlohmann::json& v, 
 
 }  // namespace
 
-Status validate_case(const OpDef& op, const Case& c) {
-  if (!c.params.is_object()) return invalid_argument(op.name + " case: params must be an object");
-  const Params p(c.params);
+Status validate_params(const OpDef& op, const nlohmann::json& params) {
+  if (!params.is_object()) return invalid_argument(op.name + " case: params must be an object");
+  const Params p(params);
   std::set<std::string> known = {"conventions"};
   for (const auto& d : op.params) {
     known.insert(d.name);
     const bool present = param_present(d, p);
-    if (!c.params.contains(d.name)) {
+    if (!params.contains(d.name)) {
       if (present && d.absent_weight == 0 && !d.when)
         return invalid_argument(fmt::format("{} case: params.{} is missing", op.name, d.name));
       continue;
     }
     if (!present)
       return invalid_argument(fmt::format("{} case: params.{} does not apply here", op.name, d.name));
-    ASSAY_RETURN_IF_ERROR(check_param(op, d, c.params[d.name], p));
+    ASSAY_RETURN_IF_ERROR(check_param(op, d, params[d.name], p));
   }
-  for (const auto& [k, v] : c.params.items())
+  for (const auto& [k, v] : params.items())
     if (!known.count(k)) return invalid_argument(fmt::format("{} case: unknown param '{}'", op.name, k));
   if (op.check) ASSAY_RETURN_IF_ERROR(op.check(p));
+  return ok_status();
+}
+
+Status validate_case(const OpDef& op, const Case& c) {
+  ASSAY_RETURN_IF_ERROR(validate_params(op, c.params));
   if (c.tensors.size() != op.tensors.size())
     return invalid_argument(fmt::format("{} case: {} tensors, expected {}", op.name, c.tensors.size(), op.tensors.size()));
   for (size_t t = 0; t < op.tensors.size(); ++t) {

@@ -29,8 +29,10 @@ StatusOr<Case> build_case(const OpDef& op, const nlohmann::json& params, const s
 std::vector<ValueRecipe> input_recipes(const Case& c);
 std::vector<Layout> layouts_of(const Case& c);
 
-/// Every declared param present with its kind and range, no unknown param, the op's own
-/// check, every tensor as the params say. One line naming the field.
+/// Every declared param present with its kind and range, no unknown param, then the op's own
+/// check: before anything computes shapes from the params (a conv stride of 0 divides by zero).
+Status validate_params(const OpDef& op, const nlohmann::json& params);
+/// validate_params, then every tensor as the params say. One line naming the field.
 Status validate_case(const OpDef& op, const Case& c);
 
 /// Cases of `op` drawn inside `contract` (nullptr: the op's whole domain) by construction.

@@ -70,6 +70,7 @@ class ModelOp final : public OpSpec {
       if (d.name == key && d.kind == ParamKind::kInt) {
         nlohmann::json p = c.params;
         p[key] = value;
+        ASSAY_RETURN_IF_ERROR(validate_params(def_, p));
         ASSAY_ASSIGN_OR_RETURN(Case x, build_case(def_, p, input_recipes(c), layouts_of(c)));
         x.variant = c.variant;
         ASSAY_RETURN_IF_ERROR(validate_case(def_, x));

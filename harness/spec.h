@@ -119,7 +119,8 @@ class OpSpec {
     return unavailable(name() + " has no inspection");
   }
   /// `c` with integer parameter `key` set to `value` (shapes follow), for
-  /// the dimension sweep of triage; an error if the op has no such knob.
+  /// the dimension sweep of triage: unavailable if the op has no such knob, invalid_argument
+  /// if the value makes no valid case (checked before any shape is computed from it).
   virtual StatusOr<Case> with_param(const Case& c, const std::string& key, int64_t value) const {
     (void)c;
     (void)value;

@@ -159,10 +159,11 @@ StatusOr<TriageResult> triage(const OpSpec& spec, const Case& c, Executor& exec,
       const int64_t val = v0 + d * step;
       if (val < 0) continue;
       auto moved = spec.with_param(c, key, val);
-      if (!moved.ok()) {
+      if (!moved.ok() && moved.status().code() == StatusCode::kUnavailable) {
         line += " (not variable)";
         break;
       }
+      if (!moved.ok()) continue;  // outside the param's range or the op's check: not a case
       const Verdict mv = run_one(exec, *moved, variant, err);
       ASSAY_RETURN_IF_ERROR(err);
       std::string what = "pass";

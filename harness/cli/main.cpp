@@ -2,6 +2,7 @@
 // 2 usage or input error, 3 infrastructure error (no GPU where required,
 // CUDA failure), 130 / 143 a campaign stopped by SIGINT / SIGTERM (what it
 // found is stored and reported).
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -469,7 +470,42 @@ struct BenchArgs {
   bool per_variant = false;  ///< each correct variant alone per size class, beside all together
   bool skip_mutants = false;
   bool skip_large = false;
+  /// A peer command (python/peers/peer_bench.py): run per op on the small class as
+  /// `PEER --op OP --mode {hypothesis,loop} --seconds S --max-dim 64`, one JSON line back.
+  std::string peer;
 };
+
+/// One peer measurement: its JSON line (with "skipped" when it could not run, and why).
+nlohmann::json run_peer(const std::string& peer, const std::string& op, const std::string& mode, double seconds) {
+  const std::string cmd = fmt::format("{} --op {} --mode {} --seconds {} --max-dim 64 2>&1", peer, op, mode, seconds);
+  nlohmann::json j = {{"op", op}, {"mode", mode}, {"command", cmd}};
+  FILE* f = popen(cmd.c_str(), "r");
+  if (f == nullptr) {
+    j["skipped"] = fmt::format("could not start '{}'", peer);
+    return j;
+  }
+  std::string out;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, f) != nullptr) out += buf;
+  const int rc = pclose(f);
+  // The last line that parses as a JSON object is the peer's answer; anything else is its log.
+  std::vector<std::string> lines;
+  for (size_t b = 0; b < out.size();) {
+    const size_t e = std::min(out.find('\n', b), out.size());
+    lines.push_back(out.substr(b, e - b));
+    b = e + 1;
+  }
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    auto parsed = nlohmann::json::parse(*it, nullptr, false);
+    if (!parsed.is_discarded() && parsed.is_object()) {
+      parsed["command"] = cmd;
+      return parsed;
+    }
+  }
+  j["skipped"] = fmt::format("exit {}, no JSON line: {}", WIFEXITED(rc) ? WEXITSTATUS(rc) : -1,
+                             out.substr(out.size() > 300 ? out.size() - 300 : 0));
+  return j;
+}
 
 int cmd_bench(const BenchArgs& a) {
   auto ndev = gpu::device_count();
@@ -527,6 +563,30 @@ int cmd_bench(const BenchArgs& a) {
           jo["per_variant"][label][cls] = row;
         md += fmt::format("| {} | {} | {} | {} | {:.1f} | {:.0f} | {} |\n", label, cls, dim, r->cases, r->seconds,
                           r->cases_per_second(), r->failures.size());
+      }
+    }
+    if (!a.peer.empty()) {
+      // The same small shapes through the peers, right after assay's own runs on this GPU.
+      // Against one variant when each was measured alone (the peer runs one kernel too).
+      double ours = jo["throughput"]["small"].value("cases_per_second", 0.0);
+      std::string against = "all variants";
+      if (jo.contains("per_variant"))
+        for (const auto& [name, rows] : jo["per_variant"].items()) {
+          ours = rows["small"].value("cases_per_second", 0.0);
+          against = name;
+          break;
+        }
+      md += fmt::format("\n| peer (small, max dim 64) | cases/s | assay ({}) / peer |\n|---|---:|---:|\n", against);
+      for (const char* mode : {"hypothesis", "loop"}) {
+        nlohmann::json pj = run_peer(a.peer, spec->name(), mode, a.seconds);
+        const double theirs = pj.value("cases_per_second", 0.0);
+        if (pj.contains("skipped") || theirs <= 0) {
+          md += fmt::format("| {} | skipped: {} | |\n", mode, pj.value("skipped", std::string("no rate")));
+        } else {
+          pj["assay_ratio"] = ours / theirs;
+          md += fmt::format("| {} | {:.0f} | {:.1f}x |\n", mode, theirs, ours / theirs);
+        }
+        jo["peers"][mode] = pj;
       }
     }
     if (!a.skip_mutants)
@@ -966,6 +1026,9 @@ int main(int argc, char** argv) {
   bench->add_flag("--per-variant", ba.per_variant, "Also each correct variant alone, per size class");
   bench->add_flag("--skip-mutants", ba.skip_mutants, "No time-to-detect runs of the planted mutants");
   bench->add_flag("--skip-large", ba.skip_large, "No large-case breakdown");
+  bench->add_option("--peer", ba.peer,
+                    "Peer command run per op on the small class, e.g. 'python3 python/peers/peer_bench.py' "
+                    "(Hypothesis + PyTorch and a plain PyTorch loop; skipped where torch is absent)");
 
   WorkerConfig wc;
   auto* worker = app.add_subcommand("worker", "Internal: a campaign's worker process (speaks the pipe protocol)");

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -171,6 +172,29 @@ TEST(TriageSweep, EveryOpSweepsItsOwnExtents) {
     EXPECT_GT(moved * 2, tried) << spec->name() << ": " << moved << " of " << tried << " sweep steps valid; keys "
                                 << fmt::format("{}", fmt::join(keys, ","));
   }
+}
+
+// A sweep step may leave a param's range (a conv stride of 0, a size of -1, a huge one): the
+// moved case is refused with invalid_argument before any shape is computed from it (a conv
+// stride of 0 once reached a division by zero in triage), and only an unknown param is
+// "not variable".
+TEST(TriageSweep, ValuesOutsideAParamsRangeAreRefusedNotComputed) {
+  for (const OpSpec* spec : all_specs())
+    for (const Case& c : draw(*spec, 3, 21))
+      for (const auto& d : find_op(c.op)->params) {
+        if (d.kind != ParamKind::kInt || !c.params.contains(d.name)) continue;
+        const int64_t above = d.hi < std::numeric_limits<int64_t>::max() ? d.hi + 1 : d.lo - 1;
+        for (int64_t v : {d.lo - 1, int64_t{0}, int64_t{-1}, above}) {
+          if (v >= d.lo && v <= d.hi) continue;
+          const auto moved = spec->with_param(c, d.name, v);
+          ASSERT_FALSE(moved.ok()) << spec->name() << "." << d.name << " = " << v;
+          EXPECT_EQ(moved.status().code(), StatusCode::kInvalidArgument) << moved.status().message();
+        }
+      }
+  const OpSpec* conv = find_spec("conv2d");
+  ASSERT_NE(conv, nullptr);
+  EXPECT_EQ(conv->with_param(draw(*conv, 1, 22).front(), "no_such_param", 1).status().code(),
+            StatusCode::kUnavailable);
 }
 
 }  // namespace
