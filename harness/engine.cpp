@@ -14,6 +14,7 @@
 #include <bit>
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -22,6 +23,7 @@
 #include "harness/gpu/lane.h"
 #include "harness/gpu/materialize_device.h"
 #include "harness/op_model.h"
+#include "harness/phase_time.h"
 #include "harness/values.h"
 
 namespace assay {
@@ -116,7 +118,11 @@ std::vector<DevTensor> views_at(const Case& c, const std::vector<View2D>& views,
 Status compute_refs(const OpDef& op, const Case& c, const Arithmetic& arith, const std::vector<HostTensor>& hv,
                     std::vector<OutputRef>& refs, const std::vector<HostTensor>* bound_in = nullptr) {
   refs.clear();
-  ASSAY_RETURN_IF_ERROR(op.reference(c, hv, refs));
+  {
+    const PhaseTimer timer(Phase::kReference);
+    ASSAY_RETURN_IF_ERROR(op.reference(c, hv, refs));
+  }
+  const PhaseTimer timer(Phase::kBound);
   if (op.bound) ASSAY_RETURN_IF_ERROR(op.bound(c, arith, bound_in != nullptr ? *bound_in : hv, refs));
   unbounded_where_nan(refs);
   return ok_status();
@@ -229,7 +235,11 @@ Status build_setup(const OpDef& op, const VariantDef& v, const Case& c0, gpu::La
     scratch += round256(T[t].desc.extent() * static_cast<int64_t>(dtype_size(T[t].desc.dtype)));
   }
   s.on_device = on_device(op, c);
-  if (s.on_device) return build_device_setup(op, k, lane, at, scratch, s);
+  if (s.on_device) {
+    const PhaseTimer timer(Phase::kDeviceReference);
+    return build_device_setup(op, k, lane, at, scratch, s);
+  }
+  std::optional<PhaseTimer> inputs_timer(std::in_place, Phase::kInputs);
   ASSAY_RETURN_IF_ERROR(lane.layout(at, extra, scratch));
   for (int t = 0; t < nt; ++t) {
     s.images.push_back(lane.host_tensor(t));
@@ -255,6 +265,7 @@ Status build_setup(const OpDef& op, const VariantDef& v, const Case& c0, gpu::La
     }
   };
   decode_all(s.images, s.host, s.hv);
+  inputs_timer.reset();
   // The op's reference sees an accumulated output as the kernel would overwrite it.
   std::vector<HostTensor> ref_in = s.hv;
   std::vector<std::vector<double>> zero_fill;
@@ -308,6 +319,7 @@ Status build_setup(const OpDef& op, const VariantDef& v, const Case& c0, gpu::La
     if (s.refs[o].ref.size() != n || s.refs[o].tol.size() != n)
       return internal_error(fmt::format("{}: reference of {} has the wrong size", op.name, T[t].name));
   }
+  std::optional<PhaseTimer> bound_timer(std::in_place, Phase::kBound);
   accumulate(s.refs);
   for (size_t o = 0; o < s.outs.size(); ++o) {
     const int t = s.outs[o];
@@ -323,7 +335,11 @@ Status build_setup(const OpDef& op, const VariantDef& v, const Case& c0, gpu::La
     std::copy(r.ref.begin(), r.ref.end(), ex + s.ref_off[o]);
     std::copy(r.tol.begin(), r.tol.end(), ex + s.ref_off[o] + n);
   }
-  ASSAY_RETURN_IF_ERROR(lane.upload());
+  bound_timer.reset();
+  {
+    const PhaseTimer timer(Phase::kUpload);
+    ASSAY_RETURN_IF_ERROR(lane.upload());
+  }
 
   const double* dev_ref = reinterpret_cast<const double*>(lane.dev_extra());
   for (size_t o = 0; o < s.outs.size(); ++o) {
@@ -460,6 +476,7 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
     cudaError_t launch_err = cudaSuccess;
     std::vector<gpu::CheckParams> checks;
     const auto dv = dev_views(cv, views, lane);
+    std::optional<PhaseTimer> launch_timer(std::in_place, Phase::kLaunchCheck);
     for (int rep = 1; rep < lane.options.repeat; ++rep) {  // a kernel that degrades after N calls
       ASSAY_RETURN_IF_ERROR(lane.restore());
       const cudaError_t e = v->launch(params, dv, lane.stream());
@@ -487,6 +504,7 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
     bool vendor_launched = false;
     if (vendor_now) ASSAY_RETURN_IF_ERROR(launch_vendor(op, s, lane, runs, vendor_launched));
     ASSAY_RETURN_IF_ERROR(lane.fetch_results(runs + (vendor_launched ? 1 : 0)));
+    launch_timer.reset();
     if (vendor_now) {
       s.vendor_done = true;
       if (vendor_launched) read_vendor(s, lane.result(runs));

@@ -1,4 +1,5 @@
 #include "harness/executor.h"
+#include "harness/phase_time.h"
 
 #include <map>
 
@@ -120,7 +121,9 @@ class InProcessExecutor final : public Executor {
 Case generate_case(const OpSpec& spec, const GenPlan& plan, int64_t index) {
   // RapidCheck's gen::exec keeps its "current generation" in process-global
   // state, so generation is serialised (measured: concurrent calls abort
-  // with "operator* is not allowed in this context"). It takes microseconds.
+  // with "operator* is not allowed in this context"). It takes microseconds. The lane's
+  // time here, waiting on the lock included, is the bench's "generate".
+  const PhaseTimer timer(Phase::kGenerate);
   static std::mutex mu;
   std::lock_guard lk(mu);
   GenConfig cfg = plan.gen;

@@ -29,6 +29,7 @@
 #include "harness/campaign.h"
 #include "harness/cli/probe.h"
 #include "harness/op.h"
+#include "harness/phase_time.h"
 #include "harness/check_report.h"
 #include "harness/cli/list.h"
 #include "harness/cli/reports.h"
@@ -473,6 +474,7 @@ struct BenchArgs {
   /// A peer command (python/peers/peer_bench.py): run per op on the small class as
   /// `PEER --op OP --mode {hypothesis,loop} --seconds S --max-dim 64`, one JSON line back.
   std::string peer;
+  bool split = false;  ///< the small class once more in-process, its lane time split by phase
 };
 
 /// One peer measurement: its JSON line (with "skipped" when it could not run, and why).
@@ -564,6 +566,41 @@ int cmd_bench(const BenchArgs& a) {
         md += fmt::format("| {} | {} | {} | {} | {:.1f} | {:.0f} | {} |\n", label, cls, dim, r->cases, r->seconds,
                           r->cases_per_second(), r->failures.size());
       }
+    }
+    if (a.split) {
+      // In-process lanes (worker processes keep their clocks to themselves), one variant.
+      CampaignOptions o;
+      if (!spec->default_variants().empty()) o.variants = {spec->default_variants().front()};
+      o.max_seconds = a.seconds;
+      o.lanes = a.lanes;
+      o.gen.max_dim = 64;
+      o.corpus_dir = "";
+      reset_phase_times();
+      auto r = run_campaign(*spec, o);
+      if (!r.ok()) return error(r.status());
+      const auto secs = phase_seconds();
+      const double lane_s = r->seconds * a.lanes, per = r->cases > 0 ? 1e3 / static_cast<double>(r->cases) : 0;
+      md += fmt::format(
+          "\nWhere the lanes' time goes (small, {}, in-process, {} cases in {:.1f} s, {:.0f} cases/s; lane-ms per "
+          "case and share of {} lanes x {:.1f} s):\n\n| phase | lane-ms per case | share |\n|---|---:|---:|\n",
+          o.variants.empty() ? "all variants" : o.variants.front(), r->cases, r->seconds, r->cases_per_second(), a.lanes,
+          r->seconds);
+      double accounted = 0;
+      nlohmann::json js = {{"variant", o.variants.empty() ? "" : o.variants.front()},
+                           {"cases", r->cases},
+                           {"seconds", r->seconds},
+                           {"lanes", a.lanes}};
+      for (size_t i = 0; i < secs.size(); ++i) {
+        accounted += secs[i];
+        const std::string name(phase_name(static_cast<Phase>(i)));
+        js["lane_seconds"][name] = secs[i];
+        md += fmt::format("| {} | {:.3f} | {:.0f}% |\n", name, secs[i] * per, lane_s > 0 ? 100 * secs[i] / lane_s : 0);
+      }
+      const double rest = std::max(0.0, lane_s - accounted);
+      js["lane_seconds"]["other (queue, verdicts, shrinking)"] = rest;
+      md += fmt::format("| other (queue, verdicts, shrinking) | {:.3f} | {:.0f}% |\n", rest * per,
+                        lane_s > 0 ? 100 * rest / lane_s : 0);
+      jo["split"] = js;
     }
     if (!a.peer.empty()) {
       // The same small shapes through the peers, right after assay's own runs on this GPU.
@@ -1026,6 +1063,9 @@ int main(int argc, char** argv) {
   bench->add_flag("--per-variant", ba.per_variant, "Also each correct variant alone, per size class");
   bench->add_flag("--skip-mutants", ba.skip_mutants, "No time-to-detect runs of the planted mutants");
   bench->add_flag("--skip-large", ba.skip_large, "No large-case breakdown");
+  bench->add_flag("--split", ba.split,
+                  "Run the small class once more in-process and split the lanes' time by phase (generate, host "
+                  "inputs, reference, bound, device reference, upload, launch + check)");
   bench->add_option("--peer", ba.peer,
                     "Peer command run per op on the small class, e.g. 'python3 python/peers/peer_bench.py' "
                     "(Hypothesis + PyTorch and a plain PyTorch loop; skipped where torch is absent)");
