@@ -475,6 +475,9 @@ struct BenchArgs {
   /// `PEER --op OP --mode {hypothesis,loop} --seconds S --max-dim 64`, one JSON line back.
   std::string peer;
   bool split = false;  ///< the small class once more in-process, its lane time split by phase
+  /// Worker processes on GPU 0: case generation is serialised within a process (RapidCheck's
+  /// generator state is process-global), so ops whose cases take long to draw need more.
+  int workers_per_gpu = 1;
 };
 
 /// One peer measurement: its JSON line (with "skipped" when it could not run, and why).
@@ -525,11 +528,14 @@ int cmd_bench(const BenchArgs& a) {
   nlohmann::json j;
   j["device"] = gpu::describe_device(0);
   j["lanes"] = a.lanes;
+  j["workers_per_gpu"] = a.workers_per_gpu;
   std::string md =
-      fmt::format("# assay bench\n\nDevice: {}. Lanes: {}. Command: `assay bench{}{} --seconds {} --lanes {}{}{}{}`.\n\n",
+      fmt::format("# assay bench\n\nDevice: {}. Lanes: {}. Command: `assay bench{}{} --seconds {} --lanes {}{}{}{}{}{}`.\n\n",
                   gpu::describe_device(0), a.lanes, a.ops.empty() ? "" : " --ops ", fmt::join(a.ops, ","),
                   a.seconds, a.lanes, a.per_variant ? " --per-variant" : "", a.skip_mutants ? " --skip-mutants" : "",
-                  a.skip_large ? " --skip-large" : "");
+                  a.skip_large ? " --skip-large" : "",
+                  a.workers_per_gpu > 1 ? fmt::format(" --workers-per-gpu {}", a.workers_per_gpu) : "",
+                  a.split ? " --split" : "");
   for (const OpSpec* spec : specs) {
     auto& jo = j["ops"][spec->name()];
     md += fmt::format(
@@ -552,6 +558,7 @@ int cmd_bench(const BenchArgs& a) {
         o.gen.max_dim = dim;
         o.corpus_dir = "";
         o.worker_binary = self_path();
+        o.devices.assign(static_cast<size_t>(a.workers_per_gpu), 0);
         auto r = run_campaign(*spec, o);
         if (!r.ok()) return error(r.status());
         nlohmann::json row = {{"max_dim", dim},
@@ -1063,6 +1070,8 @@ int main(int argc, char** argv) {
   bench->add_flag("--per-variant", ba.per_variant, "Also each correct variant alone, per size class");
   bench->add_flag("--skip-mutants", ba.skip_mutants, "No time-to-detect runs of the planted mutants");
   bench->add_flag("--skip-large", ba.skip_large, "No large-case breakdown");
+  bench->add_option("--workers-per-gpu", ba.workers_per_gpu, "Worker processes on the GPU (throughput runs)")
+      ->check(CLI::Range(1, 16));
   bench->add_flag("--split", ba.split,
                   "Run the small class once more in-process and split the lanes' time by phase (generate, host "
                   "inputs, reference, bound, device reference, upload, launch + check)");
