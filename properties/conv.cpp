@@ -70,6 +70,7 @@
 #include "harness/generators.h"
 #include "properties/gradcheck_relation.h"
 #include "properties/rowwise_values.h"
+#include "references/device/conv_f64.h"
 
 namespace assay::conv {
 
@@ -310,28 +311,36 @@ OutputRef conv_ref(ConvPass pass, const ref::Conv2dGeometry& g, const double* in
   return out;
 }
 
-/// tol (and exact) from ref and aux[0] (the header's bound).
-void conv_tol(ConvPass pass, const ref::Conv2dGeometry& g, DType dt, int64_t int_range, OutputRef& out) {
+/// The ceiling of the fp32 accumulation, before the store's rounding (the header's bound).
+ElementBound conv_ceiling(ConvPass pass, const ref::Conv2dGeometry& g, DType dt) {
   GemmBoundModel m;
   m.in = dt;
   m.acc = DType::kF32;
-  m.out = DType::kF32;  // the store's rounding is added below, at |ref| + e32
+  m.out = DType::kF32;  // the store's rounding is added per element, at |ref| + e32
   m.k = reduction(pass, g);
-  const ElementBound b = gemm_ceiling(m);
+  return gemm_ceiling(m);
+}
+
+/// The exact tier: integer inputs in [-int_range, int_range] (int_range < 0: not integers).
+bool conv_exact(ConvPass pass, const ref::Conv2dGeometry& g, DType dt, int64_t int_range) {
+  if (int_range < 0) return false;
+  GemmBoundModel e;
+  e.in = dt;
+  e.acc = DType::kF32;
+  e.out = dt;
+  e.k = reduction(pass, g);
+  return gemm_exact_tier_holds(e, int_range, 0, 0);
+}
+
+/// tol (and exact) from ref and aux[0] (the header's bound); the element tolerance is
+/// dot_element_tol, which the device reference (references/device/conv_f64.cu) runs too.
+void conv_tol(ConvPass pass, const ref::Conv2dGeometry& g, DType dt, int64_t int_range, OutputRef& out) {
+  const ElementBound b = conv_ceiling(pass, g, dt);
   const double top = max_finite(dt);
+  const auto store = [dt](double y) { return rowwise::store_rounding(y, dt); };
   out.tol.resize(out.ref.size());
-  for (size_t i = 0; i < out.ref.size(); ++i) {
-    const double a = std::fabs(out.ref[i]);
-    const double e32 = b.tol(a, out.aux[0][i]);
-    const double tol = e32 + rowwise::store_rounding(a + e32, dt);
-    out.tol[i] = !std::isfinite(out.ref[i]) ? 0.0 : a + tol >= top ? INFINITY : tol;
-  }
-  out.exact = false;
-  if (int_range >= 0) {
-    GemmBoundModel e = m;
-    e.out = dt;
-    out.exact = gemm_exact_tier_holds(e, int_range, 0, 0);
-  }
+  for (size_t i = 0; i < out.ref.size(); ++i) out.tol[i] = dot_element_tol(b, out.ref[i], out.aux[0][i], top, store);
+  out.exact = conv_exact(pass, g, dt, int_range);
 }
 
 Status reference(ConvPass pass, const Case& c, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
@@ -341,15 +350,45 @@ Status reference(ConvPass pass, const Case& c, const std::vector<HostTensor>& t,
   return ok_status();
 }
 
+/// The exact tier's integer range of a case: both inputs small integers, nothing injected; else -1.
+int64_t int_range_of(const Case& c) {
+  const auto &r0 = c.tensors[0].values, &r1 = c.tensors[1].values;
+  if (r0.cls == ValueClass::kSmallInt && r1.cls == ValueClass::kSmallInt && !r0.inject.active() && !r1.inject.active())
+    return std::max(r0.int_range, r1.int_range);
+  return -1;
+}
+
 Status bound(ConvPass pass, const Case& c, const Arithmetic&, const std::vector<HostTensor>&,
              std::vector<OutputRef>& out) {
   const Params p(c.params);
-  int64_t int_range = -1;
-  const auto &r0 = c.tensors[0].values, &r1 = c.tensors[1].values;
-  if (r0.cls == ValueClass::kSmallInt && r1.cls == ValueClass::kSmallInt && !r0.inject.active() && !r1.inject.active())
-    int_range = std::max(r0.int_range, r1.int_range);
-  conv_tol(pass, conv_geometry(p), p.dt("dtype"), int_range, out[0]);
+  conv_tol(pass, conv_geometry(p), p.dt("dtype"), int_range_of(c), out[0]);
   return ok_status();
+}
+
+// ---- device reference ------------------------------------------------------------------------------
+/// Forward cases from this many multiply-adds up take the device path (fp32 only, the dtype
+/// the engine draws on the device): the host reference and bound cost about 2 ns per
+/// multiply-add, so from a few thousand the CPU is the bottleneck of a small-case campaign.
+constexpr int64_t kDeviceRefMacs = 2048;
+
+bool device_when(ConvPass pass, const Params& p) {
+  return pass == ConvPass::kFwd && p.dt("dtype") == DType::kF32 && macs(conv_geometry(p)) >= kDeviceRefMacs;
+}
+
+/// The forward's reference and tolerance on the device: ref and the tolerance itself in mag
+/// (DeviceOutput's defaults, rel_mag = 1: a bound computed outright, as the host path uploads it).
+Status device_compute(ConvPass pass, const Case& c, const std::vector<DevTensor>& t, std::vector<DeviceOutput>& out,
+                      const DeviceContext& ctx) {
+  const Params p(c.params);
+  const ref::Conv2dGeometry g = conv_geometry(p);
+  const DType dt = p.dt("dtype");
+  if (pass != ConvPass::kFwd || dt != DType::kF32 || t.size() != 3 || out.size() != 1)
+    return invalid_argument(fmt::format("{}: no device reference for this case", conv_op_name(pass)));
+  const device_ref::F32Rows x{t[0].as<const float>(), t[0].v.cols, t[0].v.ld},
+      w{t[1].as<const float>(), t[1].v.cols, t[1].v.ld};
+  out[0].exact = conv_exact(pass, g, dt, int_range_of(c));
+  return device_ref::conv2d_fwd_f64_reference(g, conv_ceiling(pass, g, dt), max_finite(dt), x, w, out[0].ref,
+                                              out[0].mag, ctx.stream);
 }
 
 // ---- properties --------------------------------------------------------------------------------------
@@ -473,6 +512,13 @@ OpDef make(ConvPass pass) {
       properties_bwd(pass, c, in, out, refs, failures);
     };
   op.self_check = [pass](std::string& report) { return self_check(pass, report); };
+  if (pass == ConvPass::kFwd) {
+    op.device_reference.when = [pass](const Params& p) { return device_when(pass, p); };
+    op.device_reference.compute = [pass](const Case& c, const Arithmetic&, const std::vector<DevTensor>& t,
+                                         std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
+      return device_compute(pass, c, t, out, ctx);
+    };
+  }
   return op;
 }
 
