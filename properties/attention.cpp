@@ -58,6 +58,11 @@
 //     depend on a tile size (each output is one serial FMA chain in a fixed order).
 // The reference's own fp64 error is below 2^-40 of each magnitude and is covered by a
 // (1 + 2^-30) factor on every tolerance.
+// Device reference (forward only): fp32 cases from B H Sq Sk D = 4096 up, except those whose
+// mask rows prepare_fwd sets to -inf (masked_every: the device path runs no prepare), are drawn
+// on the device and checked against references/device/attention_f64.cu: one block per query
+// row runs steps 1 to 5 through references/host/attention.h, the functions fwd_ref and fwd_tol
+// call here, in the same order (only exp and log are CUDA's). The backward stays on the host.
 // Generation (derived from the declarations below): dtype fp16 / bf16 / fp32 at 40 / 40 / 20%;
 // D 64 or 128 in 70% of the cases, else one of 1, 8, 16, 40, 80, 96, 100, 127; Hkv 1..4, G (query
 // heads per kv head, GQA when > 1) 1, 2 or 4, B 1..3; Sq and Sk edge-biased (tile edges around

@@ -53,6 +53,11 @@
 // (Inf + -Inf = NaN, NaN absorbs); since no finite partial sum can overflow fp32 here (|terms| <
 // 2^48, k < 2^26) the output must match exactly: NaN where the reference is NaN, the same-signed
 // Inf where it is Inf (tol 0 there, so the engine's "may overflow" excuse does not apply).
+// Device reference (every pass): fp32 cases from 2048 multiply-adds up, without the gradcheck
+// relation (it needs the host reference) and with at most 2^14 terms per output element, are
+// drawn on the device and checked against references/device/conv_f64.cu, which runs the host
+// reference's element function (references/host/conv.h) and this bound's element tolerance
+// (harness/bound_core.h dot_element_tol) per output element: the same values as the host path.
 // Work is capped at 2^22 multiply-adds per case (the fp64 host reference), 2^18 with the
 // gradcheck relation: the params are drawn channels first, and the later ones (h, w, pad, r, s)
 // are capped so that the multiply-adds with the rest at their smallest stay inside the budget.
@@ -366,29 +371,41 @@ Status bound(ConvPass pass, const Case& c, const Arithmetic&, const std::vector<
 }
 
 // ---- device reference ------------------------------------------------------------------------------
-/// Forward cases from this many multiply-adds up take the device path (fp32 only, the dtype
-/// the engine draws on the device): the host reference and bound cost about 2 ns per
-/// multiply-add, so from a few thousand the CPU is the bottleneck of a small-case campaign.
+/// Cases from this many multiply-adds up take the device path (fp32 only, the dtype the engine
+/// draws on the device): the host reference and bound cost about 2 ns per multiply-add, so
+/// from a few thousand the CPU is the bottleneck of a small-case campaign.
 constexpr int64_t kDeviceRefMacs = 2048;
+/// The device reference gives each output element one thread, which runs its whole reduction:
+/// a longer one (backward-filter over a large N P Q with few filter taps) is quicker on the host.
+constexpr int64_t kDeviceRefMaxReduction = int64_t{1} << 14;
 
+/// fp32, no gradcheck relation (it runs on the host reference), and enough work.
 bool device_when(ConvPass pass, const Params& p) {
-  return pass == ConvPass::kFwd && p.dt("dtype") == DType::kF32 && macs(conv_geometry(p)) >= kDeviceRefMacs;
+  if (p.dt("dtype") != DType::kF32 || !p.s("relation").empty()) return false;
+  const ref::Conv2dGeometry g = conv_geometry(p);
+  return macs(g) >= kDeviceRefMacs && reduction(pass, g) <= kDeviceRefMaxReduction;
 }
 
-/// The forward's reference and tolerance on the device: ref and the tolerance itself in mag
+device_ref::ConvF64Pass device_pass(ConvPass pass) {
+  return pass == ConvPass::kFwd       ? device_ref::ConvF64Pass::kFwd
+         : pass == ConvPass::kBwdData ? device_ref::ConvF64Pass::kBwdData
+                                      : device_ref::ConvF64Pass::kBwdFilter;
+}
+
+/// The pass's reference and tolerance on the device: ref and the tolerance itself in mag
 /// (DeviceOutput's defaults, rel_mag = 1: a bound computed outright, as the host path uploads it).
 Status device_compute(ConvPass pass, const Case& c, const std::vector<DevTensor>& t, std::vector<DeviceOutput>& out,
                       const DeviceContext& ctx) {
   const Params p(c.params);
   const ref::Conv2dGeometry g = conv_geometry(p);
   const DType dt = p.dt("dtype");
-  if (pass != ConvPass::kFwd || dt != DType::kF32 || t.size() != 3 || out.size() != 1)
-    return invalid_argument(fmt::format("{}: no device reference for this case", conv_op_name(pass)));
-  const device_ref::F32Rows x{t[0].as<const float>(), t[0].v.cols, t[0].v.ld},
-      w{t[1].as<const float>(), t[1].v.cols, t[1].v.ld};
+  if (dt != DType::kF32 || t.size() != 3 || out.size() != 1)
+    return invalid_argument(fmt::format("{}: no device reference for this case (fp32 only)", conv_op_name(pass)));
+  const device_ref::F32Rows in0{t[0].as<const float>(), t[0].v.cols, t[0].v.ld},
+      in1{t[1].as<const float>(), t[1].v.cols, t[1].v.ld};
   out[0].exact = conv_exact(pass, g, dt, int_range_of(c));
-  return device_ref::conv2d_fwd_f64_reference(g, conv_ceiling(pass, g, dt), max_finite(dt), x, w, out[0].ref,
-                                              out[0].mag, ctx.stream);
+  return device_ref::conv2d_f64_reference(device_pass(pass), g, conv_ceiling(pass, g, dt), max_finite(dt), in0, in1,
+                                          out[0].ref, out[0].mag, ctx.stream);
 }
 
 // ---- properties --------------------------------------------------------------------------------------
@@ -512,13 +529,11 @@ OpDef make(ConvPass pass) {
       properties_bwd(pass, c, in, out, refs, failures);
     };
   op.self_check = [pass](std::string& report) { return self_check(pass, report); };
-  if (pass == ConvPass::kFwd) {
-    op.device_reference.when = [pass](const Params& p) { return device_when(pass, p); };
-    op.device_reference.compute = [pass](const Case& c, const Arithmetic&, const std::vector<DevTensor>& t,
-                                         std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
-      return device_compute(pass, c, t, out, ctx);
-    };
-  }
+  op.device_reference.when = [pass](const Params& p) { return device_when(pass, p); };
+  op.device_reference.compute = [pass](const Case& c, const Arithmetic&, const std::vector<DevTensor>& t,
+                                       std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
+    return device_compute(pass, c, t, out, ctx);
+  };
   return op;
 }
 
@@ -560,6 +575,10 @@ ASSAY_REGISTER(add_variant(
      .source = kSrc}));
 
 }  // namespace
+
+ElementBound conv_accumulation_ceiling(ConvPass pass, const ref::Conv2dGeometry& g, DType dt) {
+  return conv_ceiling(pass, g, dt);
+}
 
 OutputRef conv_reference(ConvPass pass, const ref::Conv2dGeometry& g, DType dt, const double* in0, const double* in1,
                          int64_t int_range) {

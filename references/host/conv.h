@@ -137,36 +137,53 @@ void conv2d_forward(const Conv2dGeometry& g, const X* x, const W* w, S* y, S* ma
   });
 }
 
+/// One backward-data element dx[in, ci, i, j] and its magnitude sum |dy||w|, the terms added in
+/// the order (k of ci's group, r, s) over the taps that meet an output position; dy_at and
+/// w_at read the packed-layout element as S. The host loop below and the device reference
+/// (references/device/conv_f64.cu) both call it.
+template <typename S, typename DyAt, typename WAt>
+ASSAY_HD void conv2d_backward_data_element(const Conv2dGeometry& g, DyAt dy_at, WAt w_at, int64_t in, int64_t ci,
+                                           int64_t i, int64_t j, S& dx, S& mag) {
+  const int64_t P = g.out_h(), Q = g.out_w(), Cg = g.cg(), Kg = g.kg();
+  const int64_t grp = ci / Cg, ic = ci % Cg;
+  S acc = 0, acc_abs = 0;
+  for (int64_t kk = 0; kk < Kg; ++kk) {
+    const int64_t ik = grp * Kg + kk;
+    for (int64_t ir = 0; ir < g.r; ++ir) {
+      const int64_t ph = i + g.pad_h - ir * g.dil_h;  // = p * stride_h for a contributing p
+      if (ph < 0 || ph % g.stride_h != 0) continue;
+      const int64_t p = ph / g.stride_h;
+      if (p >= P) continue;
+      for (int64_t is = 0; is < g.s; ++is) {
+        const int64_t qw = j + g.pad_w - is * g.dil_w;
+        if (qw < 0 || qw % g.stride_w != 0) continue;
+        const int64_t q = qw / g.stride_w;
+        if (q >= Q) continue;
+        const S t = dy_at(g.y_at(in, ik, p, q)) * w_at(g.w_at(ik, ic, ir, is));
+        S a = t;  // |t| without std::abs, which device code lacks for a generic S
+        if (a < 0) a = -a;
+        acc += t;
+        acc_abs += a;
+      }
+    }
+  }
+  dx = acc;
+  mag = acc_abs;
+}
+
 /// Backward-data: dx = conv^T(dy, w) (x_elems() values), mag = sum |dy||w| per input element
 /// (may be null). dy: y_elems(), w: w_elems(). Split over (n, c) input planes.
 template <typename S, typename G, typename W>
 void conv2d_backward_data(const Conv2dGeometry& g, const G* dy, const W* w, S* dx, S* mag, int threads = 1) {
-  using std::abs;
-  const int64_t P = g.out_h(), Q = g.out_w(), Cg = g.cg(), Kg = g.kg();
+  const auto ga = [dy](int64_t o) { return S(dy[o]); };
+  const auto wa = [w](int64_t o) { return S(w[o]); };
   detail::parallel_rows(g.n * g.c, g.h * g.w * g.bwd_data_reduction(), threads, [&](int64_t b, int64_t e) {
     for (int64_t nc = b; nc < e; ++nc) {
-      const int64_t in = nc / g.c, ci = nc % g.c, grp = ci / Cg, ic = ci % Cg;
+      const int64_t in = nc / g.c, ci = nc % g.c;
       for (int64_t i = 0; i < g.h; ++i) {
         for (int64_t j = 0; j < g.w; ++j) {
           S acc = 0, acc_abs = 0;
-          for (int64_t kk = 0; kk < Kg; ++kk) {
-            const int64_t ik = grp * Kg + kk;
-            for (int64_t ir = 0; ir < g.r; ++ir) {
-              const int64_t ph = i + g.pad_h - ir * g.dil_h;  // = p * stride_h for a contributing p
-              if (ph < 0 || ph % g.stride_h != 0) continue;
-              const int64_t p = ph / g.stride_h;
-              if (p >= P) continue;
-              for (int64_t is = 0; is < g.s; ++is) {
-                const int64_t qw = j + g.pad_w - is * g.dil_w;
-                if (qw < 0 || qw % g.stride_w != 0) continue;
-                const int64_t q = qw / g.stride_w;
-                if (q >= Q) continue;
-                const S t = S(dy[g.y_at(in, ik, p, q)]) * S(w[g.w_at(ik, ic, ir, is)]);
-                acc += t;
-                acc_abs += abs(t);
-              }
-            }
-          }
+          conv2d_backward_data_element<S>(g, ga, wa, in, ci, i, j, acc, acc_abs);
           dx[g.x_at(in, ci, i, j)] = acc;
           if (mag != nullptr) mag[g.x_at(in, ci, i, j)] = acc_abs;
         }
@@ -175,33 +192,48 @@ void conv2d_backward_data(const Conv2dGeometry& g, const G* dy, const W* w, S* d
   });
 }
 
+/// One backward-filter element dw[ik, ic, ir, is] and its magnitude sum |dy||x|, the terms added
+/// in the order (n, p, q) over the output positions whose tap lies inside the input; x_at and
+/// dy_at read the packed-layout element as S. The host loop below and the device reference
+/// (references/device/conv_f64.cu) both call it.
+template <typename S, typename XAt, typename DyAt>
+ASSAY_HD void conv2d_backward_filter_element(const Conv2dGeometry& g, XAt x_at, DyAt dy_at, int64_t ik, int64_t ic,
+                                             int64_t ir, int64_t is, S& dw, S& mag) {
+  const int64_t P = g.out_h(), Q = g.out_w(), c0 = ik / g.kg() * g.cg();
+  S acc = 0, acc_abs = 0;
+  for (int64_t in = 0; in < g.n; ++in) {
+    for (int64_t p = 0; p < P; ++p) {
+      const int64_t i = p * g.stride_h - g.pad_h + ir * g.dil_h;
+      if (i < 0 || i >= g.h) continue;
+      for (int64_t q = 0; q < Q; ++q) {
+        const int64_t j = q * g.stride_w - g.pad_w + is * g.dil_w;
+        if (j < 0 || j >= g.w) continue;
+        const S t = dy_at(g.y_at(in, ik, p, q)) * x_at(g.x_at(in, c0 + ic, i, j));
+        S a = t;  // |t| without std::abs, which device code lacks for a generic S
+        if (a < 0) a = -a;
+        acc += t;
+        acc_abs += a;
+      }
+    }
+  }
+  dw = acc;
+  mag = acc_abs;
+}
+
 /// Backward-filter: dw = sum over the batch and output positions of dy * x (w_elems() values),
 /// mag = sum |dy||x| per filter element (may be null). x: x_elems(), dy: y_elems(). Split over
 /// output channels k.
 template <typename S, typename X, typename G>
 void conv2d_backward_filter(const Conv2dGeometry& g, const X* x, const G* dy, S* dw, S* mag, int threads = 1) {
-  using std::abs;
-  const int64_t P = g.out_h(), Q = g.out_w(), Cg = g.cg(), Kg = g.kg();
-  detail::parallel_rows(g.k, Cg * g.r * g.s * g.bwd_filter_reduction(), threads, [&](int64_t b, int64_t e) {
+  const auto xa = [x](int64_t o) { return S(x[o]); };
+  const auto ga = [dy](int64_t o) { return S(dy[o]); };
+  detail::parallel_rows(g.k, g.cg() * g.r * g.s * g.bwd_filter_reduction(), threads, [&](int64_t b, int64_t e) {
     for (int64_t ik = b; ik < e; ++ik) {
-      const int64_t c0 = ik / Kg * Cg;
-      for (int64_t ic = 0; ic < Cg; ++ic) {
+      for (int64_t ic = 0; ic < g.cg(); ++ic) {
         for (int64_t ir = 0; ir < g.r; ++ir) {
           for (int64_t is = 0; is < g.s; ++is) {
             S acc = 0, acc_abs = 0;
-            for (int64_t in = 0; in < g.n; ++in) {
-              for (int64_t p = 0; p < P; ++p) {
-                const int64_t i = p * g.stride_h - g.pad_h + ir * g.dil_h;
-                if (i < 0 || i >= g.h) continue;
-                for (int64_t q = 0; q < Q; ++q) {
-                  const int64_t j = q * g.stride_w - g.pad_w + is * g.dil_w;
-                  if (j < 0 || j >= g.w) continue;
-                  const S t = S(dy[g.y_at(in, ik, p, q)]) * S(x[g.x_at(in, c0 + ic, i, j)]);
-                  acc += t;
-                  acc_abs += abs(t);
-                }
-              }
-            }
+            conv2d_backward_filter_element<S>(g, xa, ga, ik, ic, ir, is, acc, acc_abs);
             dw[g.w_at(ik, ic, ir, is)] = acc;
             if (mag != nullptr) mag[g.w_at(ik, ic, ir, is)] = acc_abs;
           }
