@@ -87,6 +87,15 @@ struct Conv2dGeometry {
   }
 };
 
+/// acc += t, acc_abs += |t| (|t| without std::abs, which device code lacks for a generic S).
+template <typename S>
+ASSAY_HD void add_term(const S& t, S& acc, S& acc_abs) {
+  S a = t;
+  if (a < 0) a = -a;
+  acc += t;
+  acc_abs += a;
+}
+
 /// One forward output y[in, ik, p, q] and its magnitude sum |x||w|, the terms added in the order
 /// (c, r, s); x_at(offset) and w_at(offset) read the packed-layout element as S. The host loop
 /// below and the device reference (references/device/conv_f64.cu) both call it.
@@ -103,10 +112,7 @@ ASSAY_HD void conv2d_forward_element(const Conv2dGeometry& g, XAt x_at, WAt w_at
         const int64_t j = q * g.stride_w - g.pad_w + is * g.dil_w;
         if (j < 0 || j >= g.w) continue;
         const S t = x_at(g.x_at(in, c0 + ic, i, j)) * w_at(g.w_at(ik, ic, ir, is));
-        S a = t;  // |t| without std::abs, which device code lacks for a generic S
-        if (a < 0) a = -a;
-        acc += t;
-        acc_abs += a;
+        add_term(t, acc, acc_abs);
       }
     }
   }
@@ -160,10 +166,7 @@ ASSAY_HD void conv2d_backward_data_element(const Conv2dGeometry& g, DyAt dy_at, 
         const int64_t q = qw / g.stride_w;
         if (q >= Q) continue;
         const S t = dy_at(g.y_at(in, ik, p, q)) * w_at(g.w_at(ik, ic, ir, is));
-        S a = t;  // |t| without std::abs, which device code lacks for a generic S
-        if (a < 0) a = -a;
-        acc += t;
-        acc_abs += a;
+        add_term(t, acc, acc_abs);
       }
     }
   }
@@ -209,10 +212,7 @@ ASSAY_HD void conv2d_backward_filter_element(const Conv2dGeometry& g, XAt x_at, 
         const int64_t j = q * g.stride_w - g.pad_w + is * g.dil_w;
         if (j < 0 || j >= g.w) continue;
         const S t = dy_at(g.y_at(in, ik, p, q)) * x_at(g.x_at(in, c0 + ic, i, j));
-        S a = t;  // |t| without std::abs, which device code lacks for a generic S
-        if (a < 0) a = -a;
-        acc += t;
-        acc_abs += a;
+        add_term(t, acc, acc_abs);
       }
     }
   }

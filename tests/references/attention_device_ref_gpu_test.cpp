@@ -102,22 +102,8 @@ TEST(AttentionDeviceRefGpu, LongKeyRowsBeyond48KiBOfSharedMemory) {
 TEST(AttentionDeviceRefGpu, EngineTakesTheDevicePathAndTheFlashKernelPasses) {
   auto nd = gpu::device_count();
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
-  auto lane = gpu::Lane::create(0);
-  ASSERT_TRUE(lane.ok()) << lane.status().message();
-  const OpDef& op = test_util::model_op("attention");
-  const std::vector<const VariantDef*> vs = {find_variant("attention", "flash")};
-  ASSERT_NE(vs[0], nullptr);
-  int64_t verdicts = 0;
-  for (const Case& c : device_cases(60, 23, 512, int64_t{1} << 24, 1, 20000)) {
-    auto r = run_model(op, vs, c, **lane, false);
-    ASSERT_TRUE(r.ok()) << c.summary() << ": " << r.status().message();
-    for (const Verdict& v : *r) {
-      EXPECT_TRUE(v.passed()) << c.summary() << ": " << v.summary();
-      EXPECT_EQ(v.metrics.reference, "device-f64") << c.summary();
-      ++verdicts;
-    }
-  }
-  EXPECT_GE(verdicts, 50);
+  test_util::expect_engine_device_path(test_util::model_op("attention"), {find_variant("attention", "flash")},
+                                       device_cases(60, 23, 512, int64_t{1} << 24, 1, 20000), 50);
 }
 
 }  // namespace

@@ -56,23 +56,10 @@ TEST_P(ConvDeviceRefGpu, MatchesTheHostReferenceAndBound) {
 TEST_P(ConvDeviceRefGpu, EngineTakesTheDevicePathAndCorrectKernelsPass) {
   auto nd = gpu::device_count();
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
-  auto lane = gpu::Lane::create(0);
-  ASSERT_TRUE(lane.ok()) << lane.status().message();
   const std::string name = conv::conv_op_name(GetParam());
-  const OpDef& op = test_util::model_op(name);
-  const std::vector<const VariantDef*> vs = {find_variant(name, "direct"), find_variant(name, "implicit_gemm")};
-  ASSERT_TRUE(vs[0] != nullptr && vs[1] != nullptr);
-  int64_t verdicts = 0;
-  for (const Case& c : device_cases(name, 40, 12)) {
-    auto r = run_model(op, vs, c, **lane, false);
-    ASSERT_TRUE(r.ok()) << c.summary() << ": " << r.status().message();
-    for (const Verdict& v : *r) {
-      EXPECT_TRUE(v.passed()) << c.summary() << ": " << v.summary();
-      EXPECT_EQ(v.metrics.reference, "device-f64") << c.summary();
-      ++verdicts;
-    }
-  }
-  EXPECT_GE(verdicts, 60);
+  test_util::expect_engine_device_path(test_util::model_op(name),
+                                       {find_variant(name, "direct"), find_variant(name, "implicit_gemm")},
+                                       device_cases(name, 40, 12), 60);
 }
 
 INSTANTIATE_TEST_SUITE_P(Passes, ConvDeviceRefGpu,

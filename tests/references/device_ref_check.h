@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -18,7 +20,9 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include "harness/gpu/lane.h"
 #include "harness/op.h"
+#include "harness/op_model.h"
 #include "tests/properties/model_host.h"
 
 namespace assay::test_util {
@@ -126,6 +130,43 @@ inline void check_device_reference(const OpDef& op, const Case& c, const Contrac
   }
   for (auto* b : bufs) cudaFree(b);
   release();
+}
+
+/// The engine on `cases` (each meant for the device path): every variant passes each case
+/// with the verdict naming the device reference; at least `min_verdicts` verdicts in all. Then
+/// the same cases with the device reference taken out of a copy of the op (the host path) and
+/// both wall times printed: what the device path saves per case on one lane.
+inline void expect_engine_device_path(const OpDef& op, const std::vector<const VariantDef*>& variants,
+                                      const std::vector<Case>& cases, int64_t min_verdicts) {
+  for (const auto* v : variants) ASSERT_NE(v, nullptr) << op.name;
+  auto lane = gpu::Lane::create(0);
+  ASSERT_TRUE(lane.ok()) << lane.status().message();
+  OpDef host_op = op;
+  host_op.device_reference = DeviceReference{};
+  if (!cases.empty()) {  // warm both paths up (module loads, first allocations) before timing
+    ASSERT_TRUE(run_model(op, variants, cases.front(), **lane, false).ok());
+    ASSERT_TRUE(run_model(host_op, variants, cases.front(), **lane, false).ok());
+  }
+  double seconds[2] = {0, 0};
+  int64_t verdicts = 0;
+  for (int path = 0; path < 2; ++path) {
+    const OpDef& o = path == 0 ? op : host_op;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (const Case& c : cases) {
+      auto r = run_model(o, variants, c, **lane, false);
+      ASSERT_TRUE(r.ok()) << c.summary() << ": " << r.status().message();
+      for (const Verdict& v : *r) {
+        EXPECT_TRUE(v.passed()) << c.summary() << " (" << (path == 0 ? "device" : "host") << " path): " << v.summary();
+        EXPECT_EQ(v.metrics.reference, path == 0 ? op.device_reference.name : std::string("host-f64")) << c.summary();
+        verdicts += path == 0 ? 1 : 0;
+      }
+    }
+    seconds[path] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  EXPECT_GE(verdicts, min_verdicts);
+  std::printf("[ measured ] %s on one lane, %zu cases x %zu variants: device path %.3f ms/case, host path %.3f ms/case\n",
+              op.name.c_str(), cases.size(), variants.size(), 1e3 * seconds[0] / static_cast<double>(cases.size()),
+              1e3 * seconds[1] / static_cast<double>(cases.size()));
 }
 
 }  // namespace assay::test_util
