@@ -68,7 +68,7 @@ void check_cases(const std::vector<Case>& cases, test_util::DeviceRefStats& st, 
 TEST(AttentionDeviceRefGpu, MatchesTheHostReferenceAndBound) {
   auto nd = gpu::device_count();
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
-  const std::vector<Case> cases = device_cases(300, 17, 256, int64_t{1} << 21, 1, 20000);
+  const std::vector<Case> cases = device_cases(300, 17, 256, int64_t{1} << 21, 1, 400000);
   ASSERT_GE(cases.size(), 250u);
   int64_t causal = 0, mask = 0, gqa = 0, fast = 0;
   for (const Case& c : cases) {
@@ -103,7 +103,7 @@ TEST(AttentionDeviceRefGpu, EngineTakesTheDevicePathAndTheFlashKernelPasses) {
   auto nd = gpu::device_count();
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
   test_util::expect_engine_device_path(test_util::model_op("attention"), {find_variant("attention", "flash")},
-                                       device_cases(60, 23, 512, int64_t{1} << 24, 1, 20000), 50);
+                                       device_cases(60, 23, 512, int64_t{1} << 24, 1, 400000), 50);
 }
 
 }  // namespace

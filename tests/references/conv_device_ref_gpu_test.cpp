@@ -28,7 +28,7 @@ std::vector<Case> device_cases(const std::string& name, int want, uint64_t seed)
   const OpDef* op = find_op(name);
   std::vector<Case> out;
   if (spec == nullptr || op == nullptr) return out;
-  for (int64_t i = 0; static_cast<int>(out.size()) < want && i < 40 * want; ++i) {
+  for (int64_t i = 0; static_cast<int>(out.size()) < want && i < 200 * want; ++i) {
     Case c = generate_case(*spec, GenPlan{seed, GenConfig{64}}, i);
     if (op->device_reference.when(Params(c.params))) out.push_back(std::move(c));
   }
