@@ -17,7 +17,7 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
 // 2^-21.41 and 2^-21.19: __logf/__sinf and __cosf absolute errors as stated in [CUDA].
-const double kE2141 = std::exp2(-21.41);
+const double kE2141 = kLogfFastAbs;
 const double kE2119 = std::exp2(-21.19);
 
 /// prod (1 + delta_i) - 1 with sum |delta_i| <= x: at most exp(x) - 1 <= x / (1 - x)
@@ -72,21 +72,7 @@ ElementBound inf_bound() {
 
 }  // namespace
 
-double gamma_n(int64_t n, double u) {
-  // [H] Lemma 3.1: |theta_n| <= gamma_n = n*u / (1 - n*u), valid only while n*u < 1.
-  if (n <= 0 || !(u > 0)) return 0;  // no rounding at all
-  const double nu = static_cast<double>(n) * u;
-  if (!(nu < 1)) return std::numeric_limits<double>::infinity();
-  return nu / (1 - nu);
-}
-
-double gamma_tilde(int64_t n, double u, double lambda) {
-  // [HM] sec. 2: gamma~_n(lambda) = exp(lambda sqrt(n) u + n u^2 / (1-u)) - 1.
-  if (n <= 0 || !(u > 0)) return 0;
-  if (!std::isfinite(gamma_n(n, u))) return kInf;
-  const double nd = static_cast<double>(n);
-  return std::expm1(lambda * std::sqrt(nd) * u + nd * u * u / (1 - u));
-}
+// gamma_n and gamma_tilde: inline in harness/bound_core.h.
 
 double accuracy_ratio(double err, double ref_abs, double mag, const ElementBound& b) {
   if (std::isnan(err)) return err;
@@ -325,11 +311,7 @@ int64_t exact_tier_int_range(DType in, DType acc, int64_t k, bool products) {
 
 namespace {
 
-/// Kernel (u) and reference (u_ref) gamma for a path of n roundings: hard or expected.
-double g_level(int64_t n, double u, double lambda, bool expected) {
-  const double g = gamma_n(n, u);
-  return expected ? std::min(gamma_tilde(n, u, lambda), g) : g;
-}
+// g_level: harness/bound_core.h.
 
 BoundPair sum_like(const ReductionModel& m, int64_t path, double mag_scale_floor_div) {
   const int64_t n = m.n < 0 ? 0 : m.n;
@@ -460,99 +442,36 @@ BoundPair norm_bounds(const ReductionModel& m, NormKind kind, bool fast_sqrt) {
 
 // ---- softmax family ----------------------------------------------------------------------------
 
-namespace {
-
-/// Softmax analysis at unit roundoff u (bounds.h, softmax_bounds).
-struct SoftTerms {
-  double kappa = 1, a = 0, b = 0, r_z = 0, c_div = 0;
-  bool ok = true;
-};
-
-SoftTerms softmax_terms(const SoftmaxModel& m, double u, DType acc, bool fast, int64_t rescales, double D,
-                        bool expected) {
-  SoftTerms t;
-  if (!(u > 0)) return t;
-  const double R = static_cast<double>(std::max<int64_t>(rescales, 0));
-  // expf: 2 ulp vs correctly rounded, +0.5 for the rounding: 2.5 ulp <= 5u relative.
-  // __expf: 2 + floor(1.173|x|) ulp: the same constant part and 1.173*2u per unit of |x| [CUDA].
-  const double c0 = 5 * u;
-  const double c1 = fast ? 1.173 * 2 * u : 0.0;
-  t.a = (1 + R) * c0 + R * u;                          // each rescale: one more exp and one multiply
-  t.b = (c1 + u) * (1 + u);                            // + u|t| from rounding x - max (telescoped over rescales)
-  const double big_t = -std::log(min_subnormal(acc));  // beyond it exp underflows to 0 (a floor term)
-  t.kappa = std::exp(t.a + t.b * big_t);
-  const int64_t n = std::max<int64_t>(m.n, 1);
-  const double g = g_level(n - 1, u, m.lambda, expected);
-  const double phi = t.kappa * (t.a + t.b * D);
-  t.r_z = phi * (1 + g) + g + static_cast<double>(n) * min_normal(acc) * (1 + g);
-  t.c_div = fast ? 5 * u : 2 * u;  // __fdividef 2 ulp; else x/y or rcp + mul
-  t.ok = std::isfinite(t.r_z) && t.r_z < 1;
-  return t;
+SoftmaxScalars softmax_scalars(const SoftmaxModel& m) {
+  auto arith = [](DType t) {
+    SoftmaxArith a;
+    a.u = unit_roundoff(t);
+    a.min_normal = min_normal(t);
+    a.min_subnormal = min_subnormal(t);
+    return a;
+  };
+  SoftmaxScalars s;
+  s.acc = arith(m.acc);
+  s.ref = arith(m.ref_acc);
+  s.out_round = out_rounding(m.out, m.acc);
+  s.out_floor = out_floor(m.out);
+  s.n = m.n;
+  s.lambda = m.lambda;
+  s.fast = m.fast_math && m.acc == DType::kF32;  // intrinsics are fp32 only
+  s.rescales = m.rescales;
+  return s;
 }
 
-}  // namespace
-
+// The formulas themselves are in harness/bound_core.h, shared with the device references.
 BoundPair softmax_bounds(const SoftmaxModel& m, const SoftmaxRowMags& row) {
-  const double u = unit_roundoff(m.acc), u_ref = unit_roundoff(m.ref_acc);
-  const bool fast = m.fast_math && m.acc == DType::kF32;  // intrinsics are fp32 only
-  const double ref_slack = 1 + gamma_n(m.n + 8, u_ref);   // the reference's D and y|t| are fp64
-  const double D = row.weighted_dev * ref_slack;
-  BoundPair p;
-  for (bool expected : {false, true}) {
-    const SoftTerms k = softmax_terms(m, u, m.acc, fast, m.rescales, D, expected);
-    const SoftTerms r = softmax_terms(m, u_ref, m.ref_acc, false, 0, D, false);
-    if (!k.ok || !r.ok) {
-      (expected ? p.expected : p.ceiling) = inf_bound();
-      continue;
-    }
-    const auto part = [](const SoftTerms& t, double& rel, double& rel_mag, double& floor, DType acc) {
-      if (t.a == 0 && t.b == 0 && t.r_z == 0) return;  // exact arithmetic
-      const double K = (1 + t.c_div) / (1 - t.r_z);
-      rel += (K - 1) + K * t.kappa * t.a;
-      rel_mag += K * t.kappa * t.b;
-      floor += (K + 1) * min_normal(acc);
-    };
-    double rel = 0, rel_mag = 0, floor = 0;
-    part(k, rel, rel_mag, floor, m.acc);
-    part(r, rel, rel_mag, floor, m.ref_acc);
-    (expected ? p.expected : p.ceiling) = with_output(rel, rel_mag * ref_slack, floor, m.out, m.acc);
-  }
-  return p;
+  const SoftmaxScalars s = softmax_scalars(m);
+  return {softmax_level(s, row.weighted_dev, false), softmax_level(s, row.weighted_dev, true)};
 }
 
 BoundPair log_softmax_bounds(const SoftmaxModel& m, const SoftmaxRowMags& row) {
-  const double u = unit_roundoff(m.acc), u_ref = unit_roundoff(m.ref_acc);
-  const bool fast = m.fast_math && m.acc == DType::kF32;
-  const double ref_slack = 1 + gamma_n(m.n + 8, u_ref);
-  const double D = row.weighted_dev * ref_slack;
-  const double L = std::max(row.log_sum_exp, 0.0) * ref_slack;
-  BoundPair p;
-  for (bool expected : {false, true}) {
-    double rel = 0, rel_mag = 0, floor = 0;
-    bool ok = true;
-    for (int which = 0; which < 2; ++which) {
-      const bool kernel = which == 0;
-      const double uu = kernel ? u : u_ref;
-      if (!(uu > 0)) continue;
-      const SoftTerms t = softmax_terms(m, uu, kernel ? m.acc : m.ref_acc, kernel && fast, kernel ? m.rescales : 0, D,
-                                        kernel && expected);
-      if (!t.ok) {
-        ok = false;
-        break;
-      }
-      const double l_z = -std::log1p(-t.r_z);  // |log Z^ - log Z|
-      const double lh = L + l_z;
-      // logf 1 ulp (+0.5): 3u relative; __logf: 2^-21.41 absolute on [0.5, 2] (L <= ln 2), else 3 ulp.
-      const double e_log = kernel && fast ? std::max(kE2141 + uu * lh, 7 * uu * lh) : 3 * uu * lh;
-      // z^ = fl(t^ - L^): relative u of the result: u|z^| <= u(|z| + err), so err scales by 1/(1-u).
-      const double c = 1 / (1 - uu);
-      rel += uu * c;
-      rel_mag += uu * c;  // x - max rounded: u|t_i|
-      floor += c * (l_z + e_log) + min_normal(kernel ? m.acc : m.ref_acc);
-    }
-    (expected ? p.expected : p.ceiling) = ok ? with_output(rel, rel_mag * ref_slack, floor, m.out, m.acc) : inf_bound();
-  }
-  return p;
+  const SoftmaxScalars s = softmax_scalars(m);
+  return {log_softmax_level(s, row.weighted_dev, row.log_sum_exp, false),
+          log_softmax_level(s, row.weighted_dev, row.log_sum_exp, true)};
 }
 
 BoundPair cross_entropy_bounds(const SoftmaxModel& m, const SoftmaxRowMags& row) {

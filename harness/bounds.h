@@ -27,34 +27,12 @@
 #include <span>
 #include <string_view>
 
+#include "harness/bound_core.h"
 #include "harness/dtype.h"
 
 namespace assay {
 
-/// gamma_n(u) = n*u / (1 - n*u)  (Higham, Accuracy and Stability, 2nd ed., Lemma 3.1);
-/// +Inf when n*u >= 1 (no bound).
-double gamma_n(int64_t n, double u);
-
-/// Probabilistic gamma~_n(lambda) = exp(lambda*sqrt(n)*u + n*u^2/(1-u)) - 1
-/// ([HM] sec. 2): |theta_n| <= gamma~_n with probability >= 1 - 2exp(-lambda^2(1-u)^2/2)
-/// per product of n independent mean-zero roundings. 0 for n <= 0; +Inf when the
-/// deterministic gamma_n is infinite (the model is not meant for n*u >= 1).
-double gamma_tilde(int64_t n, double u, double lambda);
-
-/// Default lambda of the expected level. [HM] observe lambda = 1 is rarely exceeded by one
-/// inner product; a campaign takes the max over ~10^6 elements of C, whose Gaussian-like tail
-/// reaches ~5 sigma. Measured (tests/harness/bounds_ext_test.cpp, fp32 loops, plain / FMA /
-/// 32-wide tiles, N(0,1), same-sign and cancelling data, k up to 8192): max error = 0.27 of the
-/// lambda = 3 level over ~1300 dots, i.e. sigma ~ 0.1 of it, ~0.5 of it at 5 sigma.
-inline constexpr double kDefaultLambda = 3.0;
-
-struct ElementBound {
-  double rel_out = 0;  ///< coefficient of |ref|
-  double rel_mag = 0;  ///< coefficient of the magnitude term
-  double floor = 0;    ///< absolute floor (underflow, flush-to-zero; for row-wise ops built
-                       ///< per row, also the row's absolute terms, see each function)
-  double tol(double ref_abs, double mag) const { return rel_out * ref_abs + rel_mag * mag + floor; }
-};
+// gamma_n, gamma_tilde, kDefaultLambda and ElementBound: harness/bound_core.h (host and device).
 
 /// The two levels of one op's bound: `expected` <= `ceiling` coefficient by coefficient.
 struct BoundPair {
@@ -292,6 +270,11 @@ struct SoftmaxRowMags {
 /// Expected: gamma~_{n-1}(lambda) in place of gamma_{n-1}. -inf entries (y = 0, mag 0)
 /// and all -inf rows (NaN, as PyTorch) are the NaN/Inf pattern's business.
 BoundPair softmax_bounds(const SoftmaxModel& m, const SoftmaxRowMags& row);
+
+/// The model with its dtypes looked up, for softmax_level / log_softmax_level of
+/// harness/bound_core.h (the arithmetic softmax_bounds and log_softmax_bounds run, on the
+/// host or in a device reference).
+SoftmaxScalars softmax_scalars(const SoftmaxModel& m);
 
 /// Log-softmax z_i = t_i - log Z; per row, mag_i = |t_i| (|x_i - max|):
 ///   |z^_i - z_i| <= u|t_i| + l_Z + e_log(L + l_Z) + u|z^_i|, l_Z = -log(1 - R_Z) (R_Z as for

@@ -1,7 +1,7 @@
 // The value generator's arithmetic, one copy for the host (harness/values.cpp, C++20) and the
 // device (harness/gpu/materialize_device.cu, nvcc C++17): Philox4x32-10, the deterministic
 // log / cos / exp2 built from correctly rounded basic operations, and each value class's
-// element. Plain structs and C++17 only; no harness headers. The device file is compiled with
+// element. Plain structs and C++17 only; no harness headers but host_device.h. The device file is compiled with
 // -fmad=false and the host without FMA contraction, so both evaluate every expression in the
 // same order with the same roundings: a recipe gives the same bits on either side.
 #pragma once
@@ -10,11 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
-#define ASSAY_HD __host__ __device__
-#else
-#define ASSAY_HD
-#endif
+#include "harness/host_device.h"
 
 namespace assay::value_core {
 

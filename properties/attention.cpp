@@ -58,6 +58,11 @@
 //     depend on a tile size (each output is one serial FMA chain in a fixed order).
 // The reference's own fp64 error is below 2^-40 of each magnitude and is covered by a
 // (1 + 2^-30) factor on every tolerance.
+// Device reference (forward only): fp32 cases from B H Sq Sk D = 4096 up, except those whose
+// mask rows prepare_fwd sets to -inf (masked_every: the device path runs no prepare), are drawn
+// on the device and checked against references/device/attention_f64.cu: one block per query
+// row runs steps 1 to 5 through references/host/attention.h, the functions fwd_ref and fwd_tol
+// call here, in the same order (only exp and log are CUDA's). The backward stays on the host.
 // Generation (derived from the declarations below): dtype fp16 / bf16 / fp32 at 40 / 40 / 20%;
 // D 64 or 128 in 70% of the cases, else one of 1, 8, 16, 40, 80, 96, 100, 127; Hkv 1..4, G (query
 // heads per kv head, GQA when > 1) 1, 2 or 4, B 1..3; Sq and Sk edge-biased (tile edges around
@@ -81,6 +86,8 @@
 #include "harness/values.h"
 #include "properties/gradcheck_relation.h"
 #include "properties/rowwise_values.h"
+#include "references/device/attention_f64.h"
+#include "references/host/attention.h"
 
 namespace assay::attention {
 
@@ -230,9 +237,9 @@ std::vector<TensorDef> tensors(bool fwd) {
 }
 
 // ---- references and bounds --------------------------------------------------------
-constexpr double kU = 0x1p-24;  // fp32 unit roundoff
-const double kMinNormal = 0x1p-126;
-constexpr double kRefSlack = 1 + 0x1p-30;  // the fp64 reference's own error
+constexpr double kU = ref::kAttnU;  // fp32 unit roundoff
+const double kMinNormal = ref::kAttnMinNormal;
+constexpr double kRefSlack = ref::kAttnRefSlack;  // the fp64 reference's own error
 
 /// Mask rows r with r % masked_every == 0 become all -inf (fully masked query rows).
 void mask_rows(const Case& c, std::vector<unsigned char*>& img, size_t mask_index) {
@@ -253,21 +260,9 @@ void scores(const AttnDims& d, const HostTensor& q, const HostTensor& k, const H
   mag.assign(static_cast<size_t>(d.Sk), 0.0);
   const double* qi = q.data + qrow * q.v.ld;
   for (int64_t j = 0; j < d.Sk; ++j) {
-    if (d.causal && j > i) continue;
     const double* kj = k.data + (kbase + j) * k.v.ld;
-    double dot = 0, m = 0;
-    for (int64_t c = 0; c < d.D; ++c) {
-      dot += qi[c] * kj[c];
-      m += std::fabs(qi[c] * kj[c]);
-    }
-    double x = d.scale * dot, mg = d.scale * m;
-    if (mask != nullptr) {
-      const double mv = mask->at(i, j);
-      x += mv;
-      mg += std::isfinite(mv) ? std::fabs(mv) : 0;
-    }
-    s[static_cast<size_t>(j)] = x;
-    mag[static_cast<size_t>(j)] = std::isfinite(x) ? mg : 0;
+    ref::attn_score(qi, kj, d.D, d.scale, !(d.causal && j > i), mask != nullptr, mask != nullptr ? mask->at(i, j) : 0.0,
+                    s[static_cast<size_t>(j)], mag[static_cast<size_t>(j)]);
   }
 }
 
@@ -278,6 +273,8 @@ enum OAux { kA0, kA1, kA2, kA3, kPv, kOAux };
 enum LAux { kDw, kL, kE, kPE, kKend, kVmax, kMasked, kLAux };
 
 /// O and LSE in ref, the arithmetic-free parts of their bound in aux (step 1, 2 and the sums of 4).
+/// The per-key and per-element steps are references/host/attention.h's, which the device
+/// reference runs too.
 void fwd_ref(const AttnDims& d, const HostTensor& q, const HostTensor& k, const HostTensor& v,
              const HostTensor* mask, OutputRef& o, OutputRef& lse) {
   const int64_t rows = d.B * d.H * d.Sq, G = d.H / d.Hkv;
@@ -290,6 +287,7 @@ void fwd_ref(const AttnDims& d, const HostTensor& q, const HostTensor& k, const 
   const double gD = gamma_n(d.D + 2, kU);
   std::vector<double> s, mag, P(static_cast<size_t>(d.Sk)), E(static_cast<size_t>(d.Sk)),
       tolP(static_cast<size_t>(d.Sk));
+  std::vector<ref::AttnOSums> acc(static_cast<size_t>(d.D));
   for (int64_t b = 0; b < d.B; ++b)
     for (int64_t h = 0; h < d.H; ++h) {
       const int64_t kbase = (b * d.Hkv + h / G) * d.Sk;
@@ -317,27 +315,30 @@ void fwd_ref(const AttnDims& d, const HostTensor& q, const HostTensor& k, const 
         // 2. the score error through the softmax.
         double Dw = 0;
         for (size_t j = 0; j < s.size(); ++j) {
-          const double r = E[j] + PE;
-          tolP[j] = P[j] * r * eE * std::exp(eE * r);
+          tolP[j] = ref::attn_tol_p(P[j], E[j], PE, eE);
           if (std::isfinite(s[j])) Dw += (P[j] + tolP[j]) * (mx - s[j] + 2 * Emax);
         }
         // 4. O = P V, and the sums the bound combines with step 3's coefficients.
+        std::fill(acc.begin(), acc.end(), ref::AttnOSums{});
         double vmax = 0;
         for (size_t j = 0; j < s.size(); ++j) {
           if (!std::isfinite(s[j])) continue;
-          const double pp = P[j] + tolP[j], dev = mx - s[j] + 2 * Emax;
+          const double dev = mx - s[j] + 2 * Emax;
           const double* vj = v.data + (kbase + static_cast<int64_t>(j)) * v.v.ld;
           for (int64_t c = 0; c < d.D; ++c) {
-            const size_t l = static_cast<size_t>(row * d.D + c);
-            const double av = std::fabs(vj[c]);
-            o.ref[l] += P[j] * vj[c];
-            o.aux[kA0][l] += tolP[j] * av;
-            o.aux[kA1][l] += pp * av;
-            o.aux[kA2][l] += pp * dev * av;
-            o.aux[kA3][l] += av;
-            o.aux[kPv][l] += P[j] * av;
-            vmax = std::max(vmax, av);
+            acc[static_cast<size_t>(c)].add(P[j], tolP[j], dev, vj[c]);
+            vmax = std::max(vmax, std::fabs(vj[c]));
           }
+        }
+        for (int64_t c = 0; c < d.D; ++c) {
+          const size_t l = static_cast<size_t>(row * d.D + c);
+          const ref::AttnOSums& a = acc[static_cast<size_t>(c)];
+          o.ref[l] = a.o;
+          o.aux[kA0][l] = a.a0;
+          o.aux[kA1][l] = a.a1;
+          o.aux[kA2][l] = a.a2;
+          o.aux[kA3][l] = a.a3;
+          o.aux[kPv][l] = a.pv;
         }
         lse.ref[rl] = mx + L;
         lse.aux[kDw][rl] = Dw;
@@ -350,40 +351,44 @@ void fwd_ref(const AttnDims& d, const HostTensor& q, const HostTensor& k, const 
     }
 }
 
-/// Steps 3 to 5: O's and LSE's tolerances for `key_tile` keys per tile under `fast_math`.
+/// The case's softmax model (step 3) as bound_core.h's scalars: n = Sk keys, fp32 arithmetic,
+/// the declared fast-math; the rescales are set per row (attn_row_bound).
+SoftmaxScalars fwd_softmax(const AttnDims& d, bool fast_math) {
+  SoftmaxModel m;
+  m.in = d.dt;
+  m.acc = DType::kF32;
+  m.out = DType::kF32;
+  m.n = d.Sk;
+  m.fast_math = fast_math;
+  return softmax_scalars(m);
+}
+
+/// Steps 3 to 5: O's and LSE's tolerances for `key_tile` keys per tile under `fast_math`
+/// (references/host/attention.h, the device reference's arithmetic too).
 void fwd_tol(const AttnDims& d, int64_t key_tile, bool fast_math, OutputRef& o, OutputRef& lse) {
   const int64_t rows = d.B * d.H * d.Sq;
+  const SoftmaxScalars soft = fwd_softmax(d, fast_math);
   o.tol.assign(o.ref.size(), 0.0);
   lse.tol.assign(lse.ref.size(), 0.0);
   for (int64_t row = 0; row < rows; ++row) {
     const size_t rl = static_cast<size_t>(row);
     if (lse.aux[kMasked][rl] != 0) continue;
-    const double L = lse.aux[kL][rl], Emax = lse.aux[kE][rl];
-    const int64_t kend = static_cast<int64_t>(lse.aux[kKend][rl]);
-    SoftmaxModel m;
-    m.in = d.dt;
-    m.acc = DType::kF32;
-    m.out = DType::kF32;
-    m.n = d.Sk;
-    m.fast_math = fast_math;
-    m.rescales = (kend + key_tile - 1) / key_tile;
-    const SoftmaxRowMags rm{lse.aux[kDw][rl] * kRefSlack, L};
-    // 3. tolP_j = tol_2 + sb.tol(P_j + tol_2, (P_j + tol_2)(mx - s_j + 2E)), summed against |v_j|.
-    const ElementBound sb = softmax_bounds(m, rm).ceiling;
-    const double gO = gamma_n(d.Sk + m.rescales + 1, kU);
-    const double floor = static_cast<double>(d.Sk + m.rescales + 4) * kMinNormal * (1 + lse.aux[kVmax][rl]);
+    ref::AttnRowStats st;
+    st.Dw = lse.aux[kDw][rl];
+    st.L = lse.aux[kL][rl];
+    st.E = lse.aux[kE][rl];
+    st.PE = lse.aux[kPE][rl];
+    st.kend = static_cast<int64_t>(lse.aux[kKend][rl]);
+    st.vmax = lse.aux[kVmax][rl];
+    const ref::AttnRowBound rb = ref::attn_row_bound(st, soft, d.Sk, key_tile, lse.ref[rl]);
     for (int64_t c = 0; c < d.D; ++c) {
       const size_t l = static_cast<size_t>(row * d.D + c);
-      const double err = o.aux[kA0][l] + sb.rel_out * o.aux[kA1][l] + sb.rel_mag * o.aux[kA2][l] +
-                         sb.floor * o.aux[kA3][l];
-      const double amag = o.aux[kPv][l] + err;
-      const double e32 = (err + gO * amag + floor) * kRefSlack;
+      ref::AttnOSums a;
+      a.a0 = o.aux[kA0][l], a.a1 = o.aux[kA1][l], a.a2 = o.aux[kA2][l], a.a3 = o.aux[kA3][l], a.pv = o.aux[kPv][l];
+      const double e32 = ref::attn_o_e32(rb, a);
       o.tol[l] = e32 + store_rounding(std::fabs(o.ref[l]) * (1 + 0x1p-9) + e32, d.dt);
     }
-    // 5. LSE. The computed scores' log-sum-exp L' is within 2E of L: the logf error is taken at L + 2E.
-    const ElementBound lb = log_softmax_bounds(m, SoftmaxRowMags{rm.weighted_dev, L + 2 * Emax}).ceiling;
-    const double es = std::exp(Emax) * lse.aux[kPE][rl];
-    lse.tol[rl] = (lb.tol(std::fabs(lse.ref[rl]) + es, 0) + es) * kRefSlack;
+    lse.tol[rl] = rb.lse_tol;
   }
 }
 
@@ -547,6 +552,42 @@ Status bound_bwd(const Case& c, const Arithmetic& a, const std::vector<HostTenso
   bwd_pass(dims_of(Params(c.params)), t, true, a.fast_math, full);
   for (size_t o = 0; o < out.size() && o < full.size(); ++o) out[o].tol = std::move(full[o].tol);
   return ok_status();
+}
+
+// ---- device reference ------------------------------------------------------------------
+/// Forward cases from this much work (B H Sq Sk D) up take the device path: the host
+/// reference and bound cost a few ns per unit, so from a few thousand the CPU is the
+/// bottleneck of a small-case campaign.
+constexpr int64_t kDeviceRefWork = 4096;
+
+/// fp32 (the dtype the engine draws on the device), and no rows masked by prepare_fwd
+/// (the device path does not run prepare: a case with masked_every stays on the host).
+bool device_when(const Params& p) {
+  if (p.dt("dtype") != DType::kF32) return false;
+  if (p.b("mask") && p.i("masked_every", 0) > 0) return false;
+  const AttnDims d = dims_of(p);
+  if (d.D > device_ref::kAttentionF64MaxD || d.Sk > device_ref::kAttentionF64MaxSk) return false;
+  return d.B * d.H * d.Sq * d.Sk * d.D >= kDeviceRefWork;
+}
+
+/// O and LSE with their tolerances on the device (references/device/attention_f64.cu), the
+/// tolerance itself in mag (DeviceOutput's defaults: a bound computed outright, as the host
+/// path uploads it).
+Status device_compute_fwd(const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
+                          std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
+  const AttnDims d = dims_of(Params(c.params));
+  if (d.dt != DType::kF32 || t.size() != 6 || out.size() != 2)
+    return invalid_argument("attention: no device reference for this case (fp32 Q, K, V, O and LSE only)");
+  device_ref::AttentionF64Problem p;
+  p.B = d.B, p.H = d.H, p.Hkv = d.Hkv, p.Sq = d.Sq, p.Sk = d.Sk, p.D = d.D;
+  p.causal = d.causal, p.has_mask = d.has_mask, p.scale = d.scale;
+  p.key_tile = a.tile("kv_tile", kernels::attention::kFwdKeyTile);
+  p.soft = fwd_softmax(d, a.fast_math);
+  const auto rows = [](const DevTensor& x) { return device_ref::F32Rows{x.as<const float>(), x.v.cols, x.v.ld}; };
+  device_ref::AttentionF64Io io;
+  io.q = rows(t[0]), io.k = rows(t[1]), io.v = rows(t[2]), io.mask = rows(t[3]);
+  io.o_ref = out[0].ref, io.o_tol = out[0].mag, io.lse_ref = out[1].ref, io.lse_tol = out[1].mag;
+  return device_ref::attention_fwd_f64_reference(p, io, ctx.stream);
 }
 
 // ---- properties ---------------------------------------------------------------------
@@ -748,7 +789,11 @@ OpDef make(bool fwd) {
   op.bound_name = fwd ? "attention ceiling" : "attention-backward ceiling";
   if (!fwd) op.properties = properties_bwd;
   op.self_check = fwd ? self_check_fwd : self_check_bwd;
-  if (fwd) op.backward = "attention_bwd";
+  if (fwd) {
+    op.backward = "attention_bwd";
+    op.device_reference.when = device_when;
+    op.device_reference.compute = device_compute_fwd;
+  }
   return op;
 }
 

@@ -53,6 +53,11 @@
 // (Inf + -Inf = NaN, NaN absorbs); since no finite partial sum can overflow fp32 here (|terms| <
 // 2^48, k < 2^26) the output must match exactly: NaN where the reference is NaN, the same-signed
 // Inf where it is Inf (tol 0 there, so the engine's "may overflow" excuse does not apply).
+// Device reference (every pass): fp32 cases from 2048 multiply-adds up, without the gradcheck
+// relation (it needs the host reference) and with at most 2^14 terms per output element, are
+// drawn on the device and checked against references/device/conv_f64.cu, which runs the host
+// reference's element function (references/host/conv.h) and this bound's element tolerance
+// (harness/bound_core.h dot_element_tol) per output element: the same values as the host path.
 // Work is capped at 2^22 multiply-adds per case (the fp64 host reference), 2^18 with the
 // gradcheck relation: the params are drawn channels first, and the later ones (h, w, pad, r, s)
 // are capped so that the multiply-adds with the rest at their smallest stay inside the budget.
@@ -70,6 +75,7 @@
 #include "harness/generators.h"
 #include "properties/gradcheck_relation.h"
 #include "properties/rowwise_values.h"
+#include "references/device/conv_f64.h"
 
 namespace assay::conv {
 
@@ -310,28 +316,36 @@ OutputRef conv_ref(ConvPass pass, const ref::Conv2dGeometry& g, const double* in
   return out;
 }
 
-/// tol (and exact) from ref and aux[0] (the header's bound).
-void conv_tol(ConvPass pass, const ref::Conv2dGeometry& g, DType dt, int64_t int_range, OutputRef& out) {
+/// The ceiling of the fp32 accumulation, before the store's rounding (the header's bound).
+ElementBound conv_ceiling(ConvPass pass, const ref::Conv2dGeometry& g, DType dt) {
   GemmBoundModel m;
   m.in = dt;
   m.acc = DType::kF32;
-  m.out = DType::kF32;  // the store's rounding is added below, at |ref| + e32
+  m.out = DType::kF32;  // the store's rounding is added per element, at |ref| + e32
   m.k = reduction(pass, g);
-  const ElementBound b = gemm_ceiling(m);
+  return gemm_ceiling(m);
+}
+
+/// The exact tier: integer inputs in [-int_range, int_range] (int_range < 0: not integers).
+bool conv_exact(ConvPass pass, const ref::Conv2dGeometry& g, DType dt, int64_t int_range) {
+  if (int_range < 0) return false;
+  GemmBoundModel e;
+  e.in = dt;
+  e.acc = DType::kF32;
+  e.out = dt;
+  e.k = reduction(pass, g);
+  return gemm_exact_tier_holds(e, int_range, 0, 0);
+}
+
+/// tol (and exact) from ref and aux[0] (the header's bound); the element tolerance is
+/// dot_element_tol, which the device reference (references/device/conv_f64.cu) runs too.
+void conv_tol(ConvPass pass, const ref::Conv2dGeometry& g, DType dt, int64_t int_range, OutputRef& out) {
+  const ElementBound b = conv_ceiling(pass, g, dt);
   const double top = max_finite(dt);
+  const auto store = [dt](double y) { return rowwise::store_rounding(y, dt); };
   out.tol.resize(out.ref.size());
-  for (size_t i = 0; i < out.ref.size(); ++i) {
-    const double a = std::fabs(out.ref[i]);
-    const double e32 = b.tol(a, out.aux[0][i]);
-    const double tol = e32 + rowwise::store_rounding(a + e32, dt);
-    out.tol[i] = !std::isfinite(out.ref[i]) ? 0.0 : a + tol >= top ? INFINITY : tol;
-  }
-  out.exact = false;
-  if (int_range >= 0) {
-    GemmBoundModel e = m;
-    e.out = dt;
-    out.exact = gemm_exact_tier_holds(e, int_range, 0, 0);
-  }
+  for (size_t i = 0; i < out.ref.size(); ++i) out.tol[i] = dot_element_tol(b, out.ref[i], out.aux[0][i], top, store);
+  out.exact = conv_exact(pass, g, dt, int_range);
 }
 
 Status reference(ConvPass pass, const Case& c, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
@@ -341,15 +355,57 @@ Status reference(ConvPass pass, const Case& c, const std::vector<HostTensor>& t,
   return ok_status();
 }
 
+/// The exact tier's integer range of a case: both inputs small integers, nothing injected; else -1.
+int64_t int_range_of(const Case& c) {
+  const auto &r0 = c.tensors[0].values, &r1 = c.tensors[1].values;
+  if (r0.cls == ValueClass::kSmallInt && r1.cls == ValueClass::kSmallInt && !r0.inject.active() && !r1.inject.active())
+    return std::max(r0.int_range, r1.int_range);
+  return -1;
+}
+
 Status bound(ConvPass pass, const Case& c, const Arithmetic&, const std::vector<HostTensor>&,
              std::vector<OutputRef>& out) {
   const Params p(c.params);
-  int64_t int_range = -1;
-  const auto &r0 = c.tensors[0].values, &r1 = c.tensors[1].values;
-  if (r0.cls == ValueClass::kSmallInt && r1.cls == ValueClass::kSmallInt && !r0.inject.active() && !r1.inject.active())
-    int_range = std::max(r0.int_range, r1.int_range);
-  conv_tol(pass, conv_geometry(p), p.dt("dtype"), int_range, out[0]);
+  conv_tol(pass, conv_geometry(p), p.dt("dtype"), int_range_of(c), out[0]);
   return ok_status();
+}
+
+// ---- device reference ------------------------------------------------------------------------------
+/// Cases from this many multiply-adds up take the device path (fp32 only, the dtype the engine
+/// draws on the device): the host reference and bound cost about 2 ns per multiply-add, so
+/// from a few thousand the CPU is the bottleneck of a small-case campaign.
+constexpr int64_t kDeviceRefMacs = 2048;
+/// The device reference gives each output element one thread, which runs its whole reduction:
+/// a longer one (backward-filter over a large N P Q with few filter taps) is quicker on the host.
+constexpr int64_t kDeviceRefMaxReduction = int64_t{1} << 14;
+
+/// fp32, no gradcheck relation (it runs on the host reference), and enough work.
+bool device_when(ConvPass pass, const Params& p) {
+  if (p.dt("dtype") != DType::kF32 || !p.s("relation").empty()) return false;
+  const ref::Conv2dGeometry g = conv_geometry(p);
+  return macs(g) >= kDeviceRefMacs && reduction(pass, g) <= kDeviceRefMaxReduction;
+}
+
+device_ref::ConvF64Pass device_pass(ConvPass pass) {
+  return pass == ConvPass::kFwd       ? device_ref::ConvF64Pass::kFwd
+         : pass == ConvPass::kBwdData ? device_ref::ConvF64Pass::kBwdData
+                                      : device_ref::ConvF64Pass::kBwdFilter;
+}
+
+/// The pass's reference and tolerance on the device: ref and the tolerance itself in mag
+/// (DeviceOutput's defaults, rel_mag = 1: a bound computed outright, as the host path uploads it).
+Status device_compute(ConvPass pass, const Case& c, const std::vector<DevTensor>& t, std::vector<DeviceOutput>& out,
+                      const DeviceContext& ctx) {
+  const Params p(c.params);
+  const ref::Conv2dGeometry g = conv_geometry(p);
+  const DType dt = p.dt("dtype");
+  if (dt != DType::kF32 || t.size() != 3 || out.size() != 1)
+    return invalid_argument(fmt::format("{}: no device reference for this case (fp32 only)", conv_op_name(pass)));
+  const device_ref::F32Rows in0{t[0].as<const float>(), t[0].v.cols, t[0].v.ld},
+      in1{t[1].as<const float>(), t[1].v.cols, t[1].v.ld};
+  out[0].exact = conv_exact(pass, g, dt, int_range_of(c));
+  return device_ref::conv2d_f64_reference(device_pass(pass), g, conv_ceiling(pass, g, dt), max_finite(dt), in0, in1,
+                                          out[0].ref, out[0].mag, ctx.stream);
 }
 
 // ---- properties --------------------------------------------------------------------------------------
@@ -473,6 +529,11 @@ OpDef make(ConvPass pass) {
       properties_bwd(pass, c, in, out, refs, failures);
     };
   op.self_check = [pass](std::string& report) { return self_check(pass, report); };
+  op.device_reference.when = [pass](const Params& p) { return device_when(pass, p); };
+  op.device_reference.compute = [pass](const Case& c, const Arithmetic&, const std::vector<DevTensor>& t,
+                                       std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
+    return device_compute(pass, c, t, out, ctx);
+  };
   return op;
 }
 
@@ -514,6 +575,10 @@ ASSAY_REGISTER(add_variant(
      .source = kSrc}));
 
 }  // namespace
+
+ElementBound conv_accumulation_ceiling(ConvPass pass, const ref::Conv2dGeometry& g, DType dt) {
+  return conv_ceiling(pass, g, dt);
+}
 
 OutputRef conv_reference(ConvPass pass, const ref::Conv2dGeometry& g, DType dt, const double* in0, const double* in1,
                          int64_t int_range) {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "harness/bound_core.h"
 #include "harness/op.h"
 #include "kernels/conv/conv.h"
 #include "references/host/conv.h"
@@ -32,6 +33,11 @@ ref::Conv2dGeometry conv_geometry(const Params& p);
 /// hooks are these two halves.)
 OutputRef conv_reference(ConvPass pass, const ref::Conv2dGeometry& g, DType dt, const double* in0, const double* in1,
                          int64_t int_range);
+
+/// The ceiling of `pass`'s fp32 accumulation for inputs in `dt` (GemmBoundModel over its
+/// reduction length), before the store's rounding: what the host bound and the device reference
+/// hand to dot_element_tol (harness/bound_core.h) per element.
+ElementBound conv_accumulation_ceiling(ConvPass pass, const ref::Conv2dGeometry& g, DType dt);
 
 inline kernels::conv::Dt to_conv_dt(DType t) {
   return t == DType::kF16    ? kernels::conv::Dt::kF16

@@ -1,0 +1,119 @@
+// The per-row arithmetic of the attention forward's fp64 reference and ceiling
+// (properties/attention.cpp, whose header derives the bound, steps 1 to 5), as
+// ASSAY_HD functions: the host reference loops over rows and keys with them, and
+// the device reference (references/device/attention_f64.cu) runs the very same
+// steps in the same order, one block per query row. Each sum below is taken over
+// the keys j in increasing order by both. No CUDA header.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "harness/bound_core.h"
+#include "harness/host_device.h"
+
+namespace assay::ref {
+
+/// fp32 unit roundoff and smallest normal: the kernels' arithmetic.
+inline constexpr double kAttnU = 0x1p-24;
+inline constexpr double kAttnMinNormal = 0x1p-126;
+/// The fp64 reference's own error, covered by this factor on every tolerance.
+inline constexpr double kAttnRefSlack = 1 + 0x1p-30;
+
+/// Step 1: the score s = scale q.k (+ mask) of one query row against one key and its
+/// magnitude scale sum |q||k| (+ |mask|); (-inf, 0) for an invisible key (causal). T: the
+/// inputs' scalar (double on the host, float on the device), widened exactly.
+template <typename T>
+ASSAY_HD void attn_score(const T* qi, const T* kj, int64_t D, double scale, bool visible, bool has_mask, double mv,
+                         double& s, double& mag) {
+  s = -HUGE_VAL;
+  mag = 0;
+  if (!visible) return;
+  double dot = 0, m = 0;
+  for (int64_t c = 0; c < D; ++c) {
+    const double prod = static_cast<double>(qi[c]) * static_cast<double>(kj[c]);
+    dot += prod;
+    m += ::fabs(prod);
+  }
+  double x = scale * dot, mg = scale * m;
+  if (has_mask) {
+    x += mv;
+    mg += finite_hd(mv) ? ::fabs(mv) : 0;
+  }
+  s = x;
+  mag = finite_hd(x) ? mg : 0;
+}
+
+/// Step 2: the bound on |P'_j - P_j| for a key with probability P, score error E and the
+/// row's sum PE = sum_l P_l E_l, eE = exp(max_j E_j).
+ASSAY_HD inline double attn_tol_p(double P, double E, double PE, double eE) {
+  const double r = E + PE;
+  return P * r * eE * ::exp(eE * r);
+}
+
+/// The per-row quantities the bound reads (the host keeps them in LSE's aux).
+struct AttnRowStats {
+  double Dw = 0;      ///< sum_j (P_j + tolP_j)(max - s_j + 2E) over the visible keys
+  double L = 0;       ///< log sum_j exp(s_j - max)
+  double E = 0;       ///< max_j E_j
+  double PE = 0;      ///< sum_j P_j E_j
+  int64_t kend = 0;   ///< visible keys (causal: min(Sk, i + 1))
+  double vmax = 0;    ///< max |v| over the visible keys
+  bool masked = false;  ///< every key invisible: O = 0, LSE = -inf (tolerance 0)
+};
+
+/// Per element of O: the sums over the visible keys j that step 4 combines (the host keeps
+/// them in O's aux).
+struct AttnOSums {
+  double o = 0;   ///< sum P_j v_j: the reference
+  double a0 = 0;  ///< sum tolP_j |v_j|
+  double a1 = 0;  ///< sum (P_j + tolP_j)|v_j|
+  double a2 = 0;  ///< sum (P_j + tolP_j)(max - s_j + 2E)|v_j|
+  double a3 = 0;  ///< sum |v_j|
+  double pv = 0;  ///< sum P_j |v_j|
+  /// Adds key j: probability P, its bound tolP, dev = max - s_j + 2E, value v.
+  ASSAY_HD void add(double P, double tolP, double dev, double v) {
+    const double pp = P + tolP, av = ::fabs(v);
+    o += P * v;
+    a0 += tolP * av;
+    a1 += pp * av;
+    a2 += pp * dev * av;
+    a3 += av;
+    pv += P * av;
+  }
+};
+
+/// Steps 3 and 5 for one row: what its elements' tolerances need. `soft` is the case's
+/// SoftmaxScalars (n = Sk, the kernel's fast-math); rescales are set here per row.
+struct AttnRowBound {
+  ElementBound sb;   ///< softmax ceiling of the computed scores (step 3)
+  double gO = 0;     ///< gamma_{Sk + T + 1}: O's accumulation (step 4)
+  double floor = 0;  ///< O's underflow floor
+  double lse_tol = 0;
+};
+
+ASSAY_HD inline AttnRowBound attn_row_bound(const AttnRowStats& r, SoftmaxScalars soft, int64_t Sk, int64_t key_tile,
+                                            double lse_ref) {
+  AttnRowBound b;
+  if (r.masked) return b;
+  soft.rescales = (r.kend + key_tile - 1) / key_tile;
+  const double wd = r.Dw * kAttnRefSlack;
+  b.sb = softmax_level(soft, wd, false);
+  b.gO = gamma_n(Sk + soft.rescales + 1, kAttnU);
+  b.floor = static_cast<double>(Sk + soft.rescales + 4) * kAttnMinNormal * (1 + r.vmax);
+  // 5. The computed scores' log-sum-exp L' is within 2E of L: the logf error is taken at L + 2E.
+  const ElementBound lb = log_softmax_level(soft, wd, r.L + 2 * r.E, false);
+  const double es = ::exp(r.E) * r.PE;
+  b.lse_tol = (lb.tol(::fabs(lse_ref) + es, 0) + es) * kAttnRefSlack;
+  return b;
+}
+
+/// Step 4: O's fp32 error e32 at one element (the store's rounding of a narrow O is added by
+/// the caller at |ref| (1 + 2^-9) + e32).
+ASSAY_HD inline double attn_o_e32(const AttnRowBound& b, const AttnOSums& a) {
+  const double err = a.a0 + b.sb.rel_out * a.a1 + b.sb.rel_mag * a.a2 + b.sb.floor * a.a3;
+  const double amag = a.pv + err;
+  return (err + b.gO * amag + b.floor) * kAttnRefSlack;
+}
+
+}  // namespace assay::ref

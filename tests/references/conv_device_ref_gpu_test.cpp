@@ -1,0 +1,70 @@
+// The convolution device references (references/device/conv_f64.cu, OpDef::device_reference of
+// properties/conv.cpp) against the host reference and bound, per pass, on generated cases where
+// the engine takes the device path: both run the same element function (terms in the same
+// order, fp32 products exact in fp64, no contracted multiply-adds) and the same
+// dot_element_tol, so the references agree to within 4 ulps of the magnitude sum of |terms|
+// (bit for bit in fact; the summary line gives the bitwise share) and the tolerances to 1e-12
+// relative, with the same NaN / Inf pattern and exact-tier flag. Then the engine itself: the
+// direct and implicit-GEMM kernels pass such cases with the verdict naming the device reference.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "harness/executor.h"
+#include "harness/gpu/lane.h"
+#include "harness/op_model.h"
+#include "harness/spec.h"
+#include "properties/conv.h"
+#include "tests/references/device_ref_check.h"
+
+namespace assay {
+namespace {
+
+using conv::ConvPass;
+
+/// Up to `want` generated cases of `op` the device path takes (max_dim 64 keeps the host side quick).
+std::vector<Case> device_cases(const std::string& name, int want, uint64_t seed) {
+  const OpSpec* spec = find_spec(name);
+  const OpDef* op = find_op(name);
+  std::vector<Case> out;
+  if (spec == nullptr || op == nullptr) return out;
+  for (int64_t i = 0; static_cast<int>(out.size()) < want && i < 200 * want; ++i) {
+    Case c = generate_case(*spec, GenPlan{seed, GenConfig{64}}, i);
+    if (op->device_reference.when(Params(c.params))) out.push_back(std::move(c));
+  }
+  return out;
+}
+
+class ConvDeviceRefGpu : public ::testing::TestWithParam<ConvPass> {};
+
+TEST_P(ConvDeviceRefGpu, MatchesTheHostReferenceAndBound) {
+  auto nd = gpu::device_count();
+  if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
+  const std::string name = conv::conv_op_name(GetParam());
+  const OpDef& op = test_util::model_op(name);
+  const std::vector<Case> cases = device_cases(name, 250, 11);
+  ASSERT_GE(cases.size(), 200u);
+  test_util::DeviceRefStats st;
+  const test_util::RefScale mag = [](size_t, size_t l, const std::vector<OutputRef>& h) { return h[0].aux[0][l]; };
+  for (const Case& c : cases) {
+    ASSERT_NO_FATAL_FAILURE(test_util::check_device_reference(op, c, Contract(), 4, mag, 1e-12, st));
+    if (HasFailure()) break;
+  }
+  std::printf("[ measured ] %s\n", st.summary(name).c_str());
+}
+
+TEST_P(ConvDeviceRefGpu, EngineTakesTheDevicePathAndCorrectKernelsPass) {
+  auto nd = gpu::device_count();
+  if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
+  const std::string name = conv::conv_op_name(GetParam());
+  test_util::expect_engine_device_path(test_util::model_op(name),
+                                       {find_variant(name, "direct"), find_variant(name, "implicit_gemm")},
+                                       device_cases(name, 40, 12), 60);
+}
+
+INSTANTIATE_TEST_SUITE_P(Passes, ConvDeviceRefGpu,
+                         ::testing::Values(ConvPass::kFwd, ConvPass::kBwdData, ConvPass::kBwdFilter),
+                         [](const auto& i) { return std::string(conv::conv_op_name(i.param)); });
+
+}  // namespace
+}  // namespace assay

@@ -1,0 +1,117 @@
+// The convolution device references' element function (references/device/conv_f64_element.h,
+// which the GPU kernel loops over) run on the CPU over the engine's own fp32 images (offsets and
+// padded rows included) for generated cases the device path takes, for each pass: reference and
+// tolerance bit for bit equal to the host reference and bound (properties/conv.cpp). Same terms
+// in the same order with exact fp32 products, the same dot_element_tol: nothing may differ. The
+// GPU test (conv_device_ref_gpu_test.cpp) checks the kernel itself.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "harness/executor.h"
+#include "harness/op_model.h"
+#include "harness/spec.h"
+#include "properties/conv.h"
+#include "references/device/conv_f64_element.h"
+#include "tests/properties/model_host.h"
+
+namespace assay {
+namespace {
+
+using conv::ConvPass;
+
+bool same_bits(double a, double b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+device_ref::ConvF64Pass device_pass(ConvPass p) {
+  return p == ConvPass::kFwd       ? device_ref::ConvF64Pass::kFwd
+         : p == ConvPass::kBwdData ? device_ref::ConvF64Pass::kBwdData
+                                   : device_ref::ConvF64Pass::kBwdFilter;
+}
+
+class ConvDeviceRef : public ::testing::TestWithParam<ConvPass> {};
+
+TEST_P(ConvDeviceRef, ElementFunctionIsTheHostReferenceAndBoundBitForBit) {
+  const std::string name = conv::conv_op_name(GetParam());
+  const OpSpec* spec = find_spec(name);
+  const OpDef& op = test_util::model_op(name);
+  ASSERT_NE(spec, nullptr);
+  ASSERT_TRUE(op.device_reference.when && op.device_reference.compute);
+  int64_t cases = 0, elements = 0, nonfinite = 0, exact = 0, nhwc = 0, padded = 0, relation = 0;
+  for (int64_t idx = 0; cases < 100 && idx < 4000; ++idx) {
+    const Case c = generate_case(*spec, GenPlan{5, GenConfig{48}}, idx);
+    const Params p(c.params);
+    if (!op.device_reference.when(p)) {
+      relation += p.s("relation").empty() ? 0 : 1;
+      continue;
+    }
+    ASSERT_TRUE(p.s("relation").empty()) << "the gradcheck relation needs the host path";
+    ++cases;
+    const test_util::ModelHostRun h = test_util::model_host_run(op, c);
+    const ref::Conv2dGeometry g = conv::conv_geometry(p);
+    nhwc += g.layout == ref::ConvLayout::kNHWC ? 1 : 0;
+    auto rows = [&](size_t t) {
+      const auto& d = c.tensors[t].desc;
+      const View2D v = view_of(d);
+      padded += v.ld > v.cols ? 1 : 0;
+      return device_ref::F32Rows{reinterpret_cast<const float*>(h.images[t].data()) + d.offset, v.cols, v.ld};
+    };
+    const device_ref::F32Rows in0 = rows(0), in1 = rows(1);
+    const ElementBound b = conv::conv_accumulation_ceiling(GetParam(), g, DType::kF32);
+    exact += h.refs[0].exact ? 1 : 0;
+    const int64_t n = device_ref::conv2d_f64_elements(device_pass(GetParam()), g);
+    ASSERT_EQ(static_cast<size_t>(n), h.refs[0].ref.size()) << c.summary();
+    for (int64_t e = 0; e < n; ++e) {
+      double r = 0, t = 0;
+      device_ref::conv2d_f64_element(device_pass(GetParam()), g, b, max_finite(DType::kF32), in0, in1, e, r, t);
+      const size_t l = static_cast<size_t>(e);
+      ++elements;
+      nonfinite += std::isfinite(h.refs[0].ref[l]) ? 0 : 1;
+      ASSERT_TRUE(same_bits(r, h.refs[0].ref[l]) && same_bits(t, h.refs[0].tol[l]))
+          << c.summary() << " element " << e << ": host " << h.refs[0].ref[l] << " tol " << h.refs[0].tol[l]
+          << ", device function " << r << " tol " << t;
+    }
+  }
+  EXPECT_GE(cases, 80);
+  EXPECT_GT(nonfinite, 0) << "no NaN / Inf reference among the cases";
+  EXPECT_GT(exact, 0) << "no exact-tier case";
+  EXPECT_GT(nhwc, 0);
+  EXPECT_GT(padded, 0);
+  if (GetParam() != ConvPass::kFwd) {
+    EXPECT_GT(relation, 0) << "no gradcheck case left on the host";
+  }
+  std::printf("[ measured ] %s device element function: %lld cases, %lld elements bit for bit (%lld non-finite, "
+              "%lld exact-tier cases)\n",
+              name.c_str(), static_cast<long long>(cases), static_cast<long long>(elements),
+              static_cast<long long>(nonfinite), static_cast<long long>(exact));
+}
+
+INSTANTIATE_TEST_SUITE_P(Passes, ConvDeviceRef,
+                         ::testing::Values(ConvPass::kFwd, ConvPass::kBwdData, ConvPass::kBwdFilter),
+                         [](const auto& i) { return std::string(conv::conv_op_name(i.param)); });
+
+TEST(ConvDeviceRefWhen, Fp32CasesFromAFewThousandMultiplyAddsWithoutTheRelation) {
+  const OpDef& op = test_util::model_op("conv2d");
+  nlohmann::json p = {{"dtype", "fp32"}, {"layout", "nchw"}, {"n", 1}, {"groups", 1}, {"cg", 8},
+                      {"kg", 8},         {"h", 8},           {"w", 8}, {"r", 3},      {"s", 3}};
+  EXPECT_TRUE(op.device_reference.when(Params(p)));  // 8 * 6 * 6 * 72 = 20736 multiply-adds
+  p["dtype"] = "fp16";
+  EXPECT_FALSE(op.device_reference.when(Params(p))) << "only fp32 tensors are drawn on the device";
+  p["dtype"] = "fp32";
+  const OpDef& bwd = test_util::model_op("conv2d_bwd_data");
+  EXPECT_TRUE(bwd.device_reference.when(Params(p)));
+  p["relation"] = "gradcheck";
+  EXPECT_FALSE(bwd.device_reference.when(Params(p))) << "the gradcheck relation runs on the host reference";
+  p.erase("relation");
+  p["cg"] = 1, p["kg"] = 1, p["r"] = 1, p["s"] = 1;
+  EXPECT_FALSE(op.device_reference.when(Params(p))) << "64 multiply-adds stay on the host";
+  // Backward-filter: one thread per filter tap runs N P Q terms; 4 * 128 * 128 of them stay on the host.
+  nlohmann::json f = {{"dtype", "fp32"}, {"layout", "nchw"}, {"n", 4}, {"groups", 1}, {"cg", 1},
+                      {"kg", 1},         {"h", 128},         {"w", 128}, {"r", 1},    {"s", 1}};
+  EXPECT_FALSE(test_util::model_op("conv2d_bwd_filter").device_reference.when(Params(f)));
+  EXPECT_TRUE(test_util::model_op("conv2d").device_reference.when(Params(f)));
+}
+
+}  // namespace
+}  // namespace assay

@@ -1,0 +1,172 @@
+// Compares an op's device reference (OpDef::device_reference) with its host reference and
+// bound on one case, as the engine would use either: the host side through
+// test_util::model_host_run (materialise, prepare, reference, bound, NaN tolerances as
+// +Inf), the device side on the same fp32 images uploaded with their offsets and padded
+// rows, outputs holding their poison. Each output's device `mag` holds the tolerance
+// outright (rel_out = 0, rel_mag = 1, floor = 0), which is what the ops under test declare.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include "harness/gpu/lane.h"
+#include "harness/op.h"
+#include "harness/op_model.h"
+#include "tests/properties/model_host.h"
+
+namespace assay::test_util {
+
+/// What one comparison found, accumulated over cases.
+struct DeviceRefStats {
+  int64_t cases = 0, elements = 0;
+  int64_t ref_bitwise = 0, tol_bitwise = 0;  ///< elements whose device value has the host's bits
+  double worst_ref = 0;  ///< max |ref_dev - ref_host| / (scale * 2^-52): fp64 ulps of the magnitude
+  double worst_tol = 0;  ///< max |tol_dev - tol_host| / tol_host
+  std::string summary(const std::string& op) const {
+    return fmt::format(
+        "{} device reference: {} cases, {} elements; ref bitwise equal {:.4f}%, tol bitwise equal {:.4f}%; worst ref "
+        "difference {:.3g} ulps of the magnitude, worst tol difference {:.3g} relative",
+        op, cases, elements, 100.0 * static_cast<double>(ref_bitwise) / static_cast<double>(std::max<int64_t>(elements, 1)),
+        100.0 * static_cast<double>(tol_bitwise) / static_cast<double>(std::max<int64_t>(elements, 1)), worst_ref,
+        worst_tol);
+  }
+};
+
+/// Per output o and dense element l: the magnitude against which the two references'
+/// difference is measured (the sum of |terms|), from the host run's refs (ref, aux).
+using RefScale = std::function<double(size_t o, size_t l, const std::vector<OutputRef>& host)>;
+
+/// Runs both references on `c` under `k`'s arithmetic and checks, per output element: the same
+/// NaN / Inf pattern, |ref_dev - ref_host| <= ulps * 2^-52 * scale(o, l), the tolerance within
+/// `tol_rel` of the host's (+Inf and 0 alike exactly), and the same exact-tier flag.
+inline void check_device_reference(const OpDef& op, const Case& c, const Contract& k, double ulps, const RefScale& scale,
+                                   double tol_rel, DeviceRefStats& stats) {
+  ASSERT_TRUE(op.device_reference.when && op.device_reference.compute) << op.name;
+  const ModelHostRun h = model_host_run(op, c, k);
+  ASSERT_EQ(h.refs.size(), h.outs.size()) << c.summary();
+  // The device side: the same images, uploaded whole (offsets and row gaps included).
+  std::vector<unsigned char*> dev(c.tensors.size(), nullptr);
+  std::vector<DevTensor> in;
+  auto release = [&] {
+    for (auto* p : dev) cudaFree(p);
+  };
+  for (size_t t = 0; t < c.tensors.size(); ++t) {
+    const auto& d = c.tensors[t].desc;
+    const size_t bytes = static_cast<size_t>(d.extent()) * dtype_size(d.dtype);
+    ASSERT_EQ(cudaMalloc(&dev[t], std::max<size_t>(bytes, 4)), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dev[t], h.images[t].data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    in.push_back({dev[t] + d.offset * static_cast<int64_t>(dtype_size(d.dtype)), d.dtype, view_of(d), d.shape,
+                  d.strides});
+  }
+  std::vector<DeviceOutput> douts;
+  std::vector<double*> bufs;
+  for (int t : h.outs) {
+    const View2D v = view_of(c.tensors[static_cast<size_t>(t)].desc);
+    DeviceOutput o;
+    o.rows = v.rows, o.cols = v.cols;
+    double* b = nullptr;
+    ASSERT_EQ(cudaMalloc(&b, sizeof(double) * 2 * std::max<int64_t>(v.rows * v.cols, 1)), cudaSuccess);
+    bufs.push_back(b);
+    o.ref = b, o.mag = b + v.rows * v.cols;
+    douts.push_back(o);
+  }
+  DeviceContext ctx;
+  const Status s = op.device_reference.compute(h.c, k.arithmetic(), in, douts, ctx);
+  ASSERT_TRUE(s.ok()) << c.summary() << ": " << s.message();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.summary();
+  ++stats.cases;
+  for (size_t o = 0; o < douts.size(); ++o) {
+    const DeviceOutput& d = douts[o];
+    const OutputRef& r = h.refs[o];
+    EXPECT_EQ(d.rel_out, 0) << "the device tolerance is meant to be computed outright";
+    EXPECT_EQ(d.rel_mag, 1);
+    EXPECT_EQ(d.floor, 0);
+    EXPECT_EQ(d.exact, r.exact) << c.summary() << " output " << o;
+    const size_t n = static_cast<size_t>(d.rows * d.cols);
+    ASSERT_EQ(r.ref.size(), n) << c.summary();
+    std::vector<double> dr(2 * n);
+    ASSERT_EQ(cudaMemcpy(dr.data(), d.ref, sizeof(double) * 2 * n, cudaMemcpyDeviceToHost), cudaSuccess);
+    int reported = 0;
+    for (size_t l = 0; l < n; ++l) {
+      const double hr = r.ref[l], ht = r.tol[l], vr = dr[l], vt = dr[n + l];
+      ++stats.elements;
+      stats.ref_bitwise += std::memcmp(&hr, &vr, sizeof hr) == 0 ? 1 : 0;
+      stats.tol_bitwise += std::memcmp(&ht, &vt, sizeof ht) == 0 ? 1 : 0;
+      bool bad = false;
+      std::string why;
+      if (std::isnan(hr) || std::isnan(vr) || std::isinf(hr) || std::isinf(vr)) {
+        bad = !(std::isnan(hr) && std::isnan(vr)) && hr != vr;
+        why = "NaN/Inf pattern";
+      } else {
+        const double m = scale(o, l, h.refs);
+        const double diff = std::fabs(vr - hr) / (std::ldexp(m, -52) + 1e-300);
+        stats.worst_ref = std::max(stats.worst_ref, diff);
+        if (!(std::fabs(vr - hr) <= ulps * std::ldexp(m, -52))) bad = true, why = "reference";
+      }
+      if (std::isinf(ht) || std::isinf(vt) || ht == 0 || vt == 0) {
+        if (ht != vt) bad = true, why += " tolerance (Inf / 0)";
+      } else {
+        const double rel = std::fabs(vt - ht) / ht;
+        stats.worst_tol = std::max(stats.worst_tol, rel);
+        if (!(rel <= tol_rel)) bad = true, why += " tolerance";
+      }
+      if (bad) {
+        ADD_FAILURE() << c.summary() << " output " << o << " element " << l << " (" << why << "): host ref " << hr
+                      << " tol " << ht << ", device ref " << vr << " tol " << vt;
+        if (++reported >= 5) break;
+      }
+    }
+  }
+  for (auto* b : bufs) cudaFree(b);
+  release();
+}
+
+/// The engine on `cases` (each meant for the device path): every variant passes each case
+/// with the verdict naming the device reference; at least `min_verdicts` verdicts in all. Then
+/// the same cases with the device reference taken out of a copy of the op (the host path) and
+/// both wall times printed: what the device path saves per case on one lane.
+inline void expect_engine_device_path(const OpDef& op, const std::vector<const VariantDef*>& variants,
+                                      const std::vector<Case>& cases, int64_t min_verdicts) {
+  for (const auto* v : variants) ASSERT_NE(v, nullptr) << op.name;
+  auto lane = gpu::Lane::create(0);
+  ASSERT_TRUE(lane.ok()) << lane.status().message();
+  OpDef host_op = op;
+  host_op.device_reference = DeviceReference{};
+  if (!cases.empty()) {  // warm both paths up (module loads, first allocations) before timing
+    ASSERT_TRUE(run_model(op, variants, cases.front(), **lane, false).ok());
+    ASSERT_TRUE(run_model(host_op, variants, cases.front(), **lane, false).ok());
+  }
+  double seconds[2] = {0, 0};
+  int64_t verdicts = 0;
+  for (int path = 0; path < 2; ++path) {
+    const OpDef& o = path == 0 ? op : host_op;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (const Case& c : cases) {
+      auto r = run_model(o, variants, c, **lane, false);
+      ASSERT_TRUE(r.ok()) << c.summary() << ": " << r.status().message();
+      for (const Verdict& v : *r) {
+        EXPECT_TRUE(v.passed()) << c.summary() << " (" << (path == 0 ? "device" : "host") << " path): " << v.summary();
+        EXPECT_EQ(v.metrics.reference, path == 0 ? op.device_reference.name : std::string("host-f64")) << c.summary();
+        verdicts += path == 0 ? 1 : 0;
+      }
+    }
+    seconds[path] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  EXPECT_GE(verdicts, min_verdicts);
+  std::printf("[ measured ] %s on one lane, %zu cases x %zu variants: device path %.3f ms/case, host path %.3f ms/case\n",
+              op.name.c_str(), cases.size(), variants.size(), 1e3 * seconds[0] / static_cast<double>(cases.size()),
+              1e3 * seconds[1] / static_cast<double>(cases.size()));
+}
+
+}  // namespace assay::test_util
