@@ -61,7 +61,8 @@ bool write_all(int fd, const std::string& s) {
 }  // namespace
 
 // Passing verdicts go back compact (most cases pass); failing ones whole. Every metric a
-// campaign aggregates travels in both forms (worker_test.cpp round-trips each field).
+// campaign aggregates travels in both forms (tests/harness/vendor_relative_test.cpp round-trips
+// the vendor-relative ones).
 nlohmann::json wire_verdict(const Verdict& v) {
   if (!v.passed() || !v.not_applicable.empty()) return v.to_json();  // outside the contract: the rule travels
   nlohmann::json j = {{"v", v.variant},

@@ -166,66 +166,56 @@ cudaError_t check_fwd(Dt dt, const void* x, int64_t ldx, const void* y, int64_t 
   return cudaSuccess;
 }
 
+// One forward mutant kernel per selector, launched as softmax_fwd launches its kernel.
+#define ASSAY_MUTANT_FWD(Name, kernel)                                                                 \
+  struct Name {                                                                                        \
+    template <typename T, bool Log, typename G>                                                        \
+    static void launch(dim3 grid, dim3 block, cudaStream_t s, const T* x, int64_t ldx, T* y, int64_t ldy, \
+                       int64_t rows, int64_t n) {                                                      \
+      kernel<T, Log, G><<<grid, block, 0, s>>>(x, ldx, y, ldy, rows, n);                               \
+    }                                                                                                  \
+  };
+ASSAY_MUTANT_FWD(NoMax, no_max_kernel)
+ASSAY_MUTANT_FWD(VecTail, vec_tail_kernel)
+ASSAY_MUTANT_FWD(FastExp, fast_exp_kernel)
+#undef ASSAY_MUTANT_FWD
+
+template <typename K>
+cudaError_t launch_fwd(Dt dt, const void* x, int64_t ldx, void* y, int64_t ldy, int64_t rows, int64_t n, bool log,
+                       cudaStream_t s) {
+  bool work = false;
+  if (const cudaError_t e = check_fwd(dt, x, ldx, y, ldy, rows, n, &work); e != cudaSuccess || !work) return e;
+  return dispatch_dt(dt, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xt = static_cast<const T*>(x);
+    T* yt = static_cast<T*>(y);
+    launch_rows(rows, n, [&](auto group, dim3 grid, dim3 block) {
+      using G = decltype(group);
+      if (log) {
+        K::template launch<T, true, G>(grid, block, s, xt, ldx, yt, ldy, rows, n);
+      } else {
+        K::template launch<T, false, G>(grid, block, s, xt, ldx, yt, ldy, rows, n);
+      }
+    });
+    return cudaGetLastError();
+  });
+}
+
 }  // namespace
 
 cudaError_t softmax_no_max(Dt dt, const void* x, int64_t ldx, void* y, int64_t ldy, int64_t rows, int64_t n, bool log,
                            cudaStream_t s) {
-  bool work = false;
-  if (const cudaError_t e = check_fwd(dt, x, ldx, y, ldy, rows, n, &work); e != cudaSuccess || !work) return e;
-  return dispatch_dt(dt, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* xt = static_cast<const T*>(x);
-    T* yt = static_cast<T*>(y);
-    launch_rows(rows, n, [&](auto group, dim3 grid, dim3 block) {
-      using G = decltype(group);
-      if (log) {
-        no_max_kernel<T, true, G><<<grid, block, 0, s>>>(xt, ldx, yt, ldy, rows, n);
-      } else {
-        no_max_kernel<T, false, G><<<grid, block, 0, s>>>(xt, ldx, yt, ldy, rows, n);
-      }
-    });
-    return cudaGetLastError();
-  });
+  return launch_fwd<NoMax>(dt, x, ldx, y, ldy, rows, n, log, s);
 }
 
 cudaError_t softmax_vec_tail(Dt dt, const void* x, int64_t ldx, void* y, int64_t ldy, int64_t rows, int64_t n, bool log,
                              cudaStream_t s) {
-  bool work = false;
-  if (const cudaError_t e = check_fwd(dt, x, ldx, y, ldy, rows, n, &work); e != cudaSuccess || !work) return e;
-  return dispatch_dt(dt, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* xt = static_cast<const T*>(x);
-    T* yt = static_cast<T*>(y);
-    launch_rows(rows, n, [&](auto group, dim3 grid, dim3 block) {
-      using G = decltype(group);
-      if (log) {
-        vec_tail_kernel<T, true, G><<<grid, block, 0, s>>>(xt, ldx, yt, ldy, rows, n);
-      } else {
-        vec_tail_kernel<T, false, G><<<grid, block, 0, s>>>(xt, ldx, yt, ldy, rows, n);
-      }
-    });
-    return cudaGetLastError();
-  });
+  return launch_fwd<VecTail>(dt, x, ldx, y, ldy, rows, n, log, s);
 }
 
 cudaError_t softmax_fast_exp(Dt dt, const void* x, int64_t ldx, void* y, int64_t ldy, int64_t rows, int64_t n, bool log,
-                            cudaStream_t s) {
-  bool work = false;
-  if (const cudaError_t e = check_fwd(dt, x, ldx, y, ldy, rows, n, &work); e != cudaSuccess || !work) return e;
-  return dispatch_dt(dt, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* xt = static_cast<const T*>(x);
-    T* yt = static_cast<T*>(y);
-    launch_rows(rows, n, [&](auto group, dim3 grid, dim3 block) {
-      using G = decltype(group);
-      if (log) {
-        fast_exp_kernel<T, true, G><<<grid, block, 0, s>>>(xt, ldx, yt, ldy, rows, n);
-      } else {
-        fast_exp_kernel<T, false, G><<<grid, block, 0, s>>>(xt, ldx, yt, ldy, rows, n);
-      }
-    });
-    return cudaGetLastError();
-  });
+                             cudaStream_t s) {
+  return launch_fwd<FastExp>(dt, x, ldx, y, ldy, rows, n, log, s);
 }
 
 cudaError_t softmax_bwd_no_sum(Dt dt, const void* y, int64_t ldy, const void* dy, int64_t lddy, void* dx, int64_t lddx,
