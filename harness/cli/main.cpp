@@ -407,6 +407,10 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
         fmt::print("pass {} [{}]\n", path, v.variant);
         add_case(name, per_variant_s, "", "", "pass");
       }
+      if (v.passed() && !v.metrics.accuracy_warning.empty()) {
+        fmt::print("  accuracy warning: {}\n", v.metrics.accuracy_warning);
+        rep.cases.back().output += "; accuracy warning: " + v.metrics.accuracy_warning;
+      }
       if (v.passed() && !v.metrics.key.empty()) {
         // The corpus root is the folder above <op>/ (entries live in <root>/<op>/<id>.json).
         const std::string root = std::filesystem::path(path).parent_path().parent_path().string();

@@ -35,7 +35,7 @@ Verdict passing(const std::string& variant, double ratio, const std::string& war
 
 TEST(VendorColumns, EveryOpWithAVendorCounterpartDeclaresOne) {
   for (const char* op : {"gemm", "softmax", "softmax_bwd", "activation", "activation_bwd", "conv2d", "conv2d_bwd_data",
-                         "conv2d_bwd_filter", "attention", "gemm_bias_act"}) {
+                         "conv2d_bwd_filter", "attention", "gemm_bias_act", "gemm_batched", "gemm_tc"}) {
     const OpDef* d = find_op(op);
     ASSERT_NE(d, nullptr) << op;
     EXPECT_TRUE(d->vendor.defined()) << op;

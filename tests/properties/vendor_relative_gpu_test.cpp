@@ -119,7 +119,8 @@ INSTANTIATE_TEST_SUITE_P(
                       VendorOp{"activation", 400, 4096}, VendorOp{"activation_bwd", 400, 4096},
                       VendorOp{"conv2d", 200, 64}, VendorOp{"conv2d_bwd_data", 200, 64},
                       VendorOp{"conv2d_bwd_filter", 200, 64}, VendorOp{"attention", 200, 256},
-                      VendorOp{"gemm_bias_act", 300, 256}, VendorOp{"gemm", 300, 1024}),
+                      VendorOp{"gemm_bias_act", 300, 256}, VendorOp{"gemm", 300, 1024},
+                      VendorOp{"gemm_batched", 300, 256}, VendorOp{"gemm_tc", 300, 512}),
     [](const ::testing::TestParamInfo<VendorOp>& i) { return std::string(i.param.op); });
 
 }  // namespace
