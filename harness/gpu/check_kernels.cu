@@ -167,11 +167,14 @@ __device__ void check_compare(const DevCompare& c, CompareResult* out) {
           const unsigned long long key = (static_cast<unsigned long long>(__float_as_uint(ratio)) << 32) |
                                          (~static_cast<unsigned>(idx) & 0xffffffffull);
           if (key > worst) worst = key;
-          if (c.vendor != nullptr && isfinite(tol)) {
+          // The vendor-relative ratio: errors as fractions of the element's tolerance, so that an
+          // element whose reference cancels (a large bound, few significant bits) weighs what its
+          // bound says rather than its ulp count; the vendor's error counts at least one ulp.
+          if (c.vendor != nullptr && isfinite(tol) && tol > 0) {
             const double v = load_elem(c.out_dtype, c.vendor, e);
             if (isfinite(v)) {
               const double f = vendor_floor_dev(c, r);
-              const double a = err / f, b = fmax(fabs(v - r), f) / f, q = a / b;
+              const double a = err / tol, b = fmax(fabs(v - r), f) / tol, q = a / b;
               over = q > c.vr_alpha;
               const unsigned long long low = ~static_cast<unsigned>(idx) & 0xffffffffull;
               vworst = max(vworst, (static_cast<unsigned long long>(__float_as_uint(static_cast<float>(q))) << 32) | low);
