@@ -344,10 +344,11 @@ struct DeviceReference {
 /// Metrics::vendor_max_ratio, the elements where it breaks the bound (or the NaN/Inf pattern)
 /// Metrics::vendor_violations, a disagreement that points at the reference or the bound rather
 /// than at the variant. Its output is kept, and every variant's output is compared with it
-/// element by element where the data is (the vendor-relative rule of harness/bounds.h):
-///   ratio = |out - ref| / max(|vendor - ref|, vendor_floor(|ref|, out dtype))
-/// whose maximum is Metrics::vendor_rel_ratio; a passing case whose ratio exceeds `warn_ratio`
-/// carries an accuracy warning (Metrics::accuracy_warning), never a failure.
+/// element by element on the device, each error as a fraction of the element's bound tol:
+///   ratio = max |out - ref| / tol  over  max max(|vendor - ref|, vendor_floor(|ref|)) / tol
+/// (Metrics::vendor_rel_ratio; the element-wise |out - ref| / max(|vendor - ref|, floor) of
+/// harness/bounds.h is Metrics::vendor_rel_worst). A passing case whose ratio exceeds
+/// `warn_ratio` carries an accuracy warning (Metrics::accuracy_warning), never a failure.
 struct VendorDef {
   std::string name;  ///< "cublas-pedantic"
   Launch launch;     ///< runs on the setup of the variants it is compared with

@@ -46,9 +46,10 @@ struct DevCompare {
   double overflow_mag = 0;     ///< mag at or above which intermediates may overflow (0: use out_max)
   const void* prev = nullptr;  ///< a previous launch's output (same view) for determinism; or null
   /// The vendor library's output (same view) for the vendor-relative ratio, or null. Over elements
-  /// where out, vendor and ref are finite and the tolerance is finite, with f = ulp_out(|ref|) +
-  /// vr_min_sub / 2 (bounds.h vendor_floor): a = |out - ref| / f and b = max(|vendor - ref|, f) / f,
-  /// the errors in units of the floor; the check keeps max a, max b and max a / b.
+  /// where out, vendor and ref are finite and the tolerance tol is finite and positive, with
+  /// f = ulp_out(|ref|) + vr_min_sub / 2 (bounds.h vendor_floor): a = |out - ref| / tol and
+  /// b = max(|vendor - ref|, f) / tol, the errors as fractions of the bound; the check keeps
+  /// max a, max b and max a / b (= |out - ref| / max(|vendor - ref|, f), the element-wise rule).
   const void* vendor = nullptr;
   int32_t vr_bits = 0;  ///< precision bits of the output dtype (0: an integer dtype, one unit)
   int32_t pad2_ = 0;
