@@ -11,6 +11,7 @@
 #include "harness/corpus.h"
 #include "harness/gpu/lane.h"
 #include "harness/interrupt.h"
+#include "harness/op_model.h"
 #include "harness/shrink.h"
 #include "harness/worker.h"
 
@@ -93,6 +94,10 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
   report.op = spec.name();
   report.device = exec->device();
   report.lanes = opts.lanes;
+  if (const OpDef* def = find_op(spec.name()); def != nullptr && def->vendor.defined()) {
+    report.vendor = def->vendor.name;
+    report.vendor_warn_ratio = def->vendor.warn_ratio;
+  }
   const auto t0 = Clock::now();
   auto last_progress = t0;
   // Per-variant time: the wall time between two fuzzing results is split among the variants of
@@ -296,6 +301,7 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
         report.vendor_disagreements += v.metrics.vendor_violations > 0 ? 1 : 0;
         first = false;
       }
+      tally_vendor(st, v);
       if (v.passed()) {
         st.max_ratio = std::max(st.max_ratio, v.metrics.max_ratio);
         if (!v.metrics.key.empty()) {
@@ -331,6 +337,29 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
     report.infra = infra;
   }
   return report;
+}
+
+void tally_vendor(VariantStats& st, const Verdict& v) {
+  if (st.vendor_not_run.empty()) {
+    // The engine's note: "vendor column (NAME) not run: why" or "... discarded: why".
+    const std::string& nr = v.metrics.not_run;
+    if (const size_t at = nr.find("vendor column"); at != std::string::npos) {
+      const size_t end = nr.find("; ", at);
+      st.vendor_not_run = nr.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    }
+  }
+  if (!v.passed() || v.metrics.vendor_rel_ratio < 0) return;
+  ++st.vendor_rel_cases;
+  st.vendor_rel_max = std::max(st.vendor_rel_max, v.metrics.vendor_rel_ratio);
+  st.vendor_rel_worst = std::max(st.vendor_rel_worst, v.metrics.vendor_rel_worst);
+  if (v.metrics.accuracy_warning.empty()) return;
+  if (st.accuracy_warnings++ == 0) st.first_warning = v.metrics.accuracy_warning;
+}
+
+std::string vendor_cell(const CampaignReport& r, const VariantStats& st) {
+  if (r.vendor.empty()) return "no vendor counterpart";
+  if (st.vendor_rel_cases == 0) return "not run";
+  return fmt::format("{:.4g}", st.vendor_rel_max);
 }
 
 }  // namespace assay

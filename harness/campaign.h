@@ -75,6 +75,13 @@ struct VariantStats {
   int64_t not_applicable = 0;  ///< cases outside it (drawn for another variant)
   int64_t failures = 0;
   double max_ratio = 0;  ///< worst error/bound over passing cases
+  /// Worst vendor-relative ratio (Metrics::vendor_rel_ratio) over passing cases; -1: never measured.
+  double vendor_rel_max = -1;
+  double vendor_rel_worst = -1;    ///< worst element-wise form (Metrics::vendor_rel_worst) over the same cases
+  int64_t vendor_rel_cases = 0;    ///< passing cases where the vendor-relative ratio was measured
+  int64_t accuracy_warnings = 0;   ///< passing cases with an accuracy warning
+  std::string first_warning;       ///< the first of them, one line
+  std::string vendor_not_run;      ///< why the vendor column did not run (the first reason seen), if it did not
   /// This variant's share of the campaign's wall time: each fuzzing interval split among the
   /// variants that ran in it, plus the variant's own shrinking.
   double seconds = 0;
@@ -88,7 +95,10 @@ struct CampaignReport {
   double seconds = 0;
   int64_t exact_cases = 0;
   int64_t device_ref_cases = 0;
-  int64_t vendor_disagreements = 0;  ///< cases where cuBLAS itself broke the bound
+  int64_t vendor_disagreements = 0;  ///< cases where the vendor library itself broke the bound
+  /// The op's vendor counterpart (OpDef::vendor.name); empty: the op has none.
+  std::string vendor;
+  double vendor_warn_ratio = 0;  ///< its accuracy-warning ratio (OpDef::vendor.warn_ratio)
   std::map<std::string, VariantStats> per_variant;
   /// Worst error/bound over passing cases, per variant and baseline key.
   std::map<std::string, std::map<std::string, double>> ratios;
@@ -107,6 +117,14 @@ struct CampaignReport {
 /// case. A stop request (SIGINT, SIGTERM; harness/interrupt.h) ends the
 /// campaign early with the report of what was done and report.interrupted set.
 StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions& opts);
+
+/// Adds one verdict of a case inside `v`'s contract to the variant's vendor-relative tally
+/// (the worst ratio and the accuracy warnings of passing cases, why the column did not run).
+void tally_vendor(VariantStats& st, const Verdict& v);
+
+/// The vendor-relative cell of a variant, one word or number: "no vendor counterpart" when the
+/// op has none, "not run" when its column never ran, else the worst ratio.
+std::string vendor_cell(const CampaignReport& r, const VariantStats& st);
 
 /// Provenance stored with a corpus entry: verdict, kernel source hash, assay
 /// version, device and library versions, and how the case was generated.

@@ -85,7 +85,10 @@ struct Setup {
   bool transformed = false;
   bool on_device = false;                ///< inputs drawn on the device, device reference
   std::vector<DeviceOutput> douts;       ///< on_device: the reference buffers per output
+  int64_t save_bytes = 0;                ///< scratch taken by the saved outputs (the variant's and the vendor's)
   bool vendor_done = false;              ///< the vendor column ran on this setup
+  bool vendor_kept = false;              ///< its outputs are saved (vendor_off) for the vendor-relative ratio
+  std::vector<int64_t> vendor_off;       ///< per output: scratch offset of the vendor's output, -1: none
   double vendor_ratio = -1;
   int64_t vendor_violations = 0;
   std::string vendor_note;
@@ -234,6 +237,15 @@ Status build_setup(const OpDef& op, const VariantDef& v, const Case& c0, gpu::La
     s.save_off.push_back(scratch);
     scratch += round256(T[t].desc.extent() * static_cast<int64_t>(dtype_size(T[t].desc.dtype)));
   }
+  // The vendor's outputs are kept beside the variant's, for every variant of the setup.
+  for (int t : s.outs) {
+    const auto& names = op.vendor.outputs;
+    const bool computed = op.vendor.defined() &&
+                          (names.empty() || std::find(names.begin(), names.end(), T[t].name) != names.end());
+    s.vendor_off.push_back(computed ? scratch : -1);
+    if (computed) scratch += round256(T[t].desc.extent() * static_cast<int64_t>(dtype_size(T[t].desc.dtype)));
+  }
+  s.save_bytes = scratch;
   s.on_device = on_device(op, c);
   if (s.on_device) {
     const PhaseTimer timer(Phase::kDeviceReference);
@@ -397,34 +409,130 @@ std::pair<double, double> ref_tol_at(const Setup& s, size_t o, int64_t i, gpu::L
   return {r, d.rel_out * std::fabs(r) + d.rel_mag * m + d.floor};
 }
 
-/// The vendor column on the current setup: one launch, the same compares, arena untouched
-/// by the check (regions not checked). Fills s.vendor_*; check slot `slot`, fetched by the caller.
+/// Runs the op's vendor launcher (VendorDef::run or launch).
+Status call_vendor(const OpDef& op, const Params& p, const std::vector<DevTensor>& t, cudaStream_t stream) {
+  if (op.vendor.run) return op.vendor.run(p, t, stream);
+  const cudaError_t e = op.vendor.launch(p, t, stream);
+  return e == cudaSuccess ? ok_status() : unavailable(cudaGetErrorString(e));
+}
+
+/// The vendor column on the current setup, before the setup's first variant runs: one launch,
+/// the same compares and the arena's regions (a library that writes outside an output's view
+/// is discarded, not trusted), its outputs saved to scratch for the vendor-relative ratio of
+/// every variant. Check slot `slot`, fetched by the caller; read_vendor reads it.
 Status launch_vendor(const OpDef& op, Setup& s, gpu::Lane& lane, int slot, bool& launched) {
   launched = false;
   ASSAY_RETURN_IF_ERROR(lane.restore());
-  const cudaError_t e = op.vendor.launch(Params(s.c.params), dev_views(s.c, s.views, lane), lane.stream());
-  if (e != cudaSuccess) {
-    s.vendor_note = fmt::format("vendor column ({}) not run: {}", op.vendor.name, cudaGetErrorString(e));
+  const Status st = call_vendor(op, Params(s.c.params), dev_views(s.c, s.views, lane), lane.stream());
+  // A library may leave a launch error behind, also when it succeeds (cuDNN tries engines that
+  // cannot launch before one that can: "too many resources requested for launch", measured on
+  // an H100 with cuDNN 9.14's SDPA); the variant's launcher must not read it as its own.
+  (void)cudaGetLastError();
+  if (!st.ok()) {
+    s.vendor_note = fmt::format("vendor column ({}) not run: {}", op.vendor.name, st.message());
     return ok_status();
   }
-  gpu::CheckParams vp;
-  vp.arena = nullptr;
-  for (size_t o = 0; o < s.cmp.size(); ++o) vp.compares[o] = s.cmp[o];
+  gpu::CheckParams vp = lane.check_params();
+  for (size_t o = 0; o < s.cmp.size(); ++o) {
+    vp.compares[o] = s.cmp[o];
+    if (s.vendor_off[o] < 0) vp.compares[o].check_bound = 0;
+  }
   vp.ncompares = static_cast<int32_t>(s.cmp.size());
   ASSAY_RETURN_IF_ERROR(lane.check(vp, slot));
+  const auto& T = s.c.tensors;
+  for (size_t o = 0; o < s.outs.size(); ++o)
+    if (s.vendor_off[o] >= 0)
+      CUDA_CHECK(cudaMemcpyAsync(lane.dev_scratch() + s.vendor_off[o], lane.dev_tensor(s.outs[o]),
+                                 T[s.outs[o]].desc.extent() * static_cast<int64_t>(dtype_size(T[s.outs[o]].desc.dtype)),
+                                 cudaMemcpyDeviceToDevice, lane.stream()));
   launched = true;
+  s.vendor_kept = true;
   return ok_status();
 }
 
-void read_vendor(Setup& s, const gpu::CheckResult& r) {
+void read_vendor(const OpDef& op, Setup& s, const gpu::CheckResult& r, int nregions) {
   s.vendor_ratio = 0;
   s.vendor_violations = 0;
+  uint64_t outside = 0;
+  for (int ri = 0; ri < nregions; ++ri) outside += r.regions[ri].changed;
+  if (outside > 0) {
+    s.vendor_ratio = -1;
+    s.vendor_kept = false;
+    s.vendor_note = fmt::format("vendor column ({}) discarded: it changed {} elements outside the output views or "
+                                "its inputs", op.vendor.name, outside);
+    return;
+  }
   for (size_t o = 0; o < s.cmp.size(); ++o) {
+    if (s.vendor_off[o] < 0) continue;
     const auto& cr = r.compares[o];
     s.vendor_ratio =
         std::max(s.vendor_ratio, static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(cr.worst_key >> 32))));
     s.vendor_violations += static_cast<int64_t>(cr.bound + cr.naninf);
   }
+}
+
+/// The compare of output o with the vendor-relative ratio against the kept vendor output.
+void with_vendor(const OpDef& op, const Setup& s, gpu::Lane& lane, size_t o, gpu::DevCompare& x) {
+  if (!s.vendor_kept || s.vendor_off[o] < 0) return;
+  const DType dt = s.c.tensors[static_cast<size_t>(s.outs[o])].desc.dtype;
+  x.vendor = lane.dev_scratch() + s.vendor_off[o];
+  x.vr_bits = dtype_is_float(dt) ? precision_bits(dt) : 0;
+  x.vr_min_normal = dtype_is_float(dt) ? min_normal(dt) : 0;
+  x.vr_min_sub = dtype_is_float(dt) ? min_subnormal(dt) : 0;
+  x.vr_max = max_finite(dt);
+  x.vr_alpha = op.vendor.warn_ratio;
+}
+
+float key_float(unsigned long long key) {
+  return std::bit_cast<float>(static_cast<uint32_t>(key >> 32));
+}
+int64_t key_index(unsigned long long key) {
+  return static_cast<int64_t>(~static_cast<uint32_t>(key & 0xffffffffu));
+}
+
+/// The vendor-relative ratio of a variant's first launch (check result `r`) into `m`, with an
+/// accuracy warning naming the variant's worst element when the ratio passes
+/// OpDef::vendor.warn_ratio.
+Status vendor_relative(const OpDef& op, const Setup& s, gpu::Lane& lane, const gpu::CheckResult& r, Metrics& m) {
+  const auto& T = s.c.tensors;
+  double kernel = 0, vendor = 0, worst = 0;
+  int64_t over = 0, at = -1;
+  size_t at_o = 0;
+  bool measured = false;
+  for (size_t o = 0; o < s.outs.size(); ++o) {
+    const auto& cr = r.compares[o];
+    if (s.vendor_off[o] < 0 || cr.vrel_vendor == 0) continue;  // no vendor column, or no finite element
+    measured = true;
+    over += static_cast<int64_t>(cr.vrel_over);
+    worst = std::max(worst, static_cast<double>(key_float(cr.vrel_key)));
+    vendor = std::max(vendor, static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(cr.vrel_vendor))));
+    const double k = key_float(cr.vrel_kernel);
+    if (at < 0 || k > kernel) kernel = k, at = key_index(cr.vrel_kernel), at_o = o;
+  }
+  if (!measured) return ok_status();
+  m.vendor_rel_ratio = kernel / vendor;  // vendor > 0: its errors count at least one ulp
+  m.vendor_rel_worst = worst;
+  m.vendor_rel_elements = over;
+  if (!(m.vendor_rel_ratio > op.vendor.warn_ratio)) return ok_status();
+  // The variant's worst element, read back for the warning line (warnings are rare).
+  const int t = s.outs[at_o];
+  const auto& d = T[static_cast<size_t>(t)].desc;
+  const View2D& w = s.views[static_cast<size_t>(t)];
+  const int64_t cols = std::max<int64_t>(w.cols, 1);
+  const int64_t e = d.offset + (at / cols) * w.ld + at % cols;
+  const int64_t es = static_cast<int64_t>(dtype_size(d.dtype));
+  std::vector<unsigned char> ko(static_cast<size_t>(es)), vo(static_cast<size_t>(es));
+  ASSAY_RETURN_IF_ERROR(lane.read_back(lane.dev_scratch() + s.save_off[at_o] + e * es, ko.data(), es));
+  ASSAY_RETURN_IF_ERROR(lane.read_back(lane.dev_scratch() + s.vendor_off[at_o] + e * es, vo.data(), es));
+  const double kv = load_as_double(d.dtype, ko.data()), vv = load_as_double(d.dtype, vo.data());
+  const auto [rv, tv] = ref_tol_at(s, at_o, at, lane);
+  m.accuracy_warning = fmt::format(
+      "worst error/bound {:.3g} is {:.3g}x {}'s worst {:.3g} (its errors counted as at least one ulp): {}{} = {:.9g}, "
+      "{} {:.9g}, reference {:.9g}, {} {:.3g}; element-wise |out - ref| / max(|vendor - ref|, ulp) up to {:.3g}x, "
+      "{} elements above {:g}x",
+      kernel, m.vendor_rel_ratio, op.vendor.name, vendor, T[static_cast<size_t>(t)].name, where(w, at), kv,
+      op.vendor.name, vv, rv, op.bound_name, tv, worst, over, op.vendor.warn_ratio);
+  return ok_status();
 }
 
 }  // namespace
@@ -475,6 +583,12 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
     if (!every) not_run.push_back("determinism not rerun, vendor column not run (sampled)");
     cudaError_t launch_err = cudaSuccess;
     std::vector<gpu::CheckParams> checks;
+    // The vendor column first, once per setup: its kept outputs serve every variant's ratio.
+    const bool vendor_now = op.vendor.defined() && every && !probe && !s.vendor_done;
+    bool vendor_launched = false;
+    if (vendor_now) ASSAY_RETURN_IF_ERROR(launch_vendor(op, s, lane, runs, vendor_launched));
+    const int vendor_regions = vendor_launched ? lane.check_params().nregions : 0;
+    const bool vendor_rel = op.vendor.defined() && every && !probe && s.vendor_kept;
     const auto dv = dev_views(cv, views, lane);
     std::optional<PhaseTimer> launch_timer(std::in_place, Phase::kLaunchCheck);
     for (int rep = 1; rep < lane.options.repeat; ++rep) {  // a kernel that degrades after N calls
@@ -490,6 +604,7 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
       for (size_t o = 0; o < s.cmp.size(); ++o) {
         cp.compares[o] = s.cmp[o];
         if (run == 1 && v->deterministic) cp.compares[o].prev = lane.dev_scratch() + s.save_off[o];
+        if (run == 0 && vendor_rel) with_vendor(op, s, lane, o, cp.compares[o]);
       }
       cp.ncompares = static_cast<int32_t>(s.cmp.size());
       ASSAY_RETURN_IF_ERROR(lane.check(cp, run));
@@ -500,20 +615,19 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
                                      T[outs[o]].desc.extent() * static_cast<int64_t>(dtype_size(T[outs[o]].desc.dtype)),
                                      cudaMemcpyDeviceToDevice, lane.stream()));
     }
-    const bool vendor_now = op.vendor.launch && every && !probe && !s.vendor_done;
-    bool vendor_launched = false;
-    if (vendor_now) ASSAY_RETURN_IF_ERROR(launch_vendor(op, s, lane, runs, vendor_launched));
     ASSAY_RETURN_IF_ERROR(lane.fetch_results(runs + (vendor_launched ? 1 : 0)));
     launch_timer.reset();
     if (vendor_now) {
       s.vendor_done = true;
-      if (vendor_launched) read_vendor(s, lane.result(runs));
+      if (vendor_launched) read_vendor(op, s, lane.result(runs), vendor_regions);
     }
-    if (op.vendor.launch && every) {
+    if (op.vendor.defined() && every && !probe) {
       verdict.metrics.vendor_max_ratio = s.vendor_ratio;
       verdict.metrics.vendor_violations = s.vendor_violations;
       if (!s.vendor_note.empty()) not_run.push_back(s.vendor_note);
     }
+    if (vendor_rel && s.vendor_kept && launch_err == cudaSuccess)
+      ASSAY_RETURN_IF_ERROR(vendor_relative(op, s, lane, lane.result(0), verdict.metrics));
     if (s.on_device && !params.s("relation").empty())
       not_run.push_back(fmt::format("relation '{}' not run ({} reference: no host inputs)", params.s("relation"),
                                     op.device_reference.name));
@@ -731,10 +845,11 @@ StatusOr<Inspection> inspect_model(const OpDef& op, const VariantDef& v, const C
     in.tol_expected = s.refs.front().expected;
     in.reference = "host-f64";
   }
-  if (op.vendor.launch) {
+  const auto& vouts = op.vendor.outputs;
+  if (op.vendor.defined() &&
+      (vouts.empty() || std::find(vouts.begin(), vouts.end(), c.tensors[static_cast<size_t>(t)].name) != vouts.end())) {
     ASSAY_RETURN_IF_ERROR(lane.restore());
-    const cudaError_t ve = op.vendor.launch(Params(s.c.params), dev_views(s.c, s.views, lane), lane.stream());
-    if (ve == cudaSuccess) {
+    if (call_vendor(op, Params(s.c.params), dev_views(s.c, s.views, lane), lane.stream()).ok()) {
       std::vector<unsigned char> vraw(raw.size());
       ASSAY_RETURN_IF_ERROR(lane.read_back(lane.dev_tensor(t), vraw.data(), static_cast<int64_t>(vraw.size())));
       const std::vector<double> vall = decode(d.dtype, vraw.data(), d.extent());
@@ -841,11 +956,7 @@ StatusOr<nlohmann::json> time_model(const OpDef& op, const VariantDef& v, gpu::L
                            ctx.cublas = lane.cublas();
                            int64_t ref_bytes = 0;
                            for (int t : s.outs) ref_bytes += 16 * s.views[t].rows * s.views[t].cols;
-                           int64_t saves = 0;
-                           for (int t : s.outs)
-                             saves += round256(s.c.tensors[t].desc.extent() *
-                                               static_cast<int64_t>(dtype_size(s.c.tensors[t].desc.dtype)));
-                           ctx.scratch = lane.dev_scratch() + saves + round256(ref_bytes);
+                           ctx.scratch = lane.dev_scratch() + s.save_bytes + round256(ref_bytes);
                            ctx.scratch_bytes = op.device_reference.scratch ? op.device_reference.scratch(s.c) : 0;
                            const auto in = views_at(s.c, s.views, [&](int t) { return lane.dev_snapshot_tensor(t); });
                            std::vector<DeviceOutput> d = s.douts;

@@ -338,14 +338,28 @@ struct DeviceReference {
   std::string name = "device-f64";
 };
 
-/// The vendor library's implementation of the op (cuBLAS for GEMM). The engine runs it on
-/// the same inputs as the variants (once per distinct setup) and holds it to the same
-/// reference and bound: its worst error/bound is Metrics::vendor_max_ratio, the elements
-/// where it breaks the bound (or the NaN/Inf pattern) Metrics::vendor_violations, a
-/// disagreement that points at the reference or the bound rather than at the variant.
+/// The vendor library's implementation of the op (cuBLAS for GEMM, cuDNN for softmax and
+/// convolution). The engine runs it once per distinct setup, on the same inputs as the variants,
+/// and holds it to the same reference and bound: its worst error/bound is
+/// Metrics::vendor_max_ratio, the elements where it breaks the bound (or the NaN/Inf pattern)
+/// Metrics::vendor_violations, a disagreement that points at the reference or the bound rather
+/// than at the variant. Its output is kept, and every variant's output is compared with it
+/// element by element on the device, each error as a fraction of the element's bound tol:
+///   ratio = max |out - ref| / tol  over  max max(|vendor - ref|, vendor_floor(|ref|)) / tol
+/// (Metrics::vendor_rel_ratio; the element-wise |out - ref| / max(|vendor - ref|, floor) of
+/// harness/bounds.h is Metrics::vendor_rel_worst). A passing case whose ratio exceeds
+/// `warn_ratio` carries an accuracy warning (Metrics::accuracy_warning), never a failure.
 struct VendorDef {
   std::string name;  ///< "cublas-pedantic"
-  Launch launch;  ///< runs on the setup of the variants it is compared with
+  Launch launch;     ///< runs on the setup of the variants it is compared with
+  /// Instead of `launch`: a launcher whose error says why the library cannot take this case
+  /// (a layout, a dtype, a cuDNN without the feature); the column then says "not run: <why>".
+  std::function<Status(const Params&, const std::vector<DevTensor>&, cudaStream_t)> run;
+  /// The outputs the library computes (names); empty: every output. Others get no vendor column.
+  std::vector<std::string> outputs;
+  /// Accuracy warning above this vendor-relative ratio (4: the detection study's alpha).
+  double warn_ratio = 4;
+  bool defined() const { return static_cast<bool>(launch) || static_cast<bool>(run); }
 };
 
 /// Where an element of a metamorphic launch's output comes from in the original launch.
@@ -401,7 +415,8 @@ struct OpDef {
   std::function<void(nlohmann::json& params, std::vector<ValueRecipe>& recipes)> couple;
   /// fp64 reference on the device above a work threshold (see DeviceReference).
   DeviceReference device_reference;
-  /// The vendor column (see VendorDef); Metrics::vendor_max_ratio stays -1 without one.
+  /// The vendor column (see VendorDef); Metrics::vendor_max_ratio and vendor_rel_ratio stay -1
+  /// without one.
   VendorDef vendor;
   /// False for a case whose determinism rerun and vendor column are sampled out (a pure
   /// function of the case, for very large hand-made cases); null: every check everywhere.

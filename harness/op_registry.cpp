@@ -1,5 +1,6 @@
 // register_op / add_variant, and ModelOp: the one OpSpec implementation,
 // which serves every op declared through the op model.
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <memory>
@@ -146,8 +147,16 @@ Status check_op(const OpDef& op) {
   if (!any_out) return invalid_argument(fmt::format("register_op({}): no output tensor", op.name));
   if (op.device_reference.when && !op.device_reference.compute)
     return invalid_argument(fmt::format("register_op({}): device_reference.when without compute", op.name));
-  if (!op.vendor.name.empty() && !op.vendor.launch)
+  if (!op.vendor.name.empty() && !op.vendor.defined())
     return invalid_argument(fmt::format("register_op({}): vendor {} without a launcher", op.name, op.vendor.name));
+  if (op.vendor.defined() && !(op.vendor.warn_ratio >= 1))
+    return invalid_argument(fmt::format("register_op({}): vendor {} warn_ratio {} below 1", op.name, op.vendor.name,
+                                        op.vendor.warn_ratio));
+  for (const auto& o : op.vendor.outputs)
+    if (std::none_of(op.tensors.begin(), op.tensors.end(),
+                     [&](const TensorDef& t) { return t.name == o && t.role != Role::kIn; }))
+      return invalid_argument(fmt::format("register_op({}): vendor {} names '{}', which is no output", op.name,
+                                          op.vendor.name, o));
   return ok_status();
 }
 

@@ -99,6 +99,10 @@ Verdict Verdict::from_json(const nlohmann::json& j) {
     v.metrics.worst_index = integer(m, "worst_index", -1);
     v.metrics.vendor_max_ratio = num(m, "vendor_max_ratio", -1);
     v.metrics.vendor_violations = integer(m, "vendor_violations", 0);
+    v.metrics.vendor_rel_ratio = num(m, "vendor_rel_ratio", -1);
+    v.metrics.vendor_rel_worst = num(m, "vendor_rel_worst", -1);
+    v.metrics.vendor_rel_elements = integer(m, "vendor_rel_elements", 0);
+    v.metrics.accuracy_warning = str(m, "accuracy_warning");
     auto et = m.find("exact_tier");
     v.metrics.exact_tier = et != m.end() && et->is_boolean() && et->get<bool>();
     v.metrics.reference = str(m, "reference");
@@ -126,10 +130,14 @@ nlohmann::json Verdict::to_json() const {
                   {"worst_index", metrics.worst_index},
                   {"vendor_max_ratio", metrics.vendor_max_ratio},
                   {"vendor_violations", metrics.vendor_violations},
+                  {"vendor_rel_ratio", metrics.vendor_rel_ratio},
+                  {"vendor_rel_worst", metrics.vendor_rel_worst},
+                  {"vendor_rel_elements", metrics.vendor_rel_elements},
                   {"exact_tier", metrics.exact_tier},
                   {"reference", metrics.reference},
                   {"key", metrics.key}};
   if (!metrics.not_run.empty()) j["metrics"]["not_run"] = metrics.not_run;
+  if (!metrics.accuracy_warning.empty()) j["metrics"]["accuracy_warning"] = metrics.accuracy_warning;
   return j;
 }
 

@@ -45,6 +45,21 @@ struct Metrics {
   int64_t worst_index = -1;       ///< element (row-major logical index) of max_ratio
   double vendor_max_ratio = -1;   ///< the vendor library's own max ratio (-1: not run)
   int64_t vendor_violations = 0;  ///< elements where the vendor itself broke the bound (reference disagreement)
+  /// The vendor-relative ratio (OpDef::vendor): max over elements of |out - ref| / tol divided by
+  /// max over elements of max(|vendor - ref|, f) / tol, tol the element's bound and f one ulp of
+  /// the output at |ref| (bounds.h vendor_floor), i.e. how many times the variant's worst
+  /// error/bound is the vendor's. -1: not measured (no vendor column, the column not run, or
+  /// sampled out).
+  double vendor_rel_ratio = -1;
+  /// The element-wise form, max over elements of |out - ref| / max(|vendor - ref|, f) (bounds.h
+  /// vendor_relative_ok's rule); >= vendor_rel_ratio, and heavy-tailed for long reductions (where
+  /// the vendor's error at one element may fall to the floor by chance: up to 872x for correct
+  /// convolutions on an H100). Reported, not warned on. -1: not measured.
+  double vendor_rel_worst = -1;
+  int64_t vendor_rel_elements = 0;  ///< elements whose element-wise ratio is above the op's warning ratio
+  /// Non-empty: the case is far less accurate than the vendor library (vendor_rel_ratio above
+  /// OpDef::vendor.warn_ratio); one line naming the worst element. A warning, never a failure.
+  std::string accuracy_warning;
   bool exact_tier = false;
   std::string reference;  ///< "host-f64", "device-f64"
   std::string key;        ///< baseline key: dtype and value class, e.g. "fp32/normal"

@@ -58,34 +58,57 @@ bool write_all(int fd, const std::string& s) {
   return true;
 }
 
-// Passing verdicts go back compact (most cases pass); failing ones whole.
+}  // namespace
+
+// Passing verdicts go back compact (most cases pass); failing ones whole. Every metric a
+// campaign aggregates travels in both forms (tests/harness/vendor_relative_test.cpp round-trips
+// the vendor-relative ones).
 nlohmann::json wire_verdict(const Verdict& v) {
   if (!v.passed() || !v.not_applicable.empty()) return v.to_json();  // outside the contract: the rule travels
-  return {{"v", v.variant},
-          {"r", v.metrics.max_ratio},
-          {"x", v.metrics.exact_tier},
-          {"d", v.metrics.reference == "device-f64"},
-          {"w", v.metrics.vendor_violations},
-          {"vr", v.metrics.vendor_max_ratio},
-          {"k", v.metrics.key},
-          {"n", v.metrics.not_run}};
+  nlohmann::json j = {{"v", v.variant},
+                      {"r", v.metrics.max_ratio},
+                      {"x", v.metrics.exact_tier},
+                      {"d", v.metrics.reference == "device-f64"},
+                      {"w", v.metrics.vendor_violations},
+                      {"vr", v.metrics.vendor_max_ratio},
+                      {"q", v.metrics.vendor_rel_ratio},
+                      {"qw", v.metrics.vendor_rel_worst},
+                      {"qe", v.metrics.vendor_rel_elements},
+                      {"k", v.metrics.key},
+                      {"n", v.metrics.not_run}};
+  if (!v.metrics.accuracy_warning.empty()) j["a"] = v.metrics.accuracy_warning;
+  return j;
 }
 
 Verdict unwire_verdict(const nlohmann::json& j) {
-  if (!j.contains("v")) return Verdict::from_json(j);
+  if (!j.is_object() || !j.contains("v")) return Verdict::from_json(j);
+  auto num = [&](const char* k, double d) {
+    auto it = j.find(k);
+    return it != j.end() && it->is_number() ? it->get<double>() : d;
+  };
+  auto str = [&](const char* k) {
+    auto it = j.find(k);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  auto integer = [&](const char* k) {
+    auto it = j.find(k);
+    return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : int64_t{0};
+  };
   Verdict v;
-  v.variant = j.value("v", "");
-  v.metrics.max_ratio = j["r"].is_number() ? j["r"].get<double>() : 0.0;
+  v.variant = str("v");
+  v.metrics.max_ratio = num("r", 0.0);
   v.metrics.exact_tier = j.value("x", false);
   v.metrics.reference = j.value("d", false) ? "device-f64" : "host-f64";
-  v.metrics.vendor_violations = j.value("w", int64_t{0});
-  v.metrics.vendor_max_ratio = j["vr"].is_number() ? j["vr"].get<double>() : -1.0;
-  v.metrics.key = j.value("k", "");
-  v.metrics.not_run = j.value("n", "");
+  v.metrics.vendor_violations = integer("w");
+  v.metrics.vendor_max_ratio = num("vr", -1.0);
+  v.metrics.vendor_rel_ratio = num("q", -1.0);
+  v.metrics.vendor_rel_worst = num("qw", -1.0);
+  v.metrics.vendor_rel_elements = integer("qe");
+  v.metrics.accuracy_warning = str("a");
+  v.metrics.key = str("k");
+  v.metrics.not_run = str("n");
   return v;
 }
-
-}  // namespace
 
 // ---- the worker side ------------------------------------------------------------
 

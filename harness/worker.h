@@ -41,6 +41,11 @@ struct WorkerConfig {
 /// (0 after QUIT or end of input, 3 after a FATAL).
 int run_worker(const WorkerConfig& config);
 
+/// A verdict as a worker sends it: passing ones compact (short keys), the others whole
+/// (Verdict::to_json). unwire_verdict reads both forms.
+nlohmann::json wire_verdict(const Verdict& v);
+Verdict unwire_verdict(const nlohmann::json& j);
+
 struct ProcessOptions {
   std::string binary;              ///< the assay executable (it has the `worker` subcommand)
   std::vector<int> devices = {0};  ///< one worker per device

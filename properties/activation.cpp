@@ -1,6 +1,9 @@
 // activation / activation_bwd: GELU (erf and tanh forms) and SiLU, elementwise, forward and backward.
 //
-// Sections: declaration (params, tensors), references, bound, binding, exhaustive sweep.
+// Sections: declaration (params, tensors), references, bound, vendor, binding, exhaustive sweep.
+// Vendor column: cuDNN's legacy activation API for SiLU (CUDNN_ACTIVATION_SWISH, beta 1),
+// forward and backward (the backward reads the forward's output, computed first into a
+// staging buffer); it has no GELU mode, so GELU cases say "not run" with that reason.
 // Binding: kernels/rowwise/activations.cu ("elementwise": grid-stride, 16-byte packs when every
 // pointer is aligned, scalar otherwise; IEEE arithmetic, an empty contract); the planted bugs of
 // tests/mutants/rowwise/ bind through activation_launch / activation_bwd_launch (activation.h).
@@ -105,6 +108,7 @@
 // Exhaustive sweep (assay exhaustive): every fp16 / bf16 bit pattern through one launch, compared
 // in ulps against the same reference and tolerance (harness/exhaustive.h).
 #include "properties/activation.h"
+#include "properties/vendor_columns.h"
 
 #include <algorithm>
 #include <cmath>
@@ -510,6 +514,26 @@ Status self_check(bool backward, std::string& report) {
   return ok_status();
 }
 
+// ---- vendor ---------------------------------------------------------------------------
+
+/// cuDNN SiLU on the case's 1-D tensors: X -> Y, or X, dY -> dX (y = silu(x) staged first).
+Status cudnn_activation(bool fwd, const Params& p, const std::vector<DevTensor>& t, cudaStream_t s) {
+  namespace vc = vendor_columns;
+  if (p.s("act") != "silu")
+    return unavailable(fmt::format("cuDNN's activation API has no {} (SiLU only here)", p.s("act")));
+  ASSAY_ASSIGN_OR_RETURN(vendor::CudnnHandle * h, vc::cudnn_handle(s));
+  vendor::CudnnActivation a;
+  a.rows = 1;
+  a.n = t[0].v.cols;
+  a.dtype = t[0].dtype;
+  a.mode = vendor::CudnnActivationMode::kSwish;
+  if (a.n == 0) return ok_status();
+  if (fwd) return vendor::cudnn_activation_forward(*h, a, 1.0f, t[0].ptr, 0.0f, t[1].ptr);
+  ASSAY_ASSIGN_OR_RETURN(void* y, vc::staging(0, static_cast<size_t>(a.n) * dtype_size(a.dtype), s));
+  ASSAY_RETURN_IF_ERROR(vendor::cudnn_activation_forward(*h, a, 1.0f, t[0].ptr, 0.0f, y));
+  return vendor::cudnn_activation_backward(*h, a, 1.0f, y, t[1].ptr, t[0].ptr, 0.0f, t[2].ptr);
+}
+
 OpDef make(bool fwd) {
   OpDef op;
   op.name = fwd ? "activation" : "activation_bwd";
@@ -531,6 +555,10 @@ OpDef make(bool fwd) {
     op.bound = bound_bwd;
     op.bound_name = "activation-backward ceiling";
   }
+  op.vendor = {.name = "cudnn-activation",
+               .run = [fwd](const Params& p, const std::vector<DevTensor>& t, cudaStream_t st) {
+                 return cudnn_activation(fwd, p, t, st);
+               }};
   op.prepare = scale_x;
   op.self_check = [fwd](std::string& r) { return self_check(!fwd, r); };
   return op;

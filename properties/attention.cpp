@@ -2,7 +2,12 @@
 // forward (Q, K, V, [mask] -> O, LSE) and backward (Q, K, V, O, dO, LSE, [mask]
 // -> dQ, dK, dV).
 //
-// Sections: declaration (params, tensors), references, bounds, properties, self-checks, binding.
+// Sections: declaration (params, tensors), references, bounds, properties, self-checks, vendor, binding.
+// Vendor column (forward): cuDNN's fused SDPA forward (references/library/cudnn.h, backend graph)
+// with O and the LSE (its stats), for the cases its graph can express: fp16 / bf16, no additive
+// mask, one query head per kv head (G = 1), D a multiple of 8, 16-byte aligned tensors and rows.
+// Other cases, and a cuDNN with no engine for the graph (9.14 on the GPU hosts), say "not run"
+// with the reason.
 // Binding: kernels/attention/flash_fwd.cu and flash_bwd.cu (variant "flash"); the forward
 // declares its key tile (Contract().tile("kv_tile", 64)), which the bound reads; mutants in
 // tests/mutants/attention/ bind through the same attention_fwd_launch / attention_bwd_launch
@@ -74,9 +79,11 @@
 // / log-uniform with |x| <= 8 (small-int up to 8: very large logits), V and dO also mean-spread,
 // |x| <= 16 (same-sign and mean-spread V).
 #include "properties/attention.h"
+#include "properties/vendor_columns.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -774,6 +781,41 @@ Status self_check_bwd(std::string& report) {
   return ok_status();
 }
 
+// ---- vendor ------------------------------------------------------------------------------------------
+
+Status cudnn_attention(const Params& p, const std::vector<DevTensor>& t, cudaStream_t s) {
+  const DevTensor &q = t[0], &k = t[1], &v = t[2], &o = t[4], &lse = t[5];
+  if (q.dtype != DType::kF16 && q.dtype != DType::kBF16)
+    return unavailable(fmt::format("cuDNN SDPA takes fp16 / bf16, not {}", dtype_name(q.dtype)));
+  if (p.b("mask")) return unavailable("the additive mask M is not part of the SDPA graph assay builds");
+  if (p.i("G", 1) != 1) return unavailable("grouped query heads (G > 1) are not part of the SDPA graph assay builds");
+  if (p.i("D", 1) % 8 != 0) return unavailable(fmt::format("cuDNN SDPA needs D % 8 == 0 (D = {})", p.i("D", 1)));
+  for (const DevTensor* x : {&q, &k, &v, &o, &lse}) {
+    bool aligned = reinterpret_cast<uintptr_t>(x->ptr) % 16 == 0;
+    for (size_t d = 0; d + 1 < x->strides.size(); ++d)
+      aligned = aligned && (x->strides[d] * static_cast<int64_t>(dtype_size(x->dtype))) % 16 == 0;
+    if (!aligned) return unavailable("cuDNN SDPA needs 16-byte aligned tensors and rows");
+  }
+  ASSAY_ASSIGN_OR_RETURN(vendor::CudnnHandle * h, vendor_columns::cudnn_handle(s));
+  vendor::CudnnSdpa a;
+  a.batch = p.i("B", 1);
+  a.heads = p.i("Hkv", 1);
+  a.sq = p.i("Sq", 1);
+  a.sk = p.i("Sk", 1);
+  a.d = p.i("D", 1);
+  a.dtype = q.dtype;
+  a.scale = static_cast<float>(p.has("scale") ? p.r("scale") : 1.0 / std::sqrt(static_cast<double>(a.d)));
+  a.causal = p.b("causal");
+  // Q, O: [B, Hkv, G = 1, Sq, D]; K, V: [B, Hkv, Sk, D].
+  const int64_t qs[4] = {q.strides[0], q.strides[1], q.strides[3], 1}, os[4] = {o.strides[0], o.strides[1], o.strides[3], 1};
+  const int64_t ks[4] = {k.strides[0], k.strides[1], k.strides[2], 1}, vs[4] = {v.strides[0], v.strides[1], v.strides[2], 1};
+  std::copy(qs, qs + 4, a.q_stride);
+  std::copy(ks, ks + 4, a.k_stride);
+  std::copy(vs, vs + 4, a.v_stride);
+  std::copy(os, os + 4, a.o_stride);
+  return vendor::cudnn_sdpa_forward(*h, a, q.ptr, k.ptr, v.ptr, o.ptr, lse.as<float>()).status();
+}
+
 OpDef make(bool fwd) {
   OpDef op;
   op.name = fwd ? "attention" : "attention_bwd";
@@ -793,6 +835,7 @@ OpDef make(bool fwd) {
     op.backward = "attention_bwd";
     op.device_reference.when = device_when;
     op.device_reference.compute = device_compute_fwd;
+    op.vendor = {.name = "cudnn-sdpa", .run = cudnn_attention};
   }
   return op;
 }

@@ -2,7 +2,11 @@
 // stride, zero padding, dilation and groups (depthwise included), NCHW or NHWC, fp32 / fp16 /
 // bf16 storage with fp32 accumulation.
 //
-// Sections: declaration (params, tensors), references, bound, properties, self-check, binding.
+// Sections: declaration (params, tensors), references, bound, properties, self-check, vendor, binding.
+// Vendor column: cuDNN's convolution of the same pass (references/library/cudnn.h: FMA math, the
+// deterministic dot-product algorithms, so its outputs fall under the same dot-product bound),
+// tensors with padded rows packed into staging buffers first and the output copied back into
+// its view; a geometry no such algorithm takes says "not run" with cuDNN's reason.
 // Binding: kernels/conv/conv.cu, variants "direct" (one thread per output) and "implicit_gemm"
 // (32 x 32 shared-memory tiles, im2col on the fly) per op, both with an empty contract (any
 // valid geometry, any row strides); the planted bugs of tests/mutants/conv bind through the
@@ -75,6 +79,7 @@
 #include "harness/generators.h"
 #include "properties/gradcheck_relation.h"
 #include "properties/rowwise_values.h"
+#include "properties/vendor_columns.h"
 #include "references/device/conv_f64.h"
 
 namespace assay::conv {
@@ -507,6 +512,33 @@ Status self_check(ConvPass pass, std::string& report) {
   return ok_status();
 }
 
+// ---- vendor ---------------------------------------------------------------------------------------
+
+Status cudnn_conv(ConvPass pass, const Params& p, const std::vector<DevTensor>& t, cudaStream_t s) {
+  namespace vc = vendor_columns;
+  ASSAY_ASSIGN_OR_RETURN(vendor::CudnnHandle * h, vc::cudnn_handle(s));
+  vendor::CudnnConv cc;
+  cc.geom = conv_geometry(p);
+  cc.dtype = t[0].dtype;
+  cc.math = vendor::ConvMath::kFma;
+  cc.algos = vendor::ConvAlgoPolicy::kDotProduct;
+  ASSAY_ASSIGN_OR_RETURN(const void* a, vc::packed_input(t[0], 0, s));
+  ASSAY_ASSIGN_OR_RETURN(const void* b, vc::packed_input(t[1], 1, s));
+  ASSAY_ASSIGN_OR_RETURN(void* o, vc::packed_output(t[2], 2, s));
+  switch (pass) {
+    case ConvPass::kFwd:
+      ASSAY_RETURN_IF_ERROR(vendor::cudnn_conv_forward(*h, cc, 1.0f, a, b, 0.0f, o).status());
+      break;
+    case ConvPass::kBwdData:  // dY, W -> dX
+      ASSAY_RETURN_IF_ERROR(vendor::cudnn_conv_backward_data(*h, cc, 1.0f, b, a, 0.0f, o).status());
+      break;
+    case ConvPass::kBwdFilter:  // X, dY -> dW
+      ASSAY_RETURN_IF_ERROR(vendor::cudnn_conv_backward_filter(*h, cc, 1.0f, a, b, 0.0f, o).status());
+      break;
+  }
+  return vc::finish_output(o, t[2], s);
+}
+
 OpDef make(ConvPass pass) {
   OpDef op;
   op.name = conv_op_name(pass);
@@ -534,6 +566,10 @@ OpDef make(ConvPass pass) {
                                        std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
     return device_compute(pass, c, t, out, ctx);
   };
+  op.vendor = {.name = "cudnn-conv",
+               .run = [pass](const Params& p, const std::vector<DevTensor>& t, cudaStream_t st) {
+                 return cudnn_conv(pass, p, t, st);
+               }};
   return op;
 }
 

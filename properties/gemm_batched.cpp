@@ -1,7 +1,9 @@
 // gemm_batched: C[z] = alpha * op(A[z]) op(B[z]) + beta * C[z] for z < batch, fp32, row-major
 // matrices (kernels/gemm/gemm.h conventions), as cublasGemmStridedBatchedEx / GemmBatchedEx.
 //
-// Sections: references and bound, properties, declaration, binding.
+// Sections: references and bound, properties, declaration, vendor, binding.
+// Vendor column: cuBLASLt fp32 pedantic as one strided batch on the same views (A's batch stride
+// 0 when broadcast), beta * C read only when beta != 0 (BLAS).
 // Binding: kernels/gemm/gemm_tiled.cu (the 32x32 tiled kernel, blockIdx.z over the batch):
 //   "strided"   gemm_f32_tiled_strided_batched: entry z at base + z * stride;
 //   "ptr_array" gemm_f32_tiled_ptr_batched: entry z through device pointer arrays that the
@@ -44,6 +46,7 @@
 // third of the cases in the exact tier (OpDef::couple: small integers, alpha in {1, -1, 2}, beta
 // in {0, 1, -1, 2}); log-uniform exponents within [-8, 8].
 #include "properties/gemm_batched.h"
+#include "properties/vendor_columns.h"
 
 #include <algorithm>
 #include <cmath>
@@ -350,6 +353,20 @@ Status self_check(std::string& report) {
   return ok_status();
 }
 
+// ---- vendor -------------------------------------------------------------------------------
+
+Status cublaslt_batched(const Params& p, const std::vector<DevTensor>& t, cudaStream_t s) {
+  ASSAY_ASSIGN_OR_RETURN(vendor::CublasLt * lt, vendor_columns::cublaslt());
+  vendor::LtGemm g;
+  g.g = vendor::RowMajorGemm{p.i("m"), p.i("n"), p.i("k"), p.b("trans_a"), p.b("trans_b"),
+                             t[0].v.ld, t[1].v.ld, t[2].v.ld};
+  g.batch = p.i("batch", 1);
+  g.stride_a = p.b("broadcast_a") ? 0 : t[0].strides[0];
+  g.stride_b = t[1].strides[0];
+  g.stride_c = t[2].strides[0];
+  return lt->matmul(g, p.r("alpha", 1), t[0].ptr, t[1].ptr, p.r("beta", 0), t[2].ptr, s);
+}
+
 OpDef make() {
   OpDef op;
   op.name = "gemm_batched";
@@ -373,6 +390,7 @@ OpDef make() {
   op.transform = transform;
   op.relate = relate;
   op.self_check = self_check;
+  op.vendor = {.name = "cublaslt-pedantic", .run = cublaslt_batched};
   return op;
 }
 

@@ -2,7 +2,10 @@
 // relu, gelu), and its backward (dA written, dB and dbias accumulated), fp32 / fp16 / bf16
 // storage with fp32 accumulation and epilogue.
 //
-// Sections: references and bound, properties, backward, declaration, binding.
+// Sections: references and bound, properties, backward, declaration, vendor, binding.
+// Vendor column (forward): cuBLASLt with the epilogue of the case's act (BIAS, RELU_BIAS,
+// GELU_BIAS), fp32 pedantic or fp16/bf16 with fp32 compute, on the same row-major views; it
+// computes Y only (no pre-activation aux), so Z has no vendor column. The backward has none.
 // Binding: kernels/gemm/gemm_epilogue.cu, variants "tiled" (forward: 32x32 shared-memory tiles,
 // the epilogue fused into the store, Z written as the auxiliary output) and "tiled" (backward:
 // dA = dZ op(B)^T and dB += op(A)^T dZ as tiled products with dZ = dY act'(Z) formed in fp32 while
@@ -74,6 +77,7 @@
 // inputs small-int in a quarter of the cases (the exact tier; Z then holds exact zeros, where relu' =
 // 0); no NaN/Inf injection (the spec declares finite inputs). The declared ranges are the valid ones.
 #include "properties/gemm_epilogue.h"
+#include "properties/vendor_columns.h"
 
 #include <algorithm>
 #include <cmath>
@@ -525,6 +529,23 @@ Status self_check(EpiPass pass, std::string& report) {
   return ok_status();
 }
 
+// ---- vendor ----------------------------------------------------------------------------------------------
+
+/// cuBLASLt's fused epilogue: Y = act(op(A) op(B) + bias) on the forward's tensors A, B, bias, Y, Z.
+Status cublaslt_epilogue(const Params& p, const std::vector<DevTensor>& t, cudaStream_t s) {
+  ASSAY_ASSIGN_OR_RETURN(vendor::CublasLt * lt, vendor_columns::cublaslt());
+  vendor::LtGemm g;
+  g.g = vendor::RowMajorGemm{p.i("m"), p.i("n"), p.i("k"), p.b("trans_a"), p.b("trans_b"),
+                             t[0].v.ld, t[1].v.ld, t[3].v.ld};
+  g.a = g.b = g.out = t[0].dtype;
+  const std::string act = p.s("act");
+  g.epilogue = act == "relu" ? vendor::LtEpilogue::kReluBias
+               : act == "gelu" ? vendor::LtEpilogue::kGeluBias
+                               : vendor::LtEpilogue::kBias;
+  g.bias = t[2].ptr;
+  return lt->matmul(g, 1.0, t[0].ptr, t[1].ptr, 0.0, t[3].ptr, s);
+}
+
 OpDef make(EpiPass pass) {
   const bool fwd = pass == EpiPass::kFwd;
   OpDef op;
@@ -562,6 +583,7 @@ OpDef make(EpiPass pass) {
     op.transform = transform_fwd;
     op.relate = relate_fwd;
     op.backward = "gemm_bias_act_bwd";
+    op.vendor = {.name = "cublaslt-epilogue", .run = cublaslt_epilogue, .outputs = {"Y"}};
   } else {
     op.properties = properties_bwd;
   }

@@ -1,7 +1,12 @@
 // gemm_tc: tensor-core GEMM D = alpha * op(A) op(B) + beta * C, A and B both fp16 or both bf16,
 // fp32 accumulation, C/D one buffer in fp32, fp16 or bf16 (rounded once from the fp32 result).
 //
-// Sections: declaration, references and bound, properties, binding.
+// Sections: declaration, references and bound, properties, vendor, binding.
+// Vendor column: cuBLASLt with fp32 compute on the same views (fp16 / bf16 in; out fp32 or the
+// input type: fp16 in with bf16 out, or the reverse, has no cuBLASLt type combination and says
+// "not run"). With fp16 / bf16 output and beta != 0 it rounds alpha A B to the output before
+// adding beta C (a measured cuBLAS evaluation order; properties/gemm.cpp's product_to_out model),
+// so it may exceed the plain ceiling there (vendor_violations, not the variant's fault).
 // Binding: kernels/gemm/gemm_tc.h, variants "wmma" (nvcuda::wmma 16x16x16) and "mma"
 // (mma.sync m16n8k16 + ldmatrix + 3-stage cp.async); the planted bugs of
 // tests/mutants/gemm/tc_mutants.cu bind through gemm_tc_launch (properties/gemm_tc.h).
@@ -70,6 +75,7 @@
 // it leaves the range); "transpose" cases are square (n = k = m, m^3 <= 2^22).
 // Guards, poison, inputs untouched, gaps and determinism: the engine, every case.
 #include "properties/gemm_tc.h"
+#include "properties/vendor_columns.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -393,6 +399,21 @@ Status self_check(std::string& report) {
   return ok_status();
 }
 
+// ---- vendor -------------------------------------------------------------------------------
+
+Status cublaslt_tc(const Params& p, const std::vector<DevTensor>& t, cudaStream_t s) {
+  if (t[3].dtype != DType::kF32 && t[3].dtype != t[0].dtype)
+    return unavailable(fmt::format("cuBLASLt has no {} x {} -> {} GEMM", dtype_name(t[0].dtype),
+                                   dtype_name(t[0].dtype), dtype_name(t[3].dtype)));
+  ASSAY_ASSIGN_OR_RETURN(vendor::CublasLt * lt, vendor_columns::cublaslt());
+  vendor::LtGemm g;
+  g.g = vendor::RowMajorGemm{p.i("m"), p.i("n"), p.i("k"), p.b("trans_a"), p.b("trans_b"),
+                             t[0].v.ld, t[1].v.ld, t[3].v.ld};
+  g.a = g.b = t[0].dtype;
+  g.out = t[3].dtype;
+  return lt->matmul(g, p.r("alpha", 1), t[0].ptr, t[1].ptr, p.r("beta", 0), t[3].ptr, s);
+}
+
 OpDef make() {
   OpDef op;
   op.name = "gemm_tc";
@@ -414,6 +435,7 @@ OpDef make() {
   op.transform = transform;
   op.relate = relate;
   op.self_check = self_check;
+  op.vendor = {.name = "cublaslt", .run = cublaslt_tc};
   return op;
 }
 

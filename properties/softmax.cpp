@@ -1,6 +1,6 @@
 // softmax / softmax_bwd: softmax and log-softmax over rows, forward and backward.
 //
-// Sections: declaration (params, tensors), references, bound, properties, binding.
+// Sections: declaration (params, tensors), references, bound, properties, vendor, binding.
 // Binding: kernels/rowwise/softmax.cu (online single pass); the planted bugs of
 // tests/mutants/rowwise/ bind through softmax_launch / softmax_bwd_launch.
 // References: references/host/softmax.h (max first, then exp, sum, divide) and
@@ -28,7 +28,11 @@
 // single +inf / NaN injections, very large logits (near-overflow), constant
 // rows (small-int with range 0), lengths below a warp, around 32, 128, 1024 and
 // not multiples of 4, row counts not multiples of the rows per block.
+// Vendor column: cuDNN's softmax (CUDNN_SOFTMAX_ACCURATE, or CUDNN_SOFTMAX_LOG for
+// params.log) forward and backward on the same inputs, rows with gaps packed first
+// (cuDNN 9.14 writes the gaps of strided rows; references/library/cudnn.h).
 #include "properties/softmax.h"
+#include "properties/vendor_columns.h"
 
 #include <cmath>
 #include <vector>
@@ -221,6 +225,31 @@ Status self_check(std::string& report) {
   return ok_status();
 }
 
+// ---- vendor ---------------------------------------------------------------------------
+
+/// cuDNN softmax on the case's tensors: X -> Y (forward) or Y, dY -> dX (backward), rows with
+/// gaps packed into staging buffers (one layout per call: cuDNN takes a packed [rows, n]).
+Status cudnn_softmax(bool fwd, const Params& p, const std::vector<DevTensor>& t, cudaStream_t s) {
+  namespace vc = vendor_columns;
+  ASSAY_ASSIGN_OR_RETURN(vendor::CudnnHandle * h, vc::cudnn_handle(s));
+  vendor::CudnnSoftmax sm;
+  sm.rows = t[0].v.rows;
+  sm.n = t[0].v.cols;
+  sm.dtype = t[0].dtype;
+  sm.algo = p.b("log") ? vendor::SoftmaxAlgo::kLog : vendor::SoftmaxAlgo::kAccurate;
+  if (sm.rows == 0 || sm.n == 0) return ok_status();
+  const DevTensor& out = t[fwd ? 1 : 2];
+  ASSAY_ASSIGN_OR_RETURN(const void* a, vc::packed_input(t[0], 0, s));
+  ASSAY_ASSIGN_OR_RETURN(void* o, vc::packed_output(out, 2, s));
+  if (fwd) {
+    ASSAY_RETURN_IF_ERROR(vendor::cudnn_softmax_forward(*h, sm, 1.0f, a, 0.0f, o));
+  } else {
+    ASSAY_ASSIGN_OR_RETURN(const void* b, vc::packed_input(t[1], 1, s));
+    ASSAY_RETURN_IF_ERROR(vendor::cudnn_softmax_backward(*h, sm, 1.0f, a, b, 0.0f, o));
+  }
+  return vc::finish_output(o, out, s);
+}
+
 OpDef make(bool fwd) {
   OpDef op;
   op.name = fwd ? "softmax" : "softmax_bwd";
@@ -242,6 +271,10 @@ OpDef make(bool fwd) {
     };
     op.self_check = self_check;
     op.backward = "softmax_bwd";
+    op.vendor = {.name = "cudnn-softmax",
+                 .run = [](const Params& p, const std::vector<DevTensor>& t, cudaStream_t st) {
+                   return cudnn_softmax(true, p, t, st);
+                 }};
   } else {
     // Y's recipe gives logits; prepare turns them into a (log-)softmax output in the dtype.
     op.tensors = {{.name = "Y", .dims = {"rows", "n"}},
@@ -260,6 +293,10 @@ OpDef make(bool fwd) {
       shift_tensor(c, img, 1);
       return true;
     };
+    op.vendor = {.name = "cudnn-softmax",
+                 .run = [](const Params& p, const std::vector<DevTensor>& t, cudaStream_t st) {
+                   return cudnn_softmax(false, p, t, st);
+                 }};
   }
   return op;
 }

@@ -78,9 +78,15 @@ int run_list(const ListOptions& o) {
       const auto params = describe_params(*def), tensors = describe_tensors(*def);
       jo["params"] = params;
       jo["tensors"] = tensors;
+      const std::string vendor = def->vendor.defined()
+                                     ? fmt::format("{} (accuracy warning above {:g}x its error)", def->vendor.name,
+                                                   def->vendor.warn_ratio)
+                                     : std::string("no vendor counterpart");
+      jo["vendor"] = def->vendor.defined() ? def->vendor.name : "no vendor counterpart";
       if (!o.json && !o.ops.empty()) {
         for (const auto& line : params) fmt::print("  param   {}\n", line);
         for (const auto& line : tensors) fmt::print("  tensor  {}\n", line);
+        fmt::print("  vendor  {}\n", vendor);
       }
     }
     for (const auto& v : s->variants()) {

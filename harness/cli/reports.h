@@ -27,6 +27,17 @@ void add_report_options(CLI::App* cmd, ReportPaths& p);
 CheckReport campaign_report(const std::string& command, const CampaignReport& r, const OpSpec& spec,
                             const CampaignOptions& o, bool prefix_op = false);
 
+/// The summary a campaign prints: a header line (device, rate, exact tier, device reference, the
+/// vendor column and its warning ratio, or "no vendor counterpart"), one row per variant (cases,
+/// failures, worst error/bound, worst vendor-relative ratio, accuracy warnings, cases outside the
+/// contract) and one WARN line per variant with accuracy warnings (the first one's detail).
+std::string campaign_summary(const CampaignReport& r, uint64_t seed);
+
+/// A variant's vendor-relative fields for the JSON report: {"max_ratio", "cases",
+/// "accuracy_warnings", "warn_ratio", "first_warning"?, "not_run"?}, or the string
+/// "no vendor counterpart".
+nlohmann::json vendor_json(const CampaignReport& r, const VariantStats& st);
+
 /// Appends a campaign's cases and fields to `into` (gradcheck of an op with several backward ops).
 void merge_campaign(CheckReport& into, const CheckReport& part);
 

@@ -113,16 +113,24 @@ __device__ void check_region(const CheckParams& p, const DevRegion& r, RegionRes
   }
 }
 
+// bounds.h vendor_floor on the device: one ulp of the output at |r| plus half its smallest subnormal.
+__device__ double vendor_floor_dev(const DevCompare& c, double r) {
+  if (c.vr_bits == 0) return 1.0;
+  double ax = fmin(fabs(r), c.vr_max);
+  const double ulp = ax < c.vr_min_normal ? c.vr_min_sub : ldexp(1.0, ilogb(ax) - c.vr_bits + 1);
+  return ulp + 0.5 * c.vr_min_sub;
+}
+
 __device__ void check_compare(const DevCompare& c, CompareResult* out) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t n = c.rows * c.cols;
   const int64_t limit = (n + 31) / 32 * 32;
   const int es = elem_size_of(c.out_dtype);
-  unsigned long long worst = 0;
+  unsigned long long worst = 0, vworst = 0, kmax = 0, vmax = 0;
   double max_abs = 0;
   for (int64_t idx = tid; idx < limit; idx += stride) {
-    bool bad_bound = false, bad_naninf = false, bad_exact = false, bad_det = false;
+    bool bad_bound = false, bad_naninf = false, bad_exact = false, bad_det = false, over = false;
     if (idx < n) {
       const int64_t i = idx / c.cols, j = idx % c.cols;
       const int64_t e = c.off + i * c.ld + j;
@@ -159,6 +167,21 @@ __device__ void check_compare(const DevCompare& c, CompareResult* out) {
           const unsigned long long key = (static_cast<unsigned long long>(__float_as_uint(ratio)) << 32) |
                                          (~static_cast<unsigned>(idx) & 0xffffffffull);
           if (key > worst) worst = key;
+          // The vendor-relative ratio: errors as fractions of the element's tolerance, so that an
+          // element whose reference cancels (a large bound, few significant bits) weighs what its
+          // bound says rather than its ulp count; the vendor's error counts at least one ulp.
+          if (c.vendor != nullptr && isfinite(tol) && tol > 0) {
+            const double v = load_elem(c.out_dtype, c.vendor, e);
+            if (isfinite(v)) {
+              const double f = vendor_floor_dev(c, r);
+              const double a = err / tol, b = fmax(fabs(v - r), f) / tol, q = a / b;
+              over = q > c.vr_alpha;
+              const unsigned long long low = ~static_cast<unsigned>(idx) & 0xffffffffull;
+              vworst = max(vworst, (static_cast<unsigned long long>(__float_as_uint(static_cast<float>(q))) << 32) | low);
+              kmax = max(kmax, (static_cast<unsigned long long>(__float_as_uint(static_cast<float>(a))) << 32) | low);
+              vmax = max(vmax, static_cast<unsigned long long>(__float_as_uint(static_cast<float>(b))));
+            }
+          }
         }
       }
     }
@@ -166,14 +189,21 @@ __device__ void check_compare(const DevCompare& c, CompareResult* out) {
     note(bad_naninf, idx, &out->naninf, &out->naninf_first);
     note(bad_exact, idx, &out->exact, &out->exact_first);
     note(bad_det, idx, &out->nondet, &out->nondet_first);
+    note(over, idx, &out->vrel_over, &out->vrel_over_first);
   }
   // Non-negative floats and doubles order like their bit patterns.
   for (int o = 16; o > 0; o >>= 1) {
     worst = max(worst, __shfl_xor_sync(0xffffffffu, worst, o));
+    vworst = max(vworst, __shfl_xor_sync(0xffffffffu, vworst, o));
+    kmax = max(kmax, __shfl_xor_sync(0xffffffffu, kmax, o));
+    vmax = max(vmax, __shfl_xor_sync(0xffffffffu, vmax, o));
     max_abs = fmax(max_abs, __shfl_xor_sync(0xffffffffu, max_abs, o));
   }
   if ((threadIdx.x & 31) == 0) {
     if (worst != 0) atomicMax(&out->worst_key, worst);
+    if (vworst != 0) atomicMax(&out->vrel_key, vworst);
+    if (kmax != 0) atomicMax(&out->vrel_kernel, kmax);
+    if (vmax != 0) atomicMax(&out->vrel_vendor, vmax);
     if (max_abs > 0) atomicMax(&out->max_abs_bits, static_cast<unsigned long long>(__double_as_longlong(max_abs)));
   }
 }

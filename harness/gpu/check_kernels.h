@@ -45,6 +45,16 @@ struct DevCompare {
   double out_max = 0;          ///< largest finite value of the output dtype (overflow zone)
   double overflow_mag = 0;     ///< mag at or above which intermediates may overflow (0: use out_max)
   const void* prev = nullptr;  ///< a previous launch's output (same view) for determinism; or null
+  /// The vendor library's output (same view) for the vendor-relative ratio, or null. Over elements
+  /// where out, vendor and ref are finite and the tolerance tol is finite and positive, with
+  /// f = ulp_out(|ref|) + vr_min_sub / 2 (bounds.h vendor_floor): a = |out - ref| / tol and
+  /// b = max(|vendor - ref|, f) / tol, the errors as fractions of the bound; the check keeps
+  /// max a, max b and max a / b (= |out - ref| / max(|vendor - ref|, f), the element-wise rule).
+  const void* vendor = nullptr;
+  int32_t vr_bits = 0;  ///< precision bits of the output dtype (0: an integer dtype, one unit)
+  int32_t pad2_ = 0;
+  double vr_min_normal = 0, vr_min_sub = 0, vr_max = 0;  ///< of the output dtype
+  double vr_alpha = 0;  ///< elements above this ratio are counted (vrel_over)
 };
 
 struct CheckParams {
@@ -72,6 +82,10 @@ struct CompareResult {
   unsigned long long nondet = 0, nondet_first = 0;
   unsigned long long worst_key = 0;     ///< (float bits of ratio << 32) | ~index32
   unsigned long long max_abs_bits = 0;  ///< double bits of max |out-ref| (finite elements)
+  unsigned long long vrel_key = 0;      ///< (float bits of max a / b << 32) | ~index32 (DevCompare::vendor)
+  unsigned long long vrel_kernel = 0;   ///< (float bits of max a << 32) | ~index32
+  unsigned long long vrel_vendor = 0;   ///< float bits of max b
+  unsigned long long vrel_over = 0, vrel_over_first = 0;  ///< elements with a / b > vr_alpha
 };
 
 struct CheckResult {

@@ -77,11 +77,17 @@ StatusOr<std::unique_ptr<CudnnHandle>> CudnnHandle::create(cudaStream_t stream) 
 }
 
 CudnnHandle::~CudnnHandle() {
+  // The stream the handle was last bound to may be gone by now (a vendor column's handle lives
+  // in its thread's thread_local storage, which ends after the lane and its stream): wait for the
+  // device instead, and unbind the stream before cudnnDestroy sees it.
   if (workspace_ != nullptr) {
-    (void)cudaStreamSynchronize(stream_);
+    (void)cudaDeviceSynchronize();
     (void)cudaFree(workspace_);
   }
-  if (handle_ != nullptr) (void)cudnnDestroy(handle_);
+  if (handle_ != nullptr) {
+    (void)cudnnSetStream(handle_, nullptr);
+    (void)cudnnDestroy(handle_);
+  }
 }
 
 Status CudnnHandle::set_stream(cudaStream_t stream) {

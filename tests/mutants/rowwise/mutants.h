@@ -26,6 +26,9 @@ cudaError_t softmax_no_max(Dt dt, const void* x, int64_t ldx, void* y, int64_t l
 /// (missing from the sum; left unwritten when y is aligned too).
 cudaError_t softmax_vec_tail(Dt dt, const void* x, int64_t ldx, void* y, int64_t ldy, int64_t rows, int64_t n, bool log,
                              cudaStream_t s);
+/// Replaces softmax_fwd: __expf / __logf in place of expf / logf (fast-math arithmetic, declared).
+cudaError_t softmax_fast_exp(Dt dt, const void* x, int64_t ldx, void* y, int64_t ldy, int64_t rows, int64_t n, bool log,
+                             cudaStream_t s);
 /// Replaces softmax_bwd: dx = y dy (log: dx = dy), the "- sum" term forgotten.
 cudaError_t softmax_bwd_no_sum(Dt dt, const void* y, int64_t ldy, const void* dy, int64_t lddy, void* dx, int64_t lddx,
                                int64_t rows, int64_t n, bool log, cudaStream_t s);

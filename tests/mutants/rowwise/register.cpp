@@ -26,6 +26,15 @@ ASSAY_REGISTER(add_variant("softmax",
                             .launch = softmax_launch(m::softmax_vec_tail),
                             .mutant = true,
                             .source = kSoftmax}));
+// Inside its declared ceiling (fast_math), caught by the vendor-relative accuracy warning alone.
+ASSAY_REGISTER(add_variant("softmax",
+                           {.name = "mutant_softmax_fast_exp",
+                            .description = "__expf / __logf (fast-math, declared): within the ceiling, far below "
+                                           "cuDNN's accuracy (an accuracy warning, not a failure)",
+                            .launch = softmax_launch(m::softmax_fast_exp),
+                            .contract = Contract().fast_math(),
+                            .mutant = true,
+                            .source = kSoftmax}));
 ASSAY_REGISTER(add_variant("softmax_bwd", {.name = "mutant_softmax_bwd_no_sum",
                                            .description = "backward forgets the - sum(y dy) term",
                                            .launch = softmax_bwd_launch(m::softmax_bwd_no_sum),

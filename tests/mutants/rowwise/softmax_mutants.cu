@@ -11,6 +11,13 @@
 //                       aligned too, never written (canaries / stale values remain). Caught by
 //                       the bound and unwritten-output checks; invisible when n % kN == 0 or
 //                       every row is misaligned (odd offsets, padded ld).
+//   softmax_fast_exp    Every expf of the online pass (running sum, rescales, outputs) is
+//                       __expf, and the log-sum-exp's logf is __logf, as --use_fast_math
+//                       would make them. The variant declares fast_math (so the hard
+//                       ceiling allows __expf's 2 + floor(1.173 |x|) ulp and stays quiet),
+//                       but on rows with a spread of logits its outputs carry many ulps
+//                       where cuDNN's carry one or two: the vendor-relative accuracy
+//                       warning, not a failure, is what must catch it.
 //   softmax_bwd_no_sum  dx = y dy (log: dx = dy): the projection "- sum_j y_j dy_j" forgotten.
 //                       Caught by the bound check whenever sum_j y_j dy_j != 0, i.e. almost
 //                       always (constant dy with softmax is the exception: sum = dy, and the
@@ -99,6 +106,40 @@ __global__ void __launch_bounds__(G::kThreads)
   }
 }
 
+// online_add / MaxSumOp of common.cuh with __expf in place of expf.
+__device__ __forceinline__ void fast_add(MaxSum& st, float x) {
+  const float m = fmaxf(st.m, x);
+  const float shift = safe_shift(m);
+  st.s = st.s * __expf(st.m - shift) + __expf(x - shift);  // BUG: approximate exp
+  st.m = m;
+}
+struct FastMaxSumOp {
+  __device__ static MaxSum identity() { return {neg_inf(), 0.0f}; }
+  __device__ MaxSum operator()(MaxSum a, MaxSum b) const {
+    const float m = fmaxf(a.m, b.m);
+    const float shift = safe_shift(m);
+    return {m, a.s * __expf(a.m - shift) + b.s * __expf(b.m - shift)};
+  }
+};
+
+// softmax_fwd_kernel's scalar path with every exp and log approximate.
+template <typename T, bool Log, typename G>
+__global__ void __launch_bounds__(G::kThreads)
+    fast_exp_kernel(const T* __restrict__ x, int64_t ldx, T* __restrict__ y, int64_t ldy, int64_t rows, int64_t n) {
+  for (int64_t r = G::first_row(); r < rows; r += G::row_stride()) {
+    const T* xr = x + r * ldx;
+    T* yr = y + r * ldy;
+    MaxSum st = FastMaxSumOp::identity();
+    for (int64_t j = G::rank(); j < n; j += G::size()) fast_add(st, to_float(xr[j]));
+    st = G::allreduce(st, FastMaxSumOp{});
+    const float m = st.m, s = st.s, log_s = __logf(st.s);
+    for (int64_t j = G::rank(); j < n; j += G::size()) {
+      const float v = to_float(xr[j]);
+      yr[j] = from_float<T>(Log ? (v - m) - log_s : __expf(v - m) / s);
+    }
+  }
+}
+
 template <typename T, bool Log, typename G>
 __global__ void __launch_bounds__(G::kThreads)
     bwd_no_sum_kernel(const T* __restrict__ y, int64_t ldy, const T* __restrict__ dy, int64_t lddy, T* __restrict__ dx,
@@ -125,10 +166,23 @@ cudaError_t check_fwd(Dt dt, const void* x, int64_t ldx, const void* y, int64_t 
   return cudaSuccess;
 }
 
-}  // namespace
+// One forward mutant kernel per selector, launched as softmax_fwd launches its kernel.
+#define ASSAY_MUTANT_FWD(Name, kernel)                                                                 \
+  struct Name {                                                                                        \
+    template <typename T, bool Log, typename G>                                                        \
+    static void launch(dim3 grid, dim3 block, cudaStream_t s, const T* x, int64_t ldx, T* y, int64_t ldy, \
+                       int64_t rows, int64_t n) {                                                      \
+      kernel<T, Log, G><<<grid, block, 0, s>>>(x, ldx, y, ldy, rows, n);                               \
+    }                                                                                                  \
+  };
+ASSAY_MUTANT_FWD(NoMax, no_max_kernel)
+ASSAY_MUTANT_FWD(VecTail, vec_tail_kernel)
+ASSAY_MUTANT_FWD(FastExp, fast_exp_kernel)
+#undef ASSAY_MUTANT_FWD
 
-cudaError_t softmax_no_max(Dt dt, const void* x, int64_t ldx, void* y, int64_t ldy, int64_t rows, int64_t n, bool log,
-                           cudaStream_t s) {
+template <typename K>
+cudaError_t launch_fwd(Dt dt, const void* x, int64_t ldx, void* y, int64_t ldy, int64_t rows, int64_t n, bool log,
+                       cudaStream_t s) {
   bool work = false;
   if (const cudaError_t e = check_fwd(dt, x, ldx, y, ldy, rows, n, &work); e != cudaSuccess || !work) return e;
   return dispatch_dt(dt, [&](auto tag) {
@@ -138,33 +192,30 @@ cudaError_t softmax_no_max(Dt dt, const void* x, int64_t ldx, void* y, int64_t l
     launch_rows(rows, n, [&](auto group, dim3 grid, dim3 block) {
       using G = decltype(group);
       if (log) {
-        no_max_kernel<T, true, G><<<grid, block, 0, s>>>(xt, ldx, yt, ldy, rows, n);
+        K::template launch<T, true, G>(grid, block, s, xt, ldx, yt, ldy, rows, n);
       } else {
-        no_max_kernel<T, false, G><<<grid, block, 0, s>>>(xt, ldx, yt, ldy, rows, n);
+        K::template launch<T, false, G>(grid, block, s, xt, ldx, yt, ldy, rows, n);
       }
     });
     return cudaGetLastError();
   });
 }
 
+}  // namespace
+
+cudaError_t softmax_no_max(Dt dt, const void* x, int64_t ldx, void* y, int64_t ldy, int64_t rows, int64_t n, bool log,
+                           cudaStream_t s) {
+  return launch_fwd<NoMax>(dt, x, ldx, y, ldy, rows, n, log, s);
+}
+
 cudaError_t softmax_vec_tail(Dt dt, const void* x, int64_t ldx, void* y, int64_t ldy, int64_t rows, int64_t n, bool log,
                              cudaStream_t s) {
-  bool work = false;
-  if (const cudaError_t e = check_fwd(dt, x, ldx, y, ldy, rows, n, &work); e != cudaSuccess || !work) return e;
-  return dispatch_dt(dt, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* xt = static_cast<const T*>(x);
-    T* yt = static_cast<T*>(y);
-    launch_rows(rows, n, [&](auto group, dim3 grid, dim3 block) {
-      using G = decltype(group);
-      if (log) {
-        vec_tail_kernel<T, true, G><<<grid, block, 0, s>>>(xt, ldx, yt, ldy, rows, n);
-      } else {
-        vec_tail_kernel<T, false, G><<<grid, block, 0, s>>>(xt, ldx, yt, ldy, rows, n);
-      }
-    });
-    return cudaGetLastError();
-  });
+  return launch_fwd<VecTail>(dt, x, ldx, y, ldy, rows, n, log, s);
+}
+
+cudaError_t softmax_fast_exp(Dt dt, const void* x, int64_t ldx, void* y, int64_t ldy, int64_t rows, int64_t n, bool log,
+                             cudaStream_t s) {
+  return launch_fwd<FastExp>(dt, x, ldx, y, ldy, rows, n, log, s);
 }
 
 cudaError_t softmax_bwd_no_sum(Dt dt, const void* y, int64_t ldy, const void* dy, int64_t lddy, void* dx, int64_t lddx,
