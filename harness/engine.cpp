@@ -586,11 +586,11 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
     // The vendor column first, once per setup: its kept outputs serve every variant's ratio.
     const bool vendor_now = op.vendor.defined() && every && !probe && !s.vendor_done;
     bool vendor_launched = false;
+    std::optional<PhaseTimer> launch_timer(std::in_place, Phase::kLaunchCheck);  // the vendor's launch too
     if (vendor_now) ASSAY_RETURN_IF_ERROR(launch_vendor(op, s, lane, runs, vendor_launched));
     const int vendor_regions = vendor_launched ? lane.check_params().nregions : 0;
     const bool vendor_rel = op.vendor.defined() && every && !probe && s.vendor_kept;
     const auto dv = dev_views(cv, views, lane);
-    std::optional<PhaseTimer> launch_timer(std::in_place, Phase::kLaunchCheck);
     for (int rep = 1; rep < lane.options.repeat; ++rep) {  // a kernel that degrades after N calls
       ASSAY_RETURN_IF_ERROR(lane.restore());
       const cudaError_t e = v->launch(params, dv, lane.stream());

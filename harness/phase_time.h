@@ -17,7 +17,7 @@ enum class Phase : int {
   kBound,            ///< the op's host bound and the engine's accumulate/partial terms
   kDeviceReference,  ///< inputs drawn and the fp64 reference computed on the device (launches)
   kUpload,           ///< host images and references copied to the lane's device memory
-  kLaunchCheck,      ///< the variant's launches, the device checks and waiting for their results
+  kLaunchCheck,      ///< the variant's and the vendor's launches, the device checks and waiting for them
   kCount
 };
 
