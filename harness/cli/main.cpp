@@ -912,8 +912,9 @@ int main(int argc, char** argv) {
   int64_t fa_batch_mb = 256;
   auto* false_alarm_cmd = app.add_subcommand(
       "false-alarm",
-      "Fuzz the vendor GEMMs (cuBLAS, cuBLASLt: fp32, tf32, fp16, bf16, fp8, int8) against the fp64 host "
-      "reference under the hard ceilings of harness/bounds.h; exit 1 if any element exceeds its ceiling");
+      "Fuzz the vendor GEMMs (cuBLAS, cuBLASLt: fp32, tf32, fp16, bf16, fp8, int8) against the fp64 reference "
+      "(on the device, the host's on a sample beside it) under the hard ceilings of harness/bounds.h; exit 1 if "
+      "any element exceeds its ceiling");
   false_alarm_cmd->add_option("--cases", fao.cases, "Cases to run")->check(CLI::NonNegativeNumber);
   false_alarm_cmd->add_option("--seed", fa_seed,
                               "Campaign seed (a case is a function of seed and index), or 'rotate' (the default): a "

@@ -813,6 +813,7 @@ void FaReport::merge(const FaReport& o) {
   seconds_vendor += o.seconds_vendor;
   seconds_judge += o.seconds_judge;
   seconds_wait += o.seconds_wait;
+  seconds_launch += o.seconds_launch;
   shards.insert(shards.end(), o.shards.begin(), o.shards.end());
   device = device.empty() ? o.device : device + "; " + o.device;
   ref_check.cases += o.ref_check.cases;
@@ -894,23 +895,25 @@ std::string fa_markdown(const FaReport& r, const FaOptions& o) {
   std::string md = fmt::format(
       "# Vendor GEMMs against their hard ceilings (assay false-alarm)\n\n"
       "Device: {}. Seed {}{}, cases [{}, {}): {} run, {} not run (the library declined); m, n <= {}, k <= {}. "
-      "{:.1f} s ({:.0f} cases/s{}; inputs {:.1f} s, references {:.1f} s host{}, vendor {:.1f} s, judge {:.1f} s, "
+      "{:.1f} s ({:.0f} cases/s{}; inputs {:.1f} s, references {:.1f} s host{}, vendor {:.1f} s{}, judge {:.1f} s, "
       "waiting for the device {:.1f} s{}).\n\n",
       r.device, o.seed, o.seed_rotated ? " (rotating: drawn from the clock; replay lines carry it)" : "", o.first_case,
       o.first_case + o.cases, tot.cases, tot.not_run, o.max_mn, o.max_k, r.seconds,
       r.seconds > 0 ? static_cast<double>(tot.cases) / r.seconds : 0.0,
       r.shards.size() > 1 ? fmt::format(" over {} shards", r.shards.size()) : "", r.seconds_inputs,
       r.seconds_reference, device_ref ? fmt::format(" + {:.1f} s device", r.seconds_reference_device) : "",
-      r.seconds_vendor, r.seconds_judge, r.seconds_wait, r.shards.size() > 1 ? "; each summed over the shards" : "");
+      r.seconds_vendor, device_ref ? fmt::format(" device (launching {:.1f} s host)", r.seconds_launch) : "",
+      r.seconds_judge, r.seconds_wait, r.shards.size() > 1 ? "; each summed over the shards" : "");
   if (r.shards.size() > 1) {
-    md += "| shard | device | cases | s | cases/s | inputs | ref host | ref device | vendor | judge | wait |\n"
-          "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    md += "| shard | device | cases | s | cases/s | inputs | ref host | ref device | launch | vendor | judge | wait |\n"
+          "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for (size_t i = 0; i < r.shards.size(); ++i) {
       const FaShard& h = r.shards[i];
-      md += fmt::format("| {} | {} | {} | {:.1f} | {:.0f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} |\n", i,
-                        h.device, h.cases, h.seconds, h.seconds > 0 ? static_cast<double>(h.cases) / h.seconds : 0.0,
-                        h.seconds_inputs, h.seconds_reference, h.seconds_reference_device, h.seconds_vendor,
-                        h.seconds_judge, h.seconds_wait);
+      md += fmt::format(
+          "| {} | {} | {} | {:.1f} | {:.0f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} |\n", i,
+          h.device, h.cases, h.seconds, h.seconds > 0 ? static_cast<double>(h.cases) / h.seconds : 0.0,
+          h.seconds_inputs, h.seconds_reference, h.seconds_reference_device, h.seconds_launch, h.seconds_vendor,
+          h.seconds_judge, h.seconds_wait);
     }
     md += "\n";
   }
@@ -1015,6 +1018,7 @@ nlohmann::json fa_json(const FaReport& r, const FaOptions& o) {
                          {"reference", r.seconds_reference},
                          {"reference_device", r.seconds_reference_device},
                          {"vendor", r.seconds_vendor},
+                         {"launch", r.seconds_launch},
                          {"judge", r.seconds_judge},
                          {"wait", r.seconds_wait}};
   nlohmann::json shards = nlohmann::json::array();
@@ -1029,6 +1033,7 @@ nlohmann::json fa_json(const FaReport& r, const FaOptions& o) {
                         {"reference", h.seconds_reference},
                         {"reference_device", h.seconds_reference_device},
                         {"vendor", h.seconds_vendor},
+                        {"launch", h.seconds_launch},
                         {"judge", h.seconds_judge},
                         {"wait", h.seconds_wait}}}});
   j["shards"] = shards;
@@ -1925,6 +1930,7 @@ struct Stage {
   FaBatch batch;
   std::vector<CaseRef> host;
   std::vector<uint8_t> has_host;
+  double launch_seconds = 0;  ///< host wall of backend.launch (an emulated vendor: the whole run)
   bool active = false;
 };
 
@@ -2028,7 +2034,7 @@ StatusOr<FaReport> run_shard(const FaOptions& o, const std::vector<int>& sel, Fa
     ASSAY_RETURN_IF_ERROR(backend.wait(batch));
     report.seconds_wait += since(t0);
     if (batch.device_seconds_reference >= 0) report.seconds_reference_device += batch.device_seconds_reference;
-    if (batch.device_seconds_vendor >= 0) report.seconds_vendor += batch.device_seconds_vendor;
+    report.seconds_vendor += batch.device_seconds_vendor >= 0 ? batch.device_seconds_vendor : st.launch_seconds;
     if (device_ref) {
       if (n > 0 && (batch.ref == nullptr || batch.mag == nullptr))
         return internal_error("false-alarm: the backend promised a device reference but gave no ref/mag buffers");
@@ -2131,11 +2137,11 @@ StatusOr<FaReport> run_shard(const FaOptions& o, const std::vector<int>& sel, Fa
       host_refs(cur);
       const auto t_launch = std::chrono::steady_clock::now();
       const Status launched = backend.launch(batch);
-      const double launch_s = since(t_launch);
+      cur.launch_seconds = since(t_launch);
+      report.seconds_launch += cur.launch_seconds;
       pool.wait();
       report.seconds_reference += since(t0);
       if (!launched.ok()) return launched;
-      if (batch.device_seconds_vendor < 0) report.seconds_vendor += launch_s;
     }
     if (prev.active) {
       ASSAY_RETURN_IF_ERROR(finish(prev));
@@ -2160,6 +2166,7 @@ StatusOr<FaReport> run_shard(const FaOptions& o, const std::vector<int>& sel, Fa
   sh.seconds_vendor = report.seconds_vendor;
   sh.seconds_judge = report.seconds_judge;
   sh.seconds_wait = report.seconds_wait;
+  sh.seconds_launch = report.seconds_launch;
   sh.device_reference = device_ref;
   report.shards = {sh};
   return report;

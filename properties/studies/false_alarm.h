@@ -233,7 +233,7 @@ struct FaShard {
   std::string device;
   int64_t cases = 0;  ///< cases it ran (the library declined none of them)
   double seconds = 0, seconds_inputs = 0, seconds_reference = 0, seconds_reference_device = 0, seconds_vendor = 0,
-         seconds_judge = 0, seconds_wait = 0;
+         seconds_judge = 0, seconds_wait = 0, seconds_launch = 0;
   bool device_reference = false;  ///< ref and mag from the device; the host computed a sample
 };
 
@@ -252,9 +252,10 @@ struct FaReport {
   std::vector<int> configs;                 ///< the selected configs
   int64_t cases = 0, planted = 0;
   /// Wall seconds; each phase summed over the shards (host phases: wall of the shard's host
-  /// thread; reference_device and vendor: device time from events where the backend has them).
+  /// thread; reference_device and vendor: device time from events where the backend has them,
+  /// else vendor is the wall of launch; launch: the host enqueuing a batch's device work).
   double seconds = 0, seconds_inputs = 0, seconds_reference = 0, seconds_reference_device = 0, seconds_vendor = 0,
-         seconds_judge = 0, seconds_wait = 0;
+         seconds_judge = 0, seconds_wait = 0, seconds_launch = 0;
   std::string device;
   std::vector<FaShard> shards;
   FaRefCheck ref_check;
