@@ -2019,7 +2019,8 @@ StatusOr<FaReport> run_shard(const FaOptions& o, const std::vector<int>& sel, Fa
       const FaCase &a = batch.cases[x], &b = batch.cases[y];
       return a.batch * a.m * a.n * a.k > b.batch * b.m * b.n * b.k;
     });
-    pool.start(static_cast<int64_t>(order.size()), [&st, order = std::move(order), &scratch](int64_t i, int w) {
+    const auto count = static_cast<int64_t>(order.size());  // before the lambda takes `order`
+    pool.start(count, [&st, order = std::move(order), &scratch](int64_t i, int w) {
       const size_t ci = order[static_cast<size_t>(i)];
       compute_reference(st.batch, ci, st.host[ci], scratch[static_cast<size_t>(w)]);
     });

@@ -86,22 +86,32 @@ ASSAY_F64B_HD inline double f64b_signed(double v, bool negative) {
   return negative ? -v : v;
 }
 
+/// A naturally aligned element (the staging image places every element at a multiple of its
+/// size): one load on the device, where memcpy of unknown alignment would be byte loads.
+template <typename T>
+ASSAY_F64B_HD inline T f64b_load(const unsigned char* p) {
+#if defined(__CUDA_ARCH__)
+  return *reinterpret_cast<const T*>(p);
+#else
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+#endif
+}
+
 /// The value of the stored element at p, exactly (harness/dtype.h load_as_double, NaN payloads
 /// aside: every NaN encoding gives a NaN).
 ASSAY_F64B_HD inline double f64_decode(int32_t t, const unsigned char* p) {
   switch (t) {
     case kInF16: {
-      uint16_t h;
-      std::memcpy(&h, p, 2);
+      const uint16_t h = f64b_load<uint16_t>(p);
       const uint32_t mag = h & 0x7FFFu;
       if (mag > 0x7C00u) return f64b_nan();
       const double v = mag == 0x7C00u ? f64b_from_bits(0x7FF0000000000000ull) : f64b_minifloat(mag, 10, 15);
       return f64b_signed(v, (h & 0x8000u) != 0);
     }
     case kInBF16: {
-      uint16_t h;
-      std::memcpy(&h, p, 2);
-      const uint32_t u = static_cast<uint32_t>(h) << 16;
+      const uint32_t u = static_cast<uint32_t>(f64b_load<uint16_t>(p)) << 16;
       float f;
       std::memcpy(&f, &u, 4);
       return static_cast<double>(f);
@@ -119,16 +129,10 @@ ASSAY_F64B_HD inline double f64_decode(int32_t t, const unsigned char* p) {
     }
     case kInI8:
       return static_cast<double>(static_cast<int8_t>(p[0]));
-    case kInI32: {
-      int32_t v;
-      std::memcpy(&v, p, 4);
-      return static_cast<double>(v);
-    }
-    default: {
-      float f;
-      std::memcpy(&f, p, 4);
-      return static_cast<double>(f);
-    }
+    case kInI32:
+      return static_cast<double>(f64b_load<int32_t>(p));
+    default:
+      return static_cast<double>(f64b_load<float>(p));
   }
 }
 

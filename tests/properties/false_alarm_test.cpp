@@ -1066,7 +1066,7 @@ TEST(FalseAlarm, DeviceDecoderGivesEveryStoredValue) {
     ASSERT_EQ(device_ref::f64_input_size(code), static_cast<int64_t>(dtype_size(t)));
     const uint32_t patterns = 1u << (8 * dtype_size(t));
     for (uint32_t bits = 0; bits < patterns; ++bits) {
-      unsigned char p[2] = {static_cast<unsigned char>(bits & 0xff), static_cast<unsigned char>(bits >> 8)};
+      unsigned char p[4] = {static_cast<unsigned char>(bits & 0xff), static_cast<unsigned char>(bits >> 8), 0, 0};
       const double want = load_as_double(t, p), got = device_ref::f64_decode(code, p);
       if (std::isnan(want)) {
         ASSERT_TRUE(std::isnan(got)) << dtype_name(t) << " " << bits;
@@ -1101,7 +1101,8 @@ TEST(FalseAlarm, ReferenceAgreementRules) {
   EXPECT_TRUE(fa_reference_agrees(1.5 + 100 * 0x1p-53 * mag, mag, 1.5, mag, 100, false));
   EXPECT_FALSE(fa_reference_agrees(1.5 + 300 * 0x1p-53 * mag, mag, 1.5, mag, 100, false));
   EXPECT_FALSE(fa_reference_agrees(1.5, mag * (1 + 1e-9), 1.5, mag, 100, false));  // mag is checked too
-  EXPECT_TRUE(fa_reference_agrees(kNaN, kNaN, kNaN, kInf, 3, false));
+  EXPECT_TRUE(fa_reference_agrees(kNaN, kInf, kNaN, kInf, 3, false));
+  EXPECT_FALSE(fa_reference_agrees(kNaN, kNaN, kNaN, kInf, 3, false));  // NaN in mag: a NaN input, any order
   EXPECT_FALSE(fa_reference_agrees(1.0, mag, kNaN, mag, 3, false));
   EXPECT_FALSE(fa_reference_agrees(kInf, kInf, -kInf, kInf, 3, false));
   EXPECT_TRUE(fa_reference_agrees(-kInf, kInf, -kInf, kInf, 3, false));
