@@ -69,32 +69,29 @@ inline uint16_t f32_to_bf16(float x) {
   return static_cast<uint16_t>(sign | m);
 }
 
-inline uint8_t f32_to_e4m3(float x, Overflow mode) {
+/// fp32 -> an fp8 format with `mant_bits` and `bias`: `overflow` is the code an overflowing
+/// value (and Inf) takes without saturation (e4m3: its NaN 0x7F, there is no Inf; e5m2: Inf
+/// 0x7C), `max` the largest finite code (the saturated result).
+inline uint8_t f32_to_fp8(float x, Overflow mode, int mant_bits, int bias, uint32_t overflow, uint32_t max) {
   const uint32_t u = float_bits(x);
   const uint32_t a = u & kAbsMask;
   const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
   // CUDA (__nv_cvt_float_to_fp8) canonicalises NaN input to +NaN, giving 0x7F.
   if (a > kInfBits) return 0x7F;
   if (a == 0) return sign;
-  // Inf behaves like any overflowing value: max finite under SATFINITE,
-  // sign|NaN (there is no Inf in e4m3) under NOSAT.
-  const uint32_t m = a == kInfBits ? 0x7F : magnitude_rne(a, 3, 7);
-  if (m > 0x7E) return sign | (mode == Overflow::kSaturate ? 0x7E : 0x7F);
+  // Inf behaves like any overflowing value: max finite under SATFINITE (so -Inf gives -max),
+  // sign|overflow under NOSAT.
+  const uint32_t m = a == kInfBits ? overflow : magnitude_rne(a, mant_bits, bias);
+  if (m > max) return static_cast<uint8_t>(sign | (mode == Overflow::kSaturate ? max : overflow));
   return static_cast<uint8_t>(sign | m);
 }
 
+inline uint8_t f32_to_e4m3(float x, Overflow mode) {
+  return f32_to_fp8(x, mode, 3, 7, 0x7F, 0x7E);
+}
+
 inline uint8_t f32_to_e5m2(float x, Overflow mode) {
-  const uint32_t u = float_bits(x);
-  const uint32_t a = u & kAbsMask;
-  const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
-  // CUDA (__nv_cvt_float_to_fp8) canonicalises NaN input to +NaN, giving 0x7F.
-  if (a > kInfBits) return 0x7F;
-  if (a == 0) return sign;
-  // Inf behaves like any overflowing value: max finite under SATFINITE
-  // (so -Inf gives -57344, not -Inf), sign|Inf under NOSAT.
-  const uint32_t m = a == kInfBits ? 0x7C : magnitude_rne(a, 2, 15);
-  if (m > 0x7B) return sign | (mode == Overflow::kSaturate ? 0x7B : 0x7C);
-  return static_cast<uint8_t>(sign | m);
+  return f32_to_fp8(x, mode, 2, 15, 0x7C, 0x7B);
 }
 
 }  // namespace assay::encode

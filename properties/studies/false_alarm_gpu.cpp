@@ -22,42 +22,40 @@
 namespace assay {
 namespace {
 
-/// Pinned host memory grown on demand.
-struct Pinned {
-  unsigned char* p = nullptr;
-  size_t cap = 0;
+/// Pinned host or device memory grown on demand (its contents are not kept).
+struct Grown {
+  explicit Grown(bool host) : pinned(host) {}
+  Grown(const Grown&) = delete;
+  Grown& operator=(const Grown&) = delete;
+  ~Grown() { release(); }
   Status ensure(size_t bytes) {
     if (bytes <= cap) return ok_status();
-    if (p != nullptr) CUDA_CHECK(cudaFreeHost(p));
-    p = nullptr;
-    cap = 0;
+    release();
     const size_t want = bytes + bytes / 4;
-    CUDA_CHECK(cudaMallocHost(&p, want));
+    void* q = nullptr;
+    if (pinned) {
+      CUDA_CHECK(cudaMallocHost(&q, want));
+    } else {
+      CUDA_CHECK(cudaMalloc(&q, want));
+    }
+    p = static_cast<unsigned char*>(q);
     cap = want;
     return ok_status();
   }
-  ~Pinned() {
-    if (p != nullptr) cudaFreeHost(p);
-  }
-};
-
-/// Device memory grown on demand (its contents are not kept).
-struct DeviceMem {
-  unsigned char* p = nullptr;
-  size_t cap = 0;
-  Status ensure(size_t bytes) {
-    if (bytes <= cap) return ok_status();
-    if (p != nullptr) CUDA_CHECK(cudaFree(p));
+  void release() {
+    if (p != nullptr) {
+      if (pinned) {
+        cudaFreeHost(p);
+      } else {
+        cudaFree(p);
+      }
+    }
     p = nullptr;
     cap = 0;
-    const size_t want = bytes + bytes / 4;
-    CUDA_CHECK(cudaMalloc(&p, want));
-    cap = want;
-    return ok_status();
   }
-  ~DeviceMem() {
-    if (p != nullptr) cudaFree(p);
-  }
+  bool pinned;
+  unsigned char* p = nullptr;
+  size_t cap = 0;
 };
 
 size_t align256(size_t x) {
@@ -228,7 +226,7 @@ class GpuBackend : public FaBackend {
  private:
   /// A staging slot: the host side of one batch in flight, and its events.
   struct Slot {
-    Pinned image, result, ref, work;
+    Grown image{true}, result{true}, ref{true}, work{true};
     cudaEvent_t start = nullptr, ref_done = nullptr, vendor_done = nullptr, end = nullptr;
   };
   GpuBackend() = default;
@@ -239,7 +237,7 @@ class GpuBackend : public FaBackend {
   cublasHandle_t cublas_ = nullptr;
   std::unique_ptr<vendor::CublasLt> lt_;
   Slot slots_[2];
-  DeviceMem dev_, dev_ref_, dev_work_;
+  Grown dev_{false}, dev_ref_{false}, dev_work_{false};
   std::vector<device_ref::F64GemmProblem> problems_;
   std::vector<device_ref::F64GemmTile> tiles_;
   std::string description_;
