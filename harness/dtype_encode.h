@@ -45,53 +45,38 @@ inline uint32_t float_bits(float x) {
 
 inline constexpr uint32_t kAbsMask = 0x7FFFFFFFu, kInfBits = 0x7F800000u;
 
-inline uint16_t f32_to_f16(float x) {
+/// fp32 -> a binary format held in T (16 or 8 bits) with `mant_bits` and `bias`: `overflow` is
+/// the magnitude code an overflowing value (and Inf) takes without saturation (fp16, bf16,
+/// e5m2: Inf; e4m3: its NaN, it has no Inf), overflow - 1 the largest finite one (the result
+/// under saturation). Every NaN gives the all-ones magnitude, sign dropped (CUDA's
+/// __float2half_rn, __float2bfloat16_rn, __nv_cvt_float_to_fp8).
+template <typename T>
+inline T f32_to_narrow(float x, Overflow mode, int mant_bits, int bias, uint32_t overflow) {
+  constexpr int kBits = 8 * static_cast<int>(sizeof(T));
   const uint32_t u = float_bits(x);
   const uint32_t a = u & kAbsMask;
-  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
-  if (a > kInfBits) return 0x7FFF;  // CUDA: one NaN for every input NaN, sign dropped
-  if (a == kInfBits) return sign | 0x7C00;
-  if (a == 0) return sign;
-  const uint32_t m = magnitude_rne(a, 10, 15);
-  if (m > 0x7BFF) return sign | 0x7C00;  // rounded beyond 65504: IEEE overflow to Inf
-  return static_cast<uint16_t>(sign | m);
+  const uint32_t sign = (u >> (32 - kBits)) & (1u << (kBits - 1));
+  if (a > kInfBits) return static_cast<T>((1u << (kBits - 1)) - 1u);
+  if (a == 0) return static_cast<T>(sign);
+  const uint32_t m = a == kInfBits ? overflow : magnitude_rne(a, mant_bits, bias);
+  if (m >= overflow) return static_cast<T>(sign | (mode == Overflow::kSaturate ? overflow - 1 : overflow));
+  return static_cast<T>(sign | m);
+}
+
+inline uint16_t f32_to_f16(float x) {
+  return f32_to_narrow<uint16_t>(x, Overflow::kIeee, 10, 15, 0x7C00);
 }
 
 inline uint16_t f32_to_bf16(float x) {
-  const uint32_t u = float_bits(x);
-  const uint32_t a = u & kAbsMask;
-  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
-  if (a > kInfBits) return 0x7FFF;  // CUDA: one NaN for every input NaN, sign dropped
-  if (a == kInfBits) return sign | 0x7F80;
-  if (a == 0) return sign;
-  const uint32_t m = magnitude_rne(a, 7, 127);
-  if (m > 0x7F7F) return sign | 0x7F80;  // rounded beyond bf16 max: IEEE overflow to Inf
-  return static_cast<uint16_t>(sign | m);
-}
-
-/// fp32 -> an fp8 format with `mant_bits` and `bias`: `overflow` is the code an overflowing
-/// value (and Inf) takes without saturation (e4m3: its NaN 0x7F, there is no Inf; e5m2: Inf
-/// 0x7C), `max` the largest finite code (the saturated result).
-inline uint8_t f32_to_fp8(float x, Overflow mode, int mant_bits, int bias, uint32_t overflow, uint32_t max) {
-  const uint32_t u = float_bits(x);
-  const uint32_t a = u & kAbsMask;
-  const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
-  // CUDA (__nv_cvt_float_to_fp8) canonicalises NaN input to +NaN, giving 0x7F.
-  if (a > kInfBits) return 0x7F;
-  if (a == 0) return sign;
-  // Inf behaves like any overflowing value: max finite under SATFINITE (so -Inf gives -max),
-  // sign|overflow under NOSAT.
-  const uint32_t m = a == kInfBits ? overflow : magnitude_rne(a, mant_bits, bias);
-  if (m > max) return static_cast<uint8_t>(sign | (mode == Overflow::kSaturate ? max : overflow));
-  return static_cast<uint8_t>(sign | m);
+  return f32_to_narrow<uint16_t>(x, Overflow::kIeee, 7, 127, 0x7F80);
 }
 
 inline uint8_t f32_to_e4m3(float x, Overflow mode) {
-  return f32_to_fp8(x, mode, 3, 7, 0x7F, 0x7E);
+  return f32_to_narrow<uint8_t>(x, mode, 3, 7, 0x7F);
 }
 
 inline uint8_t f32_to_e5m2(float x, Overflow mode) {
-  return f32_to_fp8(x, mode, 2, 15, 0x7C, 0x7B);
+  return f32_to_narrow<uint8_t>(x, mode, 2, 15, 0x7C);
 }
 
 }  // namespace assay::encode
