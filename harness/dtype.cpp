@@ -18,6 +18,8 @@
 
 #include "harness/dtype.h"
 
+#include "harness/dtype_encode.h"
+
 #include <cfloat>
 #include <climits>
 #include <cmath>
@@ -41,32 +43,6 @@ float bits_float(uint32_t u) {
 
 constexpr uint32_t kF32AbsMask = 0x7FFFFFFFu;
 constexpr uint32_t kF32Inf = 0x7F800000u;
-
-/// Magnitude encoding of a finite, nonzero |x| (fp32 bits `a`, sign cleared)
-/// in a binary format with `mant_bits` stored mantissa bits and exponent
-/// `bias`, with IEEE gradual underflow and round-to-nearest-even. The
-/// exponent range is unbounded above: a result beyond the format's largest
-/// finite encoding means overflow and is the caller's to handle. Works
-/// because a carry out of the rounded mantissa increments the exponent
-/// field, which is exactly the IEEE encoding of the rounded-up value.
-uint32_t encode_magnitude_rne(uint32_t a, int mant_bits, int bias) {
-  const int fe = static_cast<int>(a >> 23);
-  // Significand as an integer, scaled by 2^-23; fp32 subnormals have no hidden bit.
-  const uint64_t sig = fe != 0 ? ((a & 0x7FFFFFu) | 0x800000u) : (a & 0x7FFFFFu);
-  const int e = (fe != 0 ? fe : 1) - 127;          // unbiased exponent of sig's bit 23
-  const int min_e = 1 - bias;                      // target's smallest normal exponent
-  const int eff_e = e > min_e ? e : min_e;         // below it the quantum stops shrinking
-  const int shift = 23 - mant_bits + (eff_e - e);  // bits of sig below the target quantum
-  // sig < 2^24 <= half a quantum: rounds to zero (also keeps the shift in range).
-  if (shift >= 25) return 0;
-  uint64_t q = sig >> shift;
-  const uint64_t rem = sig & ((uint64_t{1} << shift) - 1);
-  const uint64_t half = uint64_t{1} << (shift - 1);
-  if (rem > half || (rem == half && (q & 1u) != 0)) ++q;  // ties to even
-  // For a subnormal target eff_e + bias - 1 == 0 and q is the whole encoding;
-  // for a normal one q carries the hidden bit, which bumps the field by one.
-  return (static_cast<uint32_t>(eff_e + bias - 1) << mant_bits) + static_cast<uint32_t>(q);
-}
 
 /// Decodes a magnitude encoding (no Inf/NaN: the callers handle those) of
 /// fp16, e4m3 or e5m2 into fp32, exactly. Bit arithmetic rather than ldexp
@@ -238,15 +214,7 @@ double min_subnormal(DType t) {
 }
 
 uint16_t f32_to_f16_bits(float x) {
-  const uint32_t u = float_bits(x);
-  const uint32_t a = u & kF32AbsMask;
-  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
-  if (a > kF32Inf) return 0x7FFF;  // CUDA: one NaN for every input NaN, sign dropped
-  if (a == kF32Inf) return sign | 0x7C00;
-  if (a == 0) return sign;
-  const uint32_t m = encode_magnitude_rne(a, 10, 15);
-  if (m > 0x7BFF) return sign | 0x7C00;  // rounded beyond 65504: IEEE overflow to Inf
-  return static_cast<uint16_t>(sign | m);
+  return encode::f32_to_f16(x);
 }
 
 float f16_bits_to_f32(uint16_t h) {
@@ -258,15 +226,7 @@ float f16_bits_to_f32(uint16_t h) {
 }
 
 uint16_t f32_to_bf16_bits(float x) {
-  const uint32_t u = float_bits(x);
-  const uint32_t a = u & kF32AbsMask;
-  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
-  if (a > kF32Inf) return 0x7FFF;  // CUDA: one NaN for every input NaN, sign dropped
-  if (a == kF32Inf) return sign | 0x7F80;
-  if (a == 0) return sign;
-  const uint32_t m = encode_magnitude_rne(a, 7, 127);
-  if (m > 0x7F7F) return sign | 0x7F80;  // rounded beyond bf16 max: IEEE overflow to Inf
-  return static_cast<uint16_t>(sign | m);
+  return encode::f32_to_bf16(x);
 }
 
 float bf16_bits_to_f32(uint16_t h) {
@@ -286,17 +246,7 @@ float round_to_tf32(float x) {
 }
 
 uint8_t f32_to_e4m3_bits(float x, Overflow mode) {
-  const uint32_t u = float_bits(x);
-  const uint32_t a = u & kF32AbsMask;
-  const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
-  // CUDA (__nv_cvt_float_to_fp8) canonicalises NaN input to +NaN, giving 0x7F.
-  if (a > kF32Inf) return 0x7F;
-  if (a == 0) return sign;
-  // Inf behaves like any overflowing value: max finite under SATFINITE,
-  // sign|NaN (there is no Inf in e4m3) under NOSAT.
-  const uint32_t m = a == kF32Inf ? 0x7F : encode_magnitude_rne(a, 3, 7);
-  if (m > 0x7E) return sign | (mode == Overflow::kSaturate ? 0x7E : 0x7F);
-  return static_cast<uint8_t>(sign | m);
+  return encode::f32_to_e4m3(x, mode);
 }
 
 float e4m3_bits_to_f32(uint8_t b) {
@@ -307,17 +257,7 @@ float e4m3_bits_to_f32(uint8_t b) {
 }
 
 uint8_t f32_to_e5m2_bits(float x, Overflow mode) {
-  const uint32_t u = float_bits(x);
-  const uint32_t a = u & kF32AbsMask;
-  const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
-  // CUDA (__nv_cvt_float_to_fp8) canonicalises NaN input to +NaN, giving 0x7F.
-  if (a > kF32Inf) return 0x7F;
-  if (a == 0) return sign;
-  // Inf behaves like any overflowing value: max finite under SATFINITE
-  // (so -Inf gives -57344, not -Inf), sign|Inf under NOSAT.
-  const uint32_t m = a == kF32Inf ? 0x7C : encode_magnitude_rne(a, 2, 15);
-  if (m > 0x7B) return sign | (mode == Overflow::kSaturate ? 0x7B : 0x7C);
-  return static_cast<uint8_t>(sign | m);
+  return encode::f32_to_e5m2(x, mode);
 }
 
 float e5m2_bits_to_f32(uint8_t b) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -1009,13 +1010,18 @@ int main(int argc, char** argv) {
   FaOptions fao;
   std::string fa_out = "false-alarm-results";
   int fa_device = 0;
+  std::string fa_devices, fa_seed = "rotate";
+  bool fa_host_reference = false;
   int64_t fa_batch_mb = 256;
   auto* false_alarm_cmd = app.add_subcommand(
       "false-alarm",
-      "Fuzz the vendor GEMMs (cuBLAS, cuBLASLt: fp32, tf32, fp16, bf16, fp8, int8) against the fp64 host "
-      "reference under the hard ceilings of harness/bounds.h; exit 1 if any element exceeds its ceiling");
+      "Fuzz the vendor GEMMs (cuBLAS, cuBLASLt: fp32, tf32, fp16, bf16, fp8, int8) against the fp64 reference "
+      "(on the device, the host's on a sample beside it) under the hard ceilings of harness/bounds.h; exit 1 if "
+      "any element exceeds its ceiling");
   false_alarm_cmd->add_option("--cases", fao.cases, "Cases to run")->check(CLI::NonNegativeNumber);
-  false_alarm_cmd->add_option("--seed", fao.seed, "Campaign seed (a case is a function of seed and index)");
+  false_alarm_cmd->add_option("--seed", fa_seed,
+                              "Campaign seed (a case is a function of seed and index), or 'rotate' (the default): a "
+                              "fresh seed from the clock, printed and recorded in the report and every replay line");
   false_alarm_cmd->add_option("--first-case", fao.first_case, "First case index (replay: --first-case I --cases 1)")
       ->check(CLI::NonNegativeNumber);
   false_alarm_cmd->add_option("--max-k", fao.max_k, "Largest reduction length k")
@@ -1029,6 +1035,15 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
   false_alarm_cmd->add_option("--max-print", fao.max_print, "Failure lines printed")->check(CLI::NonNegativeNumber);
   false_alarm_cmd->add_option("--device", fa_device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  false_alarm_cmd->add_option("--devices", fa_devices,
+                              "Shard over several GPUs: 'all', a count N (the first N) or a list 0,2 (one shard "
+                              "each, the host threads split between them; overrides --device)");
+  false_alarm_cmd->add_option("--check-every", fao.check_every,
+                              "Host fp64 reference beside the device's for every case whose index is a multiple of "
+                              "this (0: none); a disagreement stops the campaign")
+      ->check(CLI::NonNegativeNumber);
+  false_alarm_cmd->add_flag("--host-reference", fa_host_reference,
+                            "fp64 reference of every case on the host (the device computes none)");
   false_alarm_cmd->add_option("--out", fa_out, "Folder for false-alarm.md/.json (empty: none)");
   cli::ReportPaths fa_reports;
   cli::add_report_options(false_alarm_cmd, fa_reports);
@@ -1165,15 +1180,35 @@ int main(int argc, char** argv) {
   }
   if (false_alarm_cmd->parsed()) {
     fao.batch_bytes = fa_batch_mb << 20;
+    if (fa_seed == "rotate") {
+      fao.seed = fa_rotating_seed();
+      fao.seed_rotated = true;
+    } else {
+      uint64_t v = 0;
+      const auto [end, ec] = std::from_chars(fa_seed.data(), fa_seed.data() + fa_seed.size(), v);
+      if (ec != std::errc() || end != fa_seed.data() + fa_seed.size())
+        return error(invalid_argument(fmt::format("--seed '{}': expected a number or 'rotate'", fa_seed)));
+      fao.seed = v;
+    }
+    if (fao.seed_rotated)
+      fmt::print("false-alarm: seed {} (rotating, from the clock; --seed {} replays this campaign)\n", fao.seed,
+                 fao.seed);
     // Unknown configs are a usage error even where no GPU is present.
     if (auto sel = fa_select(fao); !sel.ok()) return error(sel.status());
-    if (auto ndev = gpu::device_count(); !ndev.ok()) {
+    auto ndev = gpu::device_count();
+    if (!ndev.ok()) {
       const int rc = error(ndev.status());
       CheckReport skipped = cli::skipped_report("false-alarm", "vendor_gemms", ndev.status().message());
       skipped.seed = fao.seed;
       return write_or_error(skipped, fa_reports, rc);
     }
-    auto report = false_alarm(fao, fa_device, fa_out);
+    std::vector<int> devices = {fa_device};
+    if (!fa_devices.empty()) {
+      auto parsed = fa_parse_devices(fa_devices, *ndev);
+      if (!parsed.ok()) return error(parsed.status());
+      devices = *parsed;
+    }
+    auto report = false_alarm(fao, devices, fa_out, !fa_host_reference);
     if (!report.ok()) return error(report.status());
     fmt::print("{}", fa_markdown(*report, fao));
     // The report: one test per vendor configuration. The configurations run interleaved in

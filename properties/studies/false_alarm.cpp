@@ -14,10 +14,14 @@
 #include <limits>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <thread>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
+#include "harness/dtype_encode.h"
 #include "references/host/gemm.h"
 
 namespace assay {
@@ -358,6 +362,50 @@ StatusOr<std::vector<int>> fa_select(const FaOptions& o) {
     if (std::find(sel.begin(), sel.end(), i) == sel.end()) sel.push_back(i);
   }
   return sel;
+}
+
+uint64_t fa_rotating_seed() {
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  const uint64_t ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
+  const uint64_t s = mix64(ns ^ (static_cast<uint64_t>(::getpid()) << 40)) & ((uint64_t{1} << 53) - 1);
+  return s == 0 ? 1 : s;
+}
+
+StatusOr<std::vector<int>> fa_parse_devices(std::string_view spec, int present) {
+  std::vector<int> out;
+  const auto number = [](std::string_view t, int& v) {
+    if (t.empty() || t.size() > 6) return false;
+    v = 0;
+    for (char ch : t) {
+      if (ch < '0' || ch > '9') return false;
+      v = v * 10 + (ch - '0');
+    }
+    return true;
+  };
+  if (spec == "all") {
+    for (int d = 0; d < present; ++d) out.push_back(d);
+  } else if (spec.find(',') == std::string_view::npos) {
+    int n = 0;
+    if (!number(spec, n) || n < 1)
+      return invalid_argument(fmt::format("--devices '{}': expected all, a count or a list like 0,2", spec));
+    if (n > present) return invalid_argument(fmt::format("--devices {}: {} CUDA device(s) present", n, present));
+    for (int d = 0; d < n; ++d) out.push_back(d);
+  } else {
+    size_t pos = 0;
+    while (pos <= spec.size()) {
+      const size_t end = std::min(spec.find(',', pos), spec.size());
+      int d = 0;
+      if (!number(spec.substr(pos, end - pos), d))
+        return invalid_argument(fmt::format("--devices '{}': expected all, a count or a list like 0,2", spec));
+      if (d >= present) return invalid_argument(fmt::format("--devices: device {} of {} present", d, present));
+      if (std::find(out.begin(), out.end(), d) != out.end())
+        return invalid_argument(fmt::format("--devices: device {} named twice", d));
+      out.push_back(d);
+      pos = end + 1;
+    }
+  }
+  if (out.empty()) return invalid_argument("--devices: no CUDA device present");
+  return out;
 }
 
 // ---- cases -------------------------------------------------------------------------------
@@ -741,6 +789,40 @@ void FaTable::merge(const FaTable& o) {
   for (size_t i = 0; i < rows.size(); ++i) rows[i].merge(o.rows[i]);
 }
 
+void FaReport::merge(const FaReport& o) {
+  table.merge(o.table);
+  failures.insert(failures.end(), o.failures.begin(), o.failures.end());
+  std::stable_sort(failures.begin(), failures.end(),
+                   [](const FaFailure& a, const FaFailure& b) { return a.c.index < b.c.index; });
+  if (failures.size() > 1000) failures.resize(1000);
+  not_run_reason.resize(std::max(not_run_reason.size(), o.not_run_reason.size()));
+  not_run_case.resize(not_run_reason.size(), -1);
+  for (size_t i = 0; i < o.not_run_reason.size(); ++i) {
+    const int64_t theirs = i < o.not_run_case.size() ? o.not_run_case[i] : -1;
+    if (theirs >= 0 && (not_run_case[i] < 0 || theirs < not_run_case[i])) {
+      not_run_case[i] = theirs;
+      not_run_reason[i] = o.not_run_reason[i];
+    }
+  }
+  if (configs.empty()) configs = o.configs;
+  cases += o.cases;
+  planted += o.planted;
+  seconds = std::max(seconds, o.seconds);
+  seconds_inputs += o.seconds_inputs;
+  seconds_reference += o.seconds_reference;
+  seconds_reference_device += o.seconds_reference_device;
+  seconds_vendor += o.seconds_vendor;
+  seconds_judge += o.seconds_judge;
+  seconds_wait += o.seconds_wait;
+  seconds_launch += o.seconds_launch;
+  shards.insert(shards.end(), o.shards.begin(), o.shards.end());
+  device = device.empty() ? o.device : device + "; " + o.device;
+  ref_check.cases += o.ref_check.cases;
+  ref_check.elements += o.ref_check.elements;
+  ref_check.identical += o.ref_check.identical;
+  ref_check.max_diff = std::max(ref_check.max_diff, o.ref_check.max_diff);
+}
+
 // ---- reports -----------------------------------------------------------------------------------
 
 namespace {
@@ -810,20 +892,47 @@ std::string fa_failure_line(const FaFailure& f, const FaOptions& o) {
 
 std::string fa_markdown(const FaReport& r, const FaOptions& o) {
   const FaRow tot = r.table.total();
+  const bool device_ref = !r.shards.empty() && r.shards.front().device_reference;
   std::string md = fmt::format(
       "# Vendor GEMMs against their hard ceilings (assay false-alarm)\n\n"
-      "Device: {}. Seed {}, cases [{}, {}): {} run, {} not run (the library declined); m, n <= {}, k <= {}. "
-      "{:.1f} s ({:.0f} cases/s; inputs {:.1f} s, references {:.1f} s, vendor {:.1f} s, judge {:.1f} s).\n\n"
-      "Every output element is compared with the fp64 host reference on the same rounded inputs "
+      "Device: {}. Seed {}{}, cases [{}, {}): {} run, {} not run (the library declined); m, n <= {}, k <= {}. "
+      "{:.1f} s ({:.0f} cases/s{}; inputs {:.1f} s, references {:.1f} s host{}, vendor {:.1f} s{}, judge {:.1f} s, "
+      "waiting for the device {:.1f} s{}).\n\n",
+      r.device, o.seed, o.seed_rotated ? " (rotating: drawn from the clock; replay lines carry it)" : "", o.first_case,
+      o.first_case + o.cases, tot.cases, tot.not_run, o.max_mn, o.max_k, r.seconds,
+      r.seconds > 0 ? static_cast<double>(tot.cases) / r.seconds : 0.0,
+      r.shards.size() > 1 ? fmt::format(" over {} shards", r.shards.size()) : "", r.seconds_inputs,
+      r.seconds_reference, device_ref ? fmt::format(" + {:.1f} s device", r.seconds_reference_device) : "",
+      r.seconds_vendor, device_ref ? fmt::format(" device (launching {:.1f} s host)", r.seconds_launch) : "",
+      r.seconds_judge, r.seconds_wait, r.shards.size() > 1 ? "; each summed over the shards" : "");
+  if (r.shards.size() > 1) {
+    md += "| shard | device | cases | s | cases/s | inputs | ref host | ref device | launch | vendor | judge | wait |\n"
+          "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    for (size_t i = 0; i < r.shards.size(); ++i) {
+      const FaShard& h = r.shards[i];
+      md += fmt::format(
+          "| {} | {} | {} | {:.1f} | {:.0f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} |\n", i,
+          h.device, h.cases, h.seconds, h.seconds > 0 ? static_cast<double>(h.cases) / h.seconds : 0.0,
+          h.seconds_inputs, h.seconds_reference, h.seconds_reference_device, h.seconds_launch, h.seconds_vendor,
+          h.seconds_judge, h.seconds_wait);
+    }
+    md += "\n";
+  }
+  if (device_ref)
+    md += fmt::format(
+        "Reference: fp64 on the device (references/device/gemm_f64_batch.h, the host reference's order of "
+        "operations); the host reference (references/host/gemm.h) recomputed every case whose index is a multiple "
+        "of {} ({} cases, {} elements): {} of them the same bits, max difference {:.3g} x 2^-53 mag (an element "
+        "beyond 2 gamma_(k+4)(2^-53) mag, or a bit on the exact tier, would have stopped the campaign).\n\n",
+        o.check_every, r.ref_check.cases, r.ref_check.elements, r.ref_check.identical, r.ref_check.max_diff);
+  md += fmt::format(
+      "Every output element is compared with the fp64 reference on the same rounded inputs "
       "(references/host/gemm.h). `ceiling`: elements above the hard ceiling of harness/bounds.h under the "
       "config's model (a correct library never exceeds it: a failure means the model's derivation is wrong "
       "for that path); `NaN/Inf`: NaN/Inf pattern differs from the reference's outside the overflow zone; "
       "`exact`: small-integer elements of the exact tier that are not bit-exact; `gap`: elements outside "
       "the output view that changed. `max err/ceiling` is the accuracy ratio; `> expected` counts elements "
-      "above gemm_bounds' expected level (warnings, not failures).\n\n",
-      r.device, o.seed, o.first_case, o.first_case + o.cases, tot.cases, tot.not_run, o.max_mn, o.max_k, r.seconds,
-      r.seconds > 0 ? static_cast<double>(tot.cases) / r.seconds : 0.0, r.seconds_inputs, r.seconds_reference,
-      r.seconds_vendor, r.seconds_judge);
+      "above gemm_bounds' expected level (warnings, not failures).\n\n");
   md += tot.failures() == 0
             ? fmt::format("**PASS**: no element above its ceiling in {} cases ({} elements).\n\n", tot.cases,
                           tot.elements)
@@ -899,15 +1008,42 @@ nlohmann::json fa_json(const FaReport& r, const FaOptions& o) {
   nlohmann::json j;
   j["device"] = r.device;
   j["seed"] = o.seed;
+  j["seed_source"] = o.seed_rotated ? "rotate" : "given";
   j["first_case"] = o.first_case;
   j["cases_requested"] = o.cases;
   j["max_k"] = o.max_k;
   j["max_mn"] = o.max_mn;
   j["seconds"] = r.seconds;
+  j["cases_per_second"] = r.seconds > 0 ? static_cast<double>(r.table.total().cases) / r.seconds : 0.0;
   j["seconds_phases"] = {{"inputs", r.seconds_inputs},
                          {"reference", r.seconds_reference},
+                         {"reference_device", r.seconds_reference_device},
                          {"vendor", r.seconds_vendor},
-                         {"judge", r.seconds_judge}};
+                         {"launch", r.seconds_launch},
+                         {"judge", r.seconds_judge},
+                         {"wait", r.seconds_wait}};
+  nlohmann::json shards = nlohmann::json::array();
+  for (const FaShard& h : r.shards)
+    shards.push_back({{"device", h.device},
+                      {"cases", h.cases},
+                      {"seconds", h.seconds},
+                      {"cases_per_second", h.seconds > 0 ? static_cast<double>(h.cases) / h.seconds : 0.0},
+                      {"device_reference", h.device_reference},
+                      {"seconds_phases",
+                       {{"inputs", h.seconds_inputs},
+                        {"reference", h.seconds_reference},
+                        {"reference_device", h.seconds_reference_device},
+                        {"vendor", h.seconds_vendor},
+                        {"launch", h.seconds_launch},
+                        {"judge", h.seconds_judge},
+                        {"wait", h.seconds_wait}}}});
+  j["shards"] = shards;
+  j["reference"] = {{"device", !r.shards.empty() && r.shards.front().device_reference},
+                    {"check_every", o.check_every},
+                    {"checked_cases", r.ref_check.cases},
+                    {"checked_elements", r.ref_check.elements},
+                    {"identical_elements", r.ref_check.identical},
+                    {"max_diff_ulps_of_mag", r.ref_check.max_diff}};
   j["planted"] = r.planted;
   j["total"] = row_json(r.table.total());
   nlohmann::json configs = nlohmann::json::array();
@@ -1290,21 +1426,21 @@ void encode_view(const TensorDesc& d, Row&& row, unsigned char* dst) {
       });
     case DType::kF16:
       return run([](double v, unsigned char* p, int64_t j) {
-        const uint16_t h = f32_to_f16_bits(static_cast<float>(v));
+        const uint16_t h = encode::f32_to_f16(static_cast<float>(v));
         std::memcpy(p + j * 2, &h, 2);
       });
     case DType::kBF16:
       return run([](double v, unsigned char* p, int64_t j) {
-        const uint16_t h = f32_to_bf16_bits(static_cast<float>(v));
+        const uint16_t h = encode::f32_to_bf16(static_cast<float>(v));
         std::memcpy(p + j * 2, &h, 2);
       });
     case DType::kE4M3:
       return run([](double v, unsigned char* p, int64_t j) {
-        p[j] = f32_to_e4m3_bits(static_cast<float>(v), Overflow::kIeee);
+        p[j] = encode::f32_to_e4m3(static_cast<float>(v), Overflow::kIeee);
       });
     case DType::kE5M2:
       return run([](double v, unsigned char* p, int64_t j) {
-        p[j] = f32_to_e5m2_bits(static_cast<float>(v), Overflow::kIeee);
+        p[j] = encode::f32_to_e5m2(static_cast<float>(v), Overflow::kIeee);
       });
     default: {
       const DType t = d.dtype;
@@ -1495,6 +1631,90 @@ void fa_layout(FaBatch& batch) {
     pos = batch.slots[i].c + static_cast<size_t>(fa_desc_c(c).extent()) * dtype_size(c.cfg().out);
   }
   batch.bytes = align256(pos);
+  batch.ref_at.assign(batch.cases.size(), 0);
+  uint64_t at = 0;
+  for (size_t i = 0; i < batch.cases.size(); ++i) {
+    const FaCase& c = batch.cases[i];
+    batch.ref_at[i] = at;
+    at += static_cast<uint64_t>(c.batch * c.m * c.n);
+  }
+  batch.ref_elements = static_cast<size_t>(at);
+}
+
+namespace {
+
+int32_t f64_input(DType t) {
+  switch (t) {
+    case DType::kF16:
+      return device_ref::kInF16;
+    case DType::kBF16:
+      return device_ref::kInBF16;
+    case DType::kE4M3:
+      return device_ref::kInE4M3;
+    case DType::kE5M2:
+      return device_ref::kInE5M2;
+    case DType::kI8:
+      return device_ref::kInI8;
+    case DType::kI32:
+      return device_ref::kInI32;
+    default:
+      return device_ref::kInF32;  // fp32, and tf32 in fp32 storage (the configs use no fp64)
+  }
+}
+
+}  // namespace
+
+void fa_device_problems(const FaBatch& batch, std::vector<device_ref::F64GemmProblem>& problems,
+                        std::vector<device_ref::F64GemmTile>& tiles) {
+  problems.clear();
+  tiles.clear();
+  for (size_t i = 0; i < batch.cases.size(); ++i) {
+    const FaCase& c = batch.cases[i];
+    const FaConfig& cfg = c.cfg();
+    const FaSlot& s = batch.slots[i];
+    device_ref::F64GemmProblem p;
+    p.a_type = f64_input(cfg.a);
+    p.b_type = f64_input(cfg.b);
+    p.c_type = f64_input(cfg.out);
+    p.trans_a = c.trans_a ? 1 : 0;
+    p.trans_b = c.trans_b ? 1 : 0;
+    p.m = c.m;
+    p.n = c.n;
+    p.k = c.k;
+    p.batch = c.batch;
+    p.lda = c.lda;
+    p.ldb = c.ldb;
+    p.ldc = c.ldc;
+    p.stride_a = c.stride_a;
+    p.stride_b = c.stride_b;
+    p.stride_c = c.stride_c;
+    p.a = s.a + static_cast<uint64_t>(c.off_a) * dtype_size(cfg.a);
+    p.b = s.b + static_cast<uint64_t>(c.off_b) * dtype_size(cfg.b);
+    p.c = s.c + static_cast<uint64_t>(c.off_c) * dtype_size(cfg.out);
+    p.alpha = c.alpha;
+    p.beta = c.beta;
+    p.scale_a = c.scale_a;
+    p.scale_b = c.scale_b;
+    p.out = batch.ref_at[i];
+    device_ref::f64_gemm_append_tiles(p, static_cast<int32_t>(i), tiles);
+    problems.push_back(p);
+  }
+}
+
+bool fa_reference_agrees(double ref_d, double mag_d, double ref_h, double mag_h, int64_t k, bool exact) {
+  const auto same = [](double d, double h) {
+    if (std::isnan(h) || std::isnan(d)) return std::isnan(h) && std::isnan(d);
+    return d == h;  // +0 == -0: the judge compares |out - ref|
+  };
+  if (exact) return same(ref_d, ref_h) && same(mag_d, mag_h);
+  if (!std::isfinite(ref_h) || !std::isfinite(ref_d) || !std::isfinite(mag_h) || !std::isfinite(mag_d))
+    return same(ref_d, ref_h) && same(mag_d, mag_h);
+  // Each side is sum_q a_q b_q in some order, every product and partial sum rounded, then alpha
+  // and beta C: within gamma_{k+3}(u) mag of the exact value [Higham (3.5)], mag itself within
+  // gamma_{k+1}(u); so the two differ by at most 2 gamma_{k+4}(u) max(mag) (+ an underflow floor).
+  const double nu = static_cast<double>(k + 4) * 0x1p-53;
+  const double tol = 2.0 * nu / (1.0 - nu) * std::max(mag_h, mag_d) + static_cast<double>(k + 4) * 0x1p-1074;
+  return std::fabs(ref_d - ref_h) <= tol && std::fabs(mag_d - mag_h) <= tol;
 }
 
 void fa_materialize(const FaBatch& batch, size_t i) {
@@ -1570,7 +1790,13 @@ void compute_reference(const FaBatch& batch, size_t i, CaseRef& out, Scratch& s)
 }
 
 /// Moves one finite element of the output by 4 ceilings (FaPlant::kPerturb); false if none.
-bool plant_perturbation(const FaBatch& batch, size_t i, const CaseRef& cr, const BoundPair& bp) {
+/// One case's ref and mag (batch * m * n each): the host's or the device's.
+struct RefView {
+  const double* ref = nullptr;
+  const double* mag = nullptr;
+};
+
+bool plant_perturbation(const FaBatch& batch, size_t i, const RefView& cr, const BoundPair& bp) {
   const FaCase& c = batch.cases[i];
   const DType t = c.cfg().out;
   const size_t es = dtype_size(t);
@@ -1595,7 +1821,7 @@ struct CaseOutcome {
   bool planted = false;
 };
 
-void judge_case(const FaBatch& batch, size_t i, const CaseRef& cr, FaPlant plant, FaTable& table, CaseOutcome& out) {
+void judge_case(const FaBatch& batch, size_t i, const RefView& cr, FaPlant plant, FaTable& table, CaseOutcome& out) {
   const FaCase& c = batch.cases[i];
   const FaConfig& cfg = c.cfg();
   FaRow& row = table.at(c.config, c.cls);
@@ -1683,26 +1909,83 @@ double since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-StatusOr<FaReport> run_false_alarm(const FaOptions& o, FaBackend& backend) {
-  ASSAY_ASSIGN_OR_RETURN(const std::vector<int> sel, fa_select(o));
-  if (o.cases < 0 || o.first_case < 0) return invalid_argument("--cases and --first-case must be >= 0");
-  if (o.max_k < 1 || o.max_mn < 1) return invalid_argument("--max-k and --max-mn must be >= 1");
-  const int threads = o.threads > 0 ? o.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+namespace {
+
+/// Case indices for the shards of one campaign: each takes the next index from one counter.
+struct CaseSource {
+  std::atomic<int64_t> next{0};
+  int64_t end = 0;
+};
+
+/// What the shards share: the case counter, the printed failure lines and progress.
+struct Shared {
+  CaseSource source;
+  std::mutex mu;
+  int64_t printed = 0, done = 0, next_progress = 0, failures = 0, not_run = 0;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+};
+
+/// One batch in flight: its cases and staging, and the host references of those cases that
+/// have one (all without a device reference, else the sampled ones).
+struct Stage {
+  FaBatch batch;
+  std::vector<CaseRef> host;
+  std::vector<uint8_t> has_host;
+  double launch_seconds = 0;  ///< host wall of backend.launch (an emulated vendor: the whole run)
+  bool active = false;
+};
+
+/// Compares case i's device reference with the host's: the first element that disagrees
+/// (fa_reference_agrees), or -1; counts into `check`.
+int64_t mismatch_element(const FaCase& c, const CaseRef& h, const FaBatch& b, size_t i, FaRefCheck& check) {
+  const bool exact = fa_exact(c);
+  const size_t n = static_cast<size_t>(c.batch * c.m * c.n);
+  const double* rd = b.ref + b.ref_at[i];
+  const double* md = b.mag + b.ref_at[i];
+  for (size_t e = 0; e < n; ++e) {
+    const double r0 = rd[e], m0 = md[e], r1 = h.ref[e], m1 = h.mag[e];
+    ++check.elements;
+    const bool nan_pair = std::isnan(r0) && std::isnan(r1);
+    if ((nan_pair || std::memcmp(&r0, &r1, 8) == 0) &&
+        ((std::isnan(m0) && std::isnan(m1)) || std::memcmp(&m0, &m1, 8) == 0))
+      ++check.identical;
+    if (std::isfinite(r0) && std::isfinite(r1) && std::isfinite(m1) && m1 > 0)
+      check.max_diff = std::max(check.max_diff, std::fabs(r0 - r1) / (0x1p-53 * m1));
+    if (!fa_reference_agrees(r0, m0, r1, m1, c.k, exact)) return static_cast<int64_t>(e);
+  }
+  return -1;
+}
+
+/// One shard: batches from the shared counter through `backend`, two in flight (the host
+/// stages and checks batch i + 1 while the device runs batch i).
+StatusOr<FaReport> run_shard(const FaOptions& o, const std::vector<int>& sel, FaBackend& backend, int threads,
+                             Shared& shared) {
   Pool pool(threads);
   FaReport report;
   report.configs = sel;
   report.not_run_reason.assign(fa_configs().size(), "");
+  report.not_run_case.assign(fa_configs().size(), -1);
   report.device = backend.describe();
+  const bool device_ref = backend.device_reference();
   const auto t_start = std::chrono::steady_clock::now();
-  int64_t printed = 0, done = 0, next_progress = 0;
-  std::vector<FaTable> tables(static_cast<size_t>(threads));
-  std::vector<Scratch> scratch(static_cast<size_t>(threads));
+  std::vector<FaTable> tables(static_cast<size_t>(pool.size()));
+  std::vector<Scratch> scratch(static_cast<size_t>(pool.size()));
+  Stage stages[2];
+  std::optional<FaCase> pending;  // taken from the counter but not fitting the last batch
+  int64_t batch_no = 0;
 
-  while (done < o.cases) {
-    FaBatch batch;
+  // Fills stage `st` with the next cases; false when none is left.
+  const auto take = [&](Stage& st) {
+    FaBatch& batch = st.batch;
+    batch.cases.clear();
     size_t estimate = 0;
-    while (done < o.cases && static_cast<int64_t>(batch.cases.size()) < std::max<int64_t>(o.batch_cases, 1)) {
-      FaCase c = fa_make_case(o, sel, o.first_case + done);
+    while (static_cast<int64_t>(batch.cases.size()) < std::max<int64_t>(o.batch_cases, 1)) {
+      if (!pending) {
+        const int64_t idx = shared.source.next.fetch_add(1);
+        if (idx >= shared.source.end) break;
+        pending = fa_make_case(o, sel, o.first_case + idx);
+      }
+      const FaCase& c = *pending;
       const FaConfig& cfg = c.cfg();
       const size_t need = static_cast<size_t>(fa_desc_a(c).extent()) * dtype_size(cfg.a) +
                           static_cast<size_t>(fa_desc_b(c).extent()) * dtype_size(cfg.b) +
@@ -1710,82 +1993,236 @@ StatusOr<FaReport> run_false_alarm(const FaOptions& o, FaBackend& backend) {
                           static_cast<size_t>(c.batch * c.m * c.n) * 16 + 4 * 256;
       if (!batch.cases.empty() && estimate + need > static_cast<size_t>(o.batch_bytes)) break;
       batch.cases.push_back(c);
+      pending.reset();
       estimate += need;
-      ++done;
     }
+    return !batch.cases.empty();
+  };
+
+  // The host reference of stage st's cases that get one, on the pool, longest first.
+  const auto host_refs = [&](Stage& st) {
+    const FaBatch& batch = st.batch;
     const size_t n = batch.cases.size();
-    fa_layout(batch);
-    ASSAY_RETURN_IF_ERROR(backend.reserve(batch.bytes, batch.bytes - batch.out_begin, &batch.image, &batch.result));
-    batch.status.assign(n, ok_status());
-
-    // Inputs on the pool, one task per case, the largest first (so that no long case starts
-    // last and leaves the other threads idle).
-    std::vector<size_t> order(n);
-    std::iota(order.begin(), order.end(), size_t{0});
-    std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
-      const FaCase &a = batch.cases[x], &b = batch.cases[y];
-      return a.batch * (a.m + a.n) * a.k > b.batch * (b.m + b.n) * b.k;
-    });
-    auto t0 = std::chrono::steady_clock::now();
-    pool.start(static_cast<int64_t>(n), [&](int64_t i, int) { fa_materialize(batch, order[static_cast<size_t>(i)]); });
-    pool.wait();
-    report.seconds_inputs += since(t0);
-
-    // References on the pool (longest first) while the backend runs the batch.
-    std::vector<CaseRef> refs(n);
+    st.host.resize(n);
+    st.has_host.assign(n, 0);
+    std::vector<size_t> order;
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t idx = batch.cases[i].index;
+      if (!device_ref || (o.check_every > 0 && idx % o.check_every == 0)) {
+        st.has_host[i] = 1;
+        order.push_back(i);
+      } else {
+        st.host[i].ref.clear();
+        st.host[i].mag.clear();
+      }
+    }
     std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
       const FaCase &a = batch.cases[x], &b = batch.cases[y];
       return a.batch * a.m * a.n * a.k > b.batch * b.m * b.n * b.k;
     });
-    t0 = std::chrono::steady_clock::now();
-    pool.start(static_cast<int64_t>(n), [&](int64_t i, int w) {
+    const auto count = static_cast<int64_t>(order.size());  // before the lambda takes `order`
+    pool.start(count, [&st, order = std::move(order), &scratch](int64_t i, int w) {
       const size_t ci = order[static_cast<size_t>(i)];
-      compute_reference(batch, ci, refs[ci], scratch[static_cast<size_t>(w)]);
+      compute_reference(st.batch, ci, st.host[ci], scratch[static_cast<size_t>(w)]);
     });
-    const Status run = backend.run(batch);
-    report.seconds_vendor += since(t0);
-    pool.wait();
-    report.seconds_reference += since(t0);
-    if (!run.ok()) return run;
+  };
 
+  // Waits for stage st's device work, checks the device reference against the sample,
+  // judges every case and collects its failures.
+  const auto finish = [&](Stage& st) -> Status {
+    FaBatch& batch = st.batch;
+    const size_t n = batch.cases.size();
+    auto t0 = std::chrono::steady_clock::now();
+    ASSAY_RETURN_IF_ERROR(backend.wait(batch));
+    report.seconds_wait += since(t0);
+    if (batch.device_seconds_reference >= 0) report.seconds_reference_device += batch.device_seconds_reference;
+    report.seconds_vendor += batch.device_seconds_vendor >= 0 ? batch.device_seconds_vendor : st.launch_seconds;
+    if (device_ref) {
+      if (n > 0 && (batch.ref == nullptr || batch.mag == nullptr))
+        return internal_error("false-alarm: the backend promised a device reference but gave no ref/mag buffers");
+      for (size_t i = 0; i < n; ++i) {
+        if (!st.has_host[i]) continue;
+        ++report.ref_check.cases;
+        const int64_t e = mismatch_element(batch.cases[i], st.host[i], batch, i, report.ref_check);
+        if (e >= 0) {
+          const FaCase& c = batch.cases[i];
+          const size_t at = batch.ref_at[i] + static_cast<size_t>(e);
+          const std::string msg = fmt::format(
+              "false-alarm: the device fp64 reference disagrees with the host's (infrastructure error, no verdict "
+              "on the vendor): config={} case={} element {} of batch * m * n: device ref={:.17g} mag={:.17g}, host "
+              "ref={:.17g} mag={:.17g}; {}; replay: {}",
+              c.cfg().name, c.index, e, batch.ref[at], batch.mag[at], st.host[i].ref[static_cast<size_t>(e)],
+              st.host[i].mag[static_cast<size_t>(e)], shape_text(c), replay(c, o));
+          fmt::print(stderr, "assay: {}\n", msg);
+          return internal_error(msg);
+        }
+      }
+    }
     t0 = std::chrono::steady_clock::now();
     std::vector<CaseOutcome> outcomes(n);
     pool.start(static_cast<int64_t>(n), [&](int64_t i, int w) {
-      judge_case(batch, static_cast<size_t>(i), refs[static_cast<size_t>(i)], o.plant, tables[static_cast<size_t>(w)],
-                 outcomes[static_cast<size_t>(i)]);
+      const size_t ci = static_cast<size_t>(i);
+      const RefView rv = st.has_host[ci] && !device_ref
+                             ? RefView{st.host[ci].ref.data(), st.host[ci].mag.data()}
+                             : RefView{batch.ref + batch.ref_at[ci], batch.mag + batch.ref_at[ci]};
+      judge_case(batch, ci, rv, o.plant, tables[static_cast<size_t>(w)], outcomes[ci]);
     });
     pool.wait();
     report.seconds_judge += since(t0);
 
+    int64_t failures = 0, not_run = 0;
+    std::lock_guard<std::mutex> lock(shared.mu);
     for (size_t i = 0; i < n; ++i) {
-      if (!batch.status[i].ok() && report.not_run_reason[static_cast<size_t>(batch.cases[i].config)].empty())
-        report.not_run_reason[static_cast<size_t>(batch.cases[i].config)] = fmt::format(
-            "{} (case {}: {})", batch.status[i].message(), batch.cases[i].index, shape_text(batch.cases[i]));
+      const FaCase& c = batch.cases[i];
+      const size_t ci = static_cast<size_t>(c.config);
+      if (!batch.status[i].ok()) {
+        ++not_run;
+        if (report.not_run_case[ci] < 0 || c.index < report.not_run_case[ci]) {
+          report.not_run_case[ci] = c.index;
+          report.not_run_reason[ci] =
+              fmt::format("{} (case {}: {})", batch.status[i].message(), c.index, shape_text(c));
+        }
+      }
       report.planted += outcomes[i].planted ? 1 : 0;
       for (FaFailure& f : outcomes[i].failures) {
-        if (!o.quiet && printed < o.max_print) {
+        ++failures;
+        if (!o.quiet && shared.printed < o.max_print) {
           fmt::print("{}\n", fa_failure_line(f, o));
-          ++printed;
+          ++shared.printed;
         }
         if (report.failures.size() < 1000) report.failures.push_back(std::move(f));
       }
     }
-    if (!o.quiet && done >= next_progress) {
-      FaTable sum;
-      for (const FaTable& t : tables) sum.merge(t);
-      const FaRow tot = sum.total();
-      fmt::print("false-alarm: {}/{} cases, {} failures, {} not run, {:.1f} s\n", done, o.cases, tot.failures(),
-                 tot.not_run, since(t_start));
+    shared.done += static_cast<int64_t>(n);
+    shared.failures += failures;
+    shared.not_run += not_run;
+    if (!o.quiet && (shared.done >= shared.next_progress || shared.done == shared.source.end)) {
+      const double t = since(shared.start);
+      fmt::print("false-alarm: {}/{} cases, {} failing elements kept, {} not run, {:.1f} s ({:.0f} cases/s)\n",
+                 shared.done, shared.source.end, shared.failures, shared.not_run, t,
+                 t > 0 ? static_cast<double>(shared.done) / t : 0.0);
       std::fflush(stdout);
-      next_progress = done + std::max<int64_t>(o.cases / 10, 1);
+      shared.next_progress = shared.done + std::max<int64_t>(shared.source.end / 10, 1);
     }
+    return ok_status();
+  };
+
+  for (;;) {
+    Stage& cur = stages[batch_no % 2];
+    Stage& prev = stages[(batch_no + 1) % 2];
+    const bool have = take(cur);
+    if (have) {
+      FaBatch& batch = cur.batch;
+      const size_t n = batch.cases.size();
+      auto t0 = std::chrono::steady_clock::now();
+      fa_layout(batch);
+      batch.slot = static_cast<int>(batch_no % 2);
+      batch.ref = batch.mag = nullptr;
+      batch.device_seconds_reference = batch.device_seconds_vendor = -1;
+      ASSAY_RETURN_IF_ERROR(backend.reserve(batch));
+      batch.status.assign(n, ok_status());
+      // Inputs on the pool, one task per case, the largest first (so that no long case
+      // starts last and leaves the other threads idle).
+      std::vector<size_t> order(n);
+      std::iota(order.begin(), order.end(), size_t{0});
+      std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+        const FaCase &a = batch.cases[x], &b = batch.cases[y];
+        return a.batch * (a.m + a.n) * a.k > b.batch * (b.m + b.n) * b.k;
+      });
+      pool.start(static_cast<int64_t>(n),
+                 [&](int64_t i, int) { fa_materialize(batch, order[static_cast<size_t>(i)]); });
+      pool.wait();
+      report.seconds_inputs += since(t0);
+      // The backend launches this batch on a thread of its own (a GPU queues it behind the
+      // batch in flight; an emulated vendor runs it there) while the pool computes its host
+      // references and then judges the batch before: enqueuing a batch's vendor calls is
+      // serial host work as long as the judge's.
+      t0 = std::chrono::steady_clock::now();
+      host_refs(cur);
+      Status launched = ok_status();
+      std::thread launcher([&backend, &cur, &launched] {
+        const auto t_launch = std::chrono::steady_clock::now();
+        launched = backend.launch(cur.batch);
+        cur.launch_seconds = since(t_launch);
+      });
+      pool.wait();
+      report.seconds_reference += since(t0);
+      Status finished = ok_status();
+      if (prev.active) {
+        finished = finish(prev);
+        prev.active = false;
+      }
+      launcher.join();
+      report.seconds_launch += cur.launch_seconds;
+      if (!launched.ok()) return launched;
+      if (!finished.ok()) return finished;
+    } else if (prev.active) {
+      ASSAY_RETURN_IF_ERROR(finish(prev));
+      prev.active = false;
+    }
+    if (!have) break;
+    cur.active = true;
+    ++batch_no;
   }
-  for (const FaTable& t : tables) report.table.merge(t);
-  std::stable_sort(report.failures.begin(), report.failures.end(),
-                   [](const FaFailure& a, const FaFailure& b) { return a.c.index < b.c.index; });
+  for (const FaTable& t : tables) report.table.merge(t);  // failures: sorted by the merge
   report.seconds = since(t_start);
   report.cases = report.table.total().cases;
+  FaShard sh;
+  sh.device = report.device;
+  sh.cases = report.cases;
+  sh.seconds = report.seconds;
+  sh.seconds_inputs = report.seconds_inputs;
+  sh.seconds_reference = report.seconds_reference;
+  sh.seconds_reference_device = report.seconds_reference_device;
+  sh.seconds_vendor = report.seconds_vendor;
+  sh.seconds_judge = report.seconds_judge;
+  sh.seconds_wait = report.seconds_wait;
+  sh.seconds_launch = report.seconds_launch;
+  sh.device_reference = device_ref;
+  report.shards = {sh};
   return report;
+}
+
+}  // namespace
+
+StatusOr<FaReport> run_false_alarm(const FaOptions& o, std::span<FaBackend* const> backends) {
+  ASSAY_ASSIGN_OR_RETURN(const std::vector<int> sel, fa_select(o));
+  if (o.cases < 0 || o.first_case < 0) return invalid_argument("--cases and --first-case must be >= 0");
+  if (o.max_k < 1 || o.max_mn < 1) return invalid_argument("--max-k and --max-mn must be >= 1");
+  if (o.check_every < 0) return invalid_argument("--check-every must be >= 0");
+  if (backends.empty()) return invalid_argument("false-alarm: no backend");
+  const int total = o.threads > 0 ? o.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int shards = static_cast<int>(backends.size());
+  const int per_shard = std::max(1, total / shards);
+  Shared shared;
+  shared.source.end = o.cases;
+  std::vector<StatusOr<FaReport>> results(backends.size(), internal_error("false-alarm: shard did not run"));
+  if (shards == 1) {
+    results[0] = run_shard(o, sel, *backends[0], per_shard, shared);
+  } else {
+    std::vector<std::thread> workers;
+    for (size_t s = 0; s < backends.size(); ++s)
+      workers.emplace_back([&, s] {
+        results[s] = run_shard(o, sel, *backends[s], per_shard, shared);
+        // A shard that stops takes no more cases; the others finish what they hold and stop.
+        if (!results[s].ok()) shared.source.next.store(shared.source.end);
+      });
+    for (std::thread& t : workers) t.join();
+  }
+  FaReport merged;
+  for (size_t s = 0; s < results.size(); ++s) {
+    if (!results[s].ok()) return results[s].status();
+    merged.merge(*results[s]);
+  }
+  merged.configs = sel;
+  merged.seconds = since(shared.start);
+  merged.cases = merged.table.total().cases;
+  return merged;
+}
+
+StatusOr<FaReport> run_false_alarm(const FaOptions& o, FaBackend& backend) {
+  FaBackend* one[] = {&backend};
+  return run_false_alarm(o, std::span<FaBackend* const>(one));
 }
 
 }  // namespace assay

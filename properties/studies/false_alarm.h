@@ -14,6 +14,13 @@
 // staging image, the reference, the element judge, the per (config, value
 // class) table and its Markdown / JSON; the vendor runs behind FaBackend (the
 // GPU one here, an emulated one in tests/harness/false_alarm_test.cpp).
+//
+// The fp64 reference is O(m n k) per case and made the host the bottleneck, so a backend
+// may compute it on its device (references/device/gemm_f64_batch.h: the host reference's
+// order, so the same bits); the host then computes it for a sample of the cases and stops
+// the campaign if the two disagree. Campaigns shard over several backends (one per GPU),
+// each taking case indices from one shared counter, and merge their tables, which do not
+// depend on the number of shards, threads or batches.
 #pragma once
 
 #include <cstddef>
@@ -31,6 +38,7 @@
 #include "harness/status.h"
 #include "harness/tensor.h"
 #include "harness/values.h"
+#include "references/device/gemm_f64_batch_core.h"
 
 namespace assay {
 
@@ -119,18 +127,24 @@ enum class FaPlant : uint8_t {
 
 struct FaOptions {
   uint64_t seed = 1;
+  bool seed_rotated = false;  ///< the seed was drawn from the clock (fa_rotating_seed), not given
   int64_t cases = 120000;
   int64_t first_case = 0;                    ///< run case indices [first_case, first_case + cases)
   int64_t max_k = 8192;                      ///< largest reduction length
   int64_t max_mn = 64;                       ///< largest m and n
   std::vector<std::string> configs;          ///< names; empty: all. Cases go round-robin over these.
-  int threads = 0;                           ///< host threads (references, inputs); 0: all cores
+  int threads = 0;                           ///< host threads (references, inputs); 0: all cores (split between shards)
+  int64_t check_every = 64;  ///< with a device reference: cases whose index is a multiple also get the host's (0: none)
   int64_t batch_bytes = int64_t{256} << 20;  ///< staging image per batch (inputs and outputs)
   int64_t batch_cases = 2048;                ///< most cases per batch
   int max_print = 20;                        ///< failure lines printed (all go to the JSON, up to 1000)
   FaPlant plant = FaPlant::kNone;
   bool quiet = false;  ///< no progress or failure lines on stdout
 };
+
+/// A fresh seed from the clock (and the process id), below 2^53 so that JSON readers keep it
+/// exact: what `--seed rotate` (and no --seed) runs, so that repeated runs cover new cases.
+uint64_t fa_rotating_seed();
 
 /// Config indices selected by `o.configs` (all when empty); an unknown name is an error.
 StatusOr<std::vector<int>> fa_select(const FaOptions& o);
@@ -214,14 +228,39 @@ struct FaTable {
   void merge(const FaTable& o);
 };
 
+/// One shard of a campaign (one backend, one GPU): its share and its times.
+struct FaShard {
+  std::string device;
+  int64_t cases = 0;  ///< cases it ran (the library declined none of them)
+  double seconds = 0, seconds_inputs = 0, seconds_reference = 0, seconds_reference_device = 0, seconds_vendor = 0,
+         seconds_judge = 0, seconds_wait = 0, seconds_launch = 0;
+  bool device_reference = false;  ///< ref and mag from the device; the host computed a sample
+};
+
+/// The host reference against the device's, on the sampled cases (FaOptions::check_every).
+struct FaRefCheck {
+  int64_t cases = 0, elements = 0;
+  int64_t identical = 0;  ///< elements whose ref and mag are the same bits (NaN: both NaN)
+  double max_diff = 0;    ///< max |ref_dev - ref_host| / (2^-53 mag), finite elements
+};
+
 struct FaReport {
   FaTable table;
   std::vector<FaFailure> failures;          ///< sorted by case index, at most 1000
   std::vector<std::string> not_run_reason;  ///< per config: the first reason a case did not run
+  std::vector<int64_t> not_run_case;        ///< per config: that case's index (-1: none)
   std::vector<int> configs;                 ///< the selected configs
   int64_t cases = 0, planted = 0;
-  double seconds = 0, seconds_inputs = 0, seconds_reference = 0, seconds_vendor = 0, seconds_judge = 0;
+  /// Wall seconds; each phase summed over the shards (host phases: wall of the shard's host
+  /// thread; reference_device and vendor: device time from events where the backend has them,
+  /// else vendor is the wall of launch; launch: the host enqueuing a batch's device work).
+  double seconds = 0, seconds_inputs = 0, seconds_reference = 0, seconds_reference_device = 0, seconds_vendor = 0,
+         seconds_judge = 0, seconds_wait = 0, seconds_launch = 0;
   std::string device;
+  std::vector<FaShard> shards;
+  FaRefCheck ref_check;
+  /// Folds a shard's report in (tables, failures, first not-run reasons by case index, times).
+  void merge(const FaReport& o);
 };
 
 /// "ceiling config=... class=... case=... m= n= k= ... element=(b,i,j) value= ref= mag= bound= ratio=
@@ -244,12 +283,19 @@ struct FaBatch {
   std::vector<FaSlot> slots;
   size_t out_begin = 0;  ///< outputs (C of every case) are [out_begin, bytes)
   size_t bytes = 0;
+  std::vector<uint64_t> ref_at;  ///< per case: its first element in ref and mag (batch * m * n elements)
+  size_t ref_elements = 0;
+  int slot = 0;                     ///< staging slot, 0 or 1: two batches are in flight, each in its own buffers
   unsigned char* image = nullptr;   ///< host, `bytes`: A, B, scales (two fp32), C (poison or values)
   unsigned char* result = nullptr;  ///< host, bytes - out_begin: the outputs after the run
-  std::vector<Status> status;       ///< per case: ok, or why the library declined it
+  double* ref = nullptr;            ///< host, ref_elements: the device reference (device_reference() only)
+  double* mag = nullptr;
+  std::vector<Status> status;  ///< per case: ok, or why the library declined it
+  /// Device seconds of the reference and of the vendor calls, measured by the backend (-1: not).
+  double device_seconds_reference = -1, device_seconds_vendor = -1;
 };
 
-/// Lays out `cases` (fills slots, out_begin, bytes).
+/// Lays out `cases` (fills slots, out_begin, bytes, ref_at, ref_elements).
 void fa_layout(FaBatch& batch);
 /// Writes case `i`'s inputs and poisoned (or, with beta, valued) C into batch.image: the gap
 /// canary of harness/values.h around the views, each covered element fa_value() rounded to
@@ -267,6 +313,18 @@ void fa_materialize(const FaBatch& batch, size_t i);
 /// sqrt. Other classes fall back to recipe_value.
 double fa_value(const ValueRecipe& r, DType t, uint64_t stream, uint64_t numel, uint64_t index);
 
+/// The batch's cases as problems of the batched fp64 reference (references/device/
+/// gemm_f64_batch.h), byte offsets into batch.image, ref and mag at batch.ref_at; and their
+/// 16 x 16 output tiles. A device backend launches these; tests run them on the host.
+void fa_device_problems(const FaBatch& batch, std::vector<device_ref::F64GemmProblem>& problems,
+                        std::vector<device_ref::F64GemmTile>& tiles);
+
+/// The host reference (ref_h, mag_h) and the device's (ref_d, mag_d) of one element of a
+/// case with reduction length k: both NaN, the same Inf, or (finite) within the fp64
+/// summation error of two evaluation orders, 2 gamma_{k+4}(2^-53) mag [Higham (3.5)]; on the
+/// exact tier (integers, every partial sum exact) equal.
+bool fa_reference_agrees(double ref_d, double mag_d, double ref_h, double mag_h, int64_t k, bool exact);
+
 /// ref and mag of one batch entry, exactly as ref::gemm_reference computes them (the same
 /// operations in the same order per element, so bit for bit), four columns at a time: A is
 /// m x k and Bt n x k (k contiguous), C m x n (read when beta != 0).
@@ -277,25 +335,45 @@ void fa_reference(int64_t m, int64_t n, int64_t k, double alpha, const double* a
 class FaBackend {
  public:
   virtual ~FaBackend() = default;
-  /// Host buffers for at least these sizes (pinned for a GPU); kept until the next call.
-  virtual Status reserve(size_t image_bytes, size_t result_bytes, unsigned char** image, unsigned char** result) = 0;
+  /// Host buffers of staging slot batch.slot (pinned for a GPU), kept until that slot is
+  /// reserved again: batch.image (batch.bytes), batch.result (batch.bytes - out_begin) and,
+  /// with device_reference(), batch.ref and batch.mag (batch.ref_elements doubles each).
+  virtual Status reserve(FaBatch& batch) = 0;
   /// Runs every case of the batch: reads batch.image, writes batch.result (the image's
   /// output part, as the library left it), sets batch.status[i] to kUnavailable or
   /// kInvalidArgument where the library declined a case. Another error stops the campaign.
+  /// With device_reference(), also writes batch.ref and batch.mag (fa_device_problems).
   virtual Status run(FaBatch& batch) = 0;
+  /// run() in two halves, so that the host stages the next batch meanwhile: launch may
+  /// return before the work is done (at most one batch per slot in flight); wait finishes it.
+  virtual Status launch(FaBatch& batch) { return run(batch); }
+  virtual Status wait(FaBatch& /*batch*/) { return ok_status(); }
+  /// Whether run / launch compute ref and mag (the host then computes a sample only).
+  virtual bool device_reference() const { return false; }
   virtual std::string describe() const = 0;
 };
 
-/// cuBLAS / cuBLASLt on `device`, one stream, one device image reused across batches.
-StatusOr<std::unique_ptr<FaBackend>> make_fa_gpu_backend(int device, FaPlant plant);
+/// cuBLAS / cuBLASLt on `device`, one stream, one device image reused across batches; with
+/// `device_reference`, the fp64 reference on the device too (before the vendor overwrites C).
+StatusOr<std::unique_ptr<FaBackend>> make_fa_gpu_backend(int device, FaPlant plant, bool device_reference = true);
 
-/// The campaign: batches of cases; inputs and the fp64 references on a pool of host threads
-/// while the backend runs the batch; then the judge. Returns the report (also for failures);
-/// an error only for an infrastructure failure.
+/// The campaign: batches of cases; inputs (and the host's fp64 references, all or a sample)
+/// on a pool of host threads while the backend runs the batch before; then the judge. Returns
+/// the report (also for failures); an error only for an infrastructure failure, among them a
+/// device reference that disagrees with the host's.
 StatusOr<FaReport> run_false_alarm(const FaOptions& o, FaBackend& backend);
 
-/// Runs the campaign on GPU `device` and writes false-alarm.md / false-alarm.json under
-/// `out_dir` (if not empty).
-StatusOr<FaReport> false_alarm(const FaOptions& o, int device, const std::string& out_dir);
+/// The same campaign over several backends (shards), one host thread each with o.threads /
+/// shards pool threads: they take case indices from one counter, and their reports merge
+/// into one whose table does not depend on the number of shards.
+StatusOr<FaReport> run_false_alarm(const FaOptions& o, std::span<FaBackend* const> backends);
+
+/// "all" (every GPU), "N" (the first N) or a list "0,2,3" against `present` GPUs.
+StatusOr<std::vector<int>> fa_parse_devices(std::string_view spec, int present);
+
+/// Runs the campaign on GPUs `devices` (one shard each) and writes false-alarm.md /
+/// false-alarm.json under `out_dir` (if not empty).
+StatusOr<FaReport> false_alarm(const FaOptions& o, const std::vector<int>& devices, const std::string& out_dir,
+                               bool device_reference = true);
 
 }  // namespace assay

@@ -1,9 +1,15 @@
 // assay false-alarm, GPU part: the cuBLAS / cuBLASLt backend and the command's driver.
 // One stream, one cuBLAS handle, one cuBLASLt handle with its workspace, one device image
-// and pinned host buffers grown on demand and reused across batches: a batch is one H2D
-// copy, the vendor calls back to back, one D2H copy of the outputs, one synchronisation.
+// and pinned host buffers grown on demand (two staging slots, so that the host fills one
+// while the device works on the other): a batch is one H2D copy, the fp64 reference of every
+// case in one launch, the vendor calls back to back, D2H copies of the outputs and of ref and
+// mag, one event to wait for. One backend per GPU; run_false_alarm shards over them.
 #include <cuda_runtime.h>
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
 
 #include "harness/corpus.h"
 #include "properties/studies/false_alarm.h"
@@ -11,18 +17,63 @@
 #include "harness/gpu/lane.h"
 #include "references/library/cublas_gemm.h"
 #include "references/library/cublaslt_gemm.h"
+#include "references/device/gemm_f64_batch.h"
 
 namespace assay {
 namespace {
 
+/// Pinned host or device memory grown on demand (its contents are not kept).
+struct Grown {
+  explicit Grown(bool host) : pinned(host) {}
+  Grown(const Grown&) = delete;
+  Grown& operator=(const Grown&) = delete;
+  ~Grown() { release(); }
+  Status ensure(size_t bytes) {
+    if (bytes <= cap) return ok_status();
+    release();
+    const size_t want = bytes + bytes / 4;
+    void* q = nullptr;
+    if (pinned) {
+      CUDA_CHECK(cudaMallocHost(&q, want));
+    } else {
+      CUDA_CHECK(cudaMalloc(&q, want));
+    }
+    p = static_cast<unsigned char*>(q);
+    cap = want;
+    return ok_status();
+  }
+  void release() {
+    if (p != nullptr) {
+      if (pinned) {
+        cudaFreeHost(p);
+      } else {
+        cudaFree(p);
+      }
+    }
+    p = nullptr;
+    cap = 0;
+  }
+  bool pinned;
+  unsigned char* p = nullptr;
+  size_t cap = 0;
+};
+
+size_t align256(size_t x) {
+  return (x + 255) / 256 * 256;
+}
+
 class GpuBackend : public FaBackend {
  public:
-  static StatusOr<std::unique_ptr<FaBackend>> create(int device, FaPlant plant) {
+  static StatusOr<std::unique_ptr<FaBackend>> create(int device, FaPlant plant, bool device_reference) {
     std::unique_ptr<GpuBackend> b(new GpuBackend());
     b->device_ = device;
     b->plant_ = plant;
+    b->device_ref_ = device_reference;
     CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking));
+    for (Slot& s : b->slots_)
+      for (cudaEvent_t* e : {&s.start, &s.ref_done, &s.vendor_done, &s.end})
+        CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDefault));
     CUBLAS_CHECK(cublasCreate(&b->cublas_));
     CUBLAS_CHECK(cublasSetStream(b->cublas_, b->stream_));
     // fp32 accumulation is what the fp16/bf16-output configs promise: by default cuBLAS may
@@ -35,55 +86,78 @@ class GpuBackend : public FaBackend {
   }
 
   ~GpuBackend() override {
+    cudaSetDevice(device_);
+    if (stream_ != nullptr) cudaStreamSynchronize(stream_);
     lt_.reset();
     if (cublas_ != nullptr) cublasDestroy(cublas_);
-    if (dev_ != nullptr) cudaFree(dev_);
-    if (image_ != nullptr) cudaFreeHost(image_);
-    if (result_ != nullptr) cudaFreeHost(result_);
+    for (Slot& s : slots_)
+      for (cudaEvent_t e : {s.start, s.ref_done, s.vendor_done, s.end})
+        if (e != nullptr) cudaEventDestroy(e);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
-  Status reserve(size_t image_bytes, size_t result_bytes, unsigned char** image, unsigned char** result) override {
+  Status reserve(FaBatch& batch) override {
     CUDA_CHECK(cudaSetDevice(device_));
-    if (image_bytes > image_cap_) {
-      if (image_ != nullptr) CUDA_CHECK(cudaFreeHost(image_));
-      image_ = nullptr;
-      if (dev_ != nullptr) CUDA_CHECK(cudaFree(dev_));
-      dev_ = nullptr;
-      image_cap_ = 0;
-      const size_t cap = image_bytes + image_bytes / 4;
-      CUDA_CHECK(cudaMallocHost(&image_, cap));
-      CUDA_CHECK(cudaMalloc(&dev_, cap));
-      image_cap_ = cap;
-    }
-    if (result_bytes > result_cap_) {
-      if (result_ != nullptr) CUDA_CHECK(cudaFreeHost(result_));
-      result_ = nullptr;
-      result_cap_ = 0;
-      const size_t cap = result_bytes + result_bytes / 4;
-      CUDA_CHECK(cudaMallocHost(&result_, cap));
-      result_cap_ = cap;
-    }
-    *image = image_;
-    *result = result_;
+    Slot& s = slots_[batch.slot & 1];
+    const size_t refs = device_ref_ ? batch.ref_elements * sizeof(double) : 0;
+    ASSAY_RETURN_IF_ERROR(s.image.ensure(batch.bytes));
+    ASSAY_RETURN_IF_ERROR(s.result.ensure(std::max<size_t>(batch.bytes - batch.out_begin, 1)));
+    ASSAY_RETURN_IF_ERROR(s.ref.ensure(std::max<size_t>(2 * refs, 1)));
+    batch.image = s.image.p;
+    batch.result = s.result.p;
+    batch.ref = device_ref_ ? reinterpret_cast<double*>(s.ref.p) : nullptr;
+    batch.mag = device_ref_ ? reinterpret_cast<double*>(s.ref.p + refs) : nullptr;
     return ok_status();
   }
 
   Status run(FaBatch& batch) override {
+    ASSAY_RETURN_IF_ERROR(launch(batch));
+    return wait(batch);
+  }
+
+  // One stream: the copy in, the reference (it reads C before the vendor overwrites it), the
+  // vendor calls, the copies out. The device buffers serve every batch: the stream orders a
+  // batch's copy in after the previous batch's copies out.
+  Status launch(FaBatch& batch) override {
     CUDA_CHECK(cudaSetDevice(device_));
-    CUDA_CHECK(cudaMemcpyAsync(dev_, batch.image, batch.bytes, cudaMemcpyHostToDevice, stream_));
+    Slot& slot = slots_[batch.slot & 1];
+    ASSAY_RETURN_IF_ERROR(dev_.ensure(batch.bytes));
+    const size_t refs = batch.ref_elements * sizeof(double);
+    size_t problems_bytes = 0, tiles_bytes = 0;
+    if (device_ref_) {
+      fa_device_problems(batch, problems_, tiles_);
+      problems_bytes = align256(problems_.size() * sizeof(device_ref::F64GemmProblem));
+      tiles_bytes = tiles_.size() * sizeof(device_ref::F64GemmTile);
+      ASSAY_RETURN_IF_ERROR(slot.work.ensure(problems_bytes + tiles_bytes + 1));
+      std::memcpy(slot.work.p, problems_.data(), problems_.size() * sizeof(device_ref::F64GemmProblem));
+      std::memcpy(slot.work.p + problems_bytes, tiles_.data(), tiles_bytes);
+      ASSAY_RETURN_IF_ERROR(dev_work_.ensure(problems_bytes + tiles_bytes + 1));
+      ASSAY_RETURN_IF_ERROR(dev_ref_.ensure(2 * refs + 1));
+    }
+    CUDA_CHECK(cudaMemcpyAsync(dev_.p, batch.image, batch.bytes, cudaMemcpyHostToDevice, stream_));
+    CUDA_CHECK(cudaEventRecord(slot.start, stream_));
+    if (device_ref_) {
+      CUDA_CHECK(cudaMemcpyAsync(dev_work_.p, slot.work.p, problems_bytes + tiles_bytes, cudaMemcpyHostToDevice,
+                                 stream_));
+      ASSAY_RETURN_IF_ERROR(device_ref::gemm_f64_batch(
+          reinterpret_cast<const device_ref::F64GemmProblem*>(dev_work_.p),
+          reinterpret_cast<const device_ref::F64GemmTile*>(dev_work_.p + problems_bytes),
+          static_cast<int64_t>(tiles_.size()), dev_.p, reinterpret_cast<double*>(dev_ref_.p),
+          reinterpret_cast<double*>(dev_ref_.p + refs), stream_));
+    }
+    CUDA_CHECK(cudaEventRecord(slot.ref_done, stream_));
     for (size_t i = 0; i < batch.cases.size(); ++i) {
       const FaCase& c = batch.cases[i];
       const FaConfig& cfg = c.cfg();
       const FaSlot& s = batch.slots[i];
-      unsigned char* a = dev_ + s.a + static_cast<size_t>(c.off_a) * dtype_size(cfg.a);
-      unsigned char* b = dev_ + s.b + static_cast<size_t>(c.off_b) * dtype_size(cfg.b);
-      unsigned char* d = dev_ + s.c + static_cast<size_t>(c.off_c) * dtype_size(cfg.out);
+      unsigned char* a = dev_.p + s.a + static_cast<size_t>(c.off_a) * dtype_size(cfg.a);
+      unsigned char* b = dev_.p + s.b + static_cast<size_t>(c.off_b) * dtype_size(cfg.b);
+      unsigned char* d = dev_.p + s.c + static_cast<size_t>(c.off_c) * dtype_size(cfg.out);
       // Each scale in its own 256-byte slot (fa_layout), so no scale pointer is less aligned
       // than the matrices. (On the H200 run cuBLASLt's cublasLtMatmul declined every fp8 case,
       // layouts within the documented rules included, while scale_b sat 4 bytes after scale_a.)
-      const auto* scale_a = reinterpret_cast<const float*>(dev_ + s.scale_a);
-      const auto* scale_b = reinterpret_cast<const float*>(dev_ + s.scale_b);
+      const auto* scale_a = reinterpret_cast<const float*>(dev_.p + s.scale_a);
+      const auto* scale_b = reinterpret_cast<const float*>(dev_.p + s.scale_b);
       vendor::RowMajorGemm g{c.m, c.n, c.k, c.trans_a, c.trans_b, c.lda, c.ldb, c.ldc};
       Status st;
       if (cfg.library == FaLibrary::kCublas) {
@@ -123,39 +197,72 @@ class GpuBackend : public FaBackend {
       batch.status[i] = st;
     }
     CUDA_CHECK(cudaGetLastError());
-    CUDA_CHECK(cudaMemcpyAsync(batch.result, dev_ + batch.out_begin, batch.bytes - batch.out_begin,
+    CUDA_CHECK(cudaEventRecord(slot.vendor_done, stream_));
+    CUDA_CHECK(cudaMemcpyAsync(batch.result, dev_.p + batch.out_begin, batch.bytes - batch.out_begin,
                                cudaMemcpyDeviceToHost, stream_));
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (device_ref_ && refs > 0) {
+      CUDA_CHECK(cudaMemcpyAsync(batch.ref, dev_ref_.p, refs, cudaMemcpyDeviceToHost, stream_));
+      CUDA_CHECK(cudaMemcpyAsync(batch.mag, dev_ref_.p + refs, refs, cudaMemcpyDeviceToHost, stream_));
+    }
+    CUDA_CHECK(cudaEventRecord(slot.end, stream_));
     return ok_status();
   }
 
+  Status wait(FaBatch& batch) override {
+    CUDA_CHECK(cudaSetDevice(device_));
+    Slot& slot = slots_[batch.slot & 1];
+    CUDA_CHECK(cudaEventSynchronize(slot.end));
+    float ref_ms = 0, vendor_ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ref_ms, slot.start, slot.ref_done));
+    CUDA_CHECK(cudaEventElapsedTime(&vendor_ms, slot.ref_done, slot.vendor_done));
+    batch.device_seconds_reference = ref_ms * 1e-3;
+    batch.device_seconds_vendor = vendor_ms * 1e-3;
+    return ok_status();
+  }
+
+  bool device_reference() const override { return device_ref_; }
   std::string describe() const override { return description_; }
 
  private:
+  /// A staging slot: the host side of one batch in flight, and its events.
+  struct Slot {
+    Grown image{true}, result{true}, ref{true}, work{true};
+    cudaEvent_t start = nullptr, ref_done = nullptr, vendor_done = nullptr, end = nullptr;
+  };
   GpuBackend() = default;
   int device_ = 0;
   FaPlant plant_ = FaPlant::kNone;
+  bool device_ref_ = true;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   std::unique_ptr<vendor::CublasLt> lt_;
-  unsigned char* dev_ = nullptr;
-  unsigned char *image_ = nullptr, *result_ = nullptr;
-  size_t image_cap_ = 0, result_cap_ = 0;
+  Slot slots_[2];
+  Grown dev_{false}, dev_ref_{false}, dev_work_{false};
+  std::vector<device_ref::F64GemmProblem> problems_;
+  std::vector<device_ref::F64GemmTile> tiles_;
   std::string description_;
 };
 
 }  // namespace
 
-StatusOr<std::unique_ptr<FaBackend>> make_fa_gpu_backend(int device, FaPlant plant) {
-  return GpuBackend::create(device, plant);
+StatusOr<std::unique_ptr<FaBackend>> make_fa_gpu_backend(int device, FaPlant plant, bool device_reference) {
+  return GpuBackend::create(device, plant, device_reference);
 }
 
-StatusOr<FaReport> false_alarm(const FaOptions& o, int device, const std::string& out_dir) {
+StatusOr<FaReport> false_alarm(const FaOptions& o, const std::vector<int>& devices, const std::string& out_dir,
+                               bool device_reference) {
   ASSAY_ASSIGN_OR_RETURN(const int ndev, gpu::device_count());
-  if (device < 0 || device >= ndev)
-    return invalid_argument(fmt::format("--device {}: {} CUDA device(s) present", device, ndev));
-  ASSAY_ASSIGN_OR_RETURN(std::unique_ptr<FaBackend> backend, make_fa_gpu_backend(device, o.plant));
-  ASSAY_ASSIGN_OR_RETURN(FaReport report, run_false_alarm(o, *backend));
+  if (devices.empty()) return invalid_argument("false-alarm: no device");
+  for (int d : devices)
+    if (d < 0 || d >= ndev) return invalid_argument(fmt::format("--device {}: {} CUDA device(s) present", d, ndev));
+  std::vector<std::unique_ptr<FaBackend>> owned;
+  std::vector<FaBackend*> backends;
+  for (int d : devices) {
+    ASSAY_ASSIGN_OR_RETURN(std::unique_ptr<FaBackend> b, make_fa_gpu_backend(d, o.plant, device_reference));
+    backends.push_back(b.get());
+    owned.push_back(std::move(b));
+  }
+  ASSAY_ASSIGN_OR_RETURN(FaReport report, run_false_alarm(o, std::span<FaBackend* const>(backends)));
   if (!out_dir.empty()) {
     ASSAY_RETURN_IF_ERROR(write_file_atomic(out_dir + "/false-alarm.md", fa_markdown(report, o)));
     ASSAY_RETURN_IF_ERROR(write_file_atomic(out_dir + "/false-alarm.json", fa_json(report, o).dump(2) + "\n"));

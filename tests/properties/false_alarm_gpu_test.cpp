@@ -1,8 +1,10 @@
 // assay false-alarm on a GPU: a small campaign over every vendor configuration finds no
-// element above its ceiling; a planted perturbation and fp16 accumulation where fp32 was
-// promised (CUBLAS_COMPUTE_16F) are reported; the cuBLASLt wrapper is bit-exact for int8
-// (strided batch, offset pointers) and within the fp8 ceiling with scales. Skipped, with the
-// reason, where no GPU is present.
+// element above its ceiling; the device fp64 reference gives the host reference's bits on
+// every case of every configuration; shards (one per GPU, or two on one GPU) give the table
+// one shard gives; a planted perturbation and fp16 accumulation where fp32 was promised
+// (CUBLAS_COMPUTE_16F) are reported; the cuBLASLt wrapper is bit-exact for int8 (strided
+// batch, offset pointers) and within the fp8 ceiling with scales. Skipped, with the reason,
+// where no GPU is present.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -46,7 +48,7 @@ FaOptions gpu_options(int64_t cases, uint64_t seed) {
 TEST(FalseAlarmGpu, SmallCampaignHasNoCeilingFailure) {
   SKIP_WITHOUT_GPU();
   const FaOptions o = gpu_options(360, 2026);  // 20 cases per configuration
-  const auto r = false_alarm(o, 0, "");
+  const auto r = false_alarm(o, {0}, "");
   ASSERT_TRUE(r.ok()) << r.status().message();
   for (const FaFailure& f : r->failures) ADD_FAILURE() << fa_failure_line(f, o);
   const FaRow t = r->table.total();
@@ -62,11 +64,79 @@ TEST(FalseAlarmGpu, SmallCampaignHasNoCeilingFailure) {
   }
 }
 
+TEST(FalseAlarmGpu, DeviceReferenceIsTheHostReferenceOnEveryConfig) {
+  SKIP_WITHOUT_GPU();
+  // 200 cases of each of the 18 configurations, the host reference beside the device's on every
+  // case: a disagreement beyond fp64 rounding would stop the campaign (an error here); by
+  // construction (gemm_f64_batch_core.h: the host's order, no contraction) every bit agrees.
+  FaOptions o = gpu_options(3600, 2027);
+  o.check_every = 1;
+  const auto r = false_alarm(o, {0}, "");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->shards.size(), 1u);
+  EXPECT_TRUE(r->shards[0].device_reference);
+  EXPECT_EQ(r->ref_check.cases, 3600);
+  EXPECT_GE(r->ref_check.elements, r->table.total().elements);
+  EXPECT_EQ(r->ref_check.identical, r->ref_check.elements)
+      << "not the same bits (still within fp64 rounding): max difference " << r->ref_check.max_diff
+      << " x 2^-53 mag";
+  EXPECT_EQ(r->table.total().failures(), 0);
+  for (const FaFailure& f : r->failures) ADD_FAILURE() << fa_failure_line(f, o);
+  std::printf("[ measured ] device vs host fp64 reference: %lld cases, %lld elements, %lld identical; reference "
+              "%.3f s device, %.3f s host; vendor %.3f s device\n",
+              static_cast<long long>(r->ref_check.cases), static_cast<long long>(r->ref_check.elements),
+              static_cast<long long>(r->ref_check.identical), r->seconds_reference_device, r->seconds_reference,
+              r->seconds_vendor);
+}
+
+TEST(FalseAlarmGpu, ShardsGiveTheTableOfOneShard) {
+  SKIP_WITHOUT_GPU();
+  // Every GPU a shard; on a one-GPU machine, two shards (two backends, two streams) on GPU 0.
+  const int ndev = *gpu::device_count();
+  std::vector<int> devices;
+  for (int d = 0; d < ndev; ++d) devices.push_back(d);
+  if (devices.size() == 1) devices.push_back(0);
+  FaOptions o = gpu_options(1080, 2028);
+  o.batch_cases = 97;  // several batches per shard, two in flight
+  const auto one = false_alarm(o, {0}, "");
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  const auto many = false_alarm(o, devices, "");
+  ASSERT_TRUE(many.ok()) << many.status().message();
+  ASSERT_EQ(many->shards.size(), devices.size());
+  int64_t shard_cases = 0;
+  for (const FaShard& h : many->shards) {
+    EXPECT_GT(h.cases, 0) << h.device;
+    shard_cases += h.cases;
+    std::printf("[ measured ] shard %s: %lld cases in %.2f s\n", h.device.c_str(), static_cast<long long>(h.cases),
+                h.seconds);
+  }
+  EXPECT_EQ(shard_cases, many->cases);
+  for (size_t i = 0; i < one->table.rows.size(); ++i) {
+    const FaRow &a = one->table.rows[i], &b = many->table.rows[i];
+    EXPECT_EQ(a.cases + a.not_run, b.cases + b.not_run) << i;
+    EXPECT_EQ(a.elements, b.elements) << i;
+    EXPECT_EQ(a.exact_cases, b.exact_cases) << i;
+  }
+  EXPECT_EQ(many->table.total().failures(), 0);
+  for (const FaFailure& f : many->failures) ADD_FAILURE() << fa_failure_line(f, o);
+}
+
+TEST(FalseAlarmGpu, HostReferenceModeHasNoCeilingFailure) {
+  SKIP_WITHOUT_GPU();
+  const FaOptions o = gpu_options(180, 2029);
+  const auto r = false_alarm(o, {0}, "", /*device_reference=*/false);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_FALSE(r->shards[0].device_reference);
+  EXPECT_EQ(r->ref_check.cases, 0);
+  EXPECT_EQ(r->table.total().failures(), 0);
+  EXPECT_GT(r->table.total().compared, 0);
+}
+
 TEST(FalseAlarmGpu, PlantedPerturbationIsReported) {
   SKIP_WITHOUT_GPU();
   FaOptions o = gpu_options(90, 7);
   o.plant = FaPlant::kPerturb;
-  const auto r = false_alarm(o, 0, "");
+  const auto r = false_alarm(o, {0}, "");
   ASSERT_TRUE(r.ok()) << r.status().message();
   const FaRow t = r->table.total();
   EXPECT_GT(r->planted, 30);
@@ -80,7 +150,7 @@ TEST(FalseAlarmGpu, Fp16AccumulationWhereFp32WasPromisedIsCaught) {
   FaOptions o = gpu_options(120, 8);
   o.configs = {"fp16_out_fp16"};
   o.plant = FaPlant::kF16Accumulate;
-  const auto r = false_alarm(o, 0, "");
+  const auto r = false_alarm(o, {0}, "");
   ASSERT_TRUE(r.ok()) << r.status().message();
   const FaRow t = r->table.total();
   EXPECT_GT(t.cases, 0) << r->not_run_reason[static_cast<size_t>(find_fa_config("fp16_out_fp16"))];
@@ -94,8 +164,9 @@ TEST(FalseAlarmGpu, Fp16AccumulationWhereFp32WasPromisedIsCaught) {
 TEST(FalseAlarmGpu, CommandWritesItsReportsAndExitsZero) {
   SKIP_WITHOUT_GPU();
   const std::string dir = std::filesystem::temp_directory_path() / ("assay-fa-" + std::to_string(::getpid()));
-  const std::string cmd =
-      assay_binary() + " false-alarm --cases 72 --seed 3 --max-k 2048 --out " + dir + " > " + dir + ".log 2>&1";
+  // No --seed: a rotating seed, printed and recorded; every GPU a shard.
+  const std::string cmd = assay_binary() + " false-alarm --cases 72 --devices all --max-k 2048 --out " + dir + " > " +
+                          dir + ".log 2>&1";
   const int rc = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(rc));
   std::ifstream log(dir + ".log");
@@ -103,6 +174,12 @@ TEST(FalseAlarmGpu, CommandWritesItsReportsAndExitsZero) {
   text << log.rdbuf();
   EXPECT_EQ(WEXITSTATUS(rc), 0) << text.str();
   EXPECT_TRUE(std::filesystem::exists(dir + "/false-alarm.json"));
+  EXPECT_NE(text.str().find("(rotating, from the clock; --seed "), std::string::npos) << text.str();
+  std::ifstream js(dir + "/false-alarm.json");
+  std::stringstream jss;
+  jss << js.rdbuf();
+  EXPECT_NE(jss.str().find("\"seed_source\": \"rotate\""), std::string::npos);
+  EXPECT_NE(jss.str().find("\"shards\""), std::string::npos);
   std::ifstream md(dir + "/false-alarm.md");
   std::stringstream mds;
   mds << md.rdbuf();

@@ -16,11 +16,16 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <memory>
+#include <mutex>
+#include <span>
 #include <random>
 #include <set>
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "references/host/gemm.h"
 
@@ -90,7 +95,13 @@ double block_chunk(const std::vector<double>& prod, size_t begin, size_t end, si
   return promote > 0 ? static_cast<double>(outer + static_cast<float>(acc)) : acc;
 }
 
-enum class Flaw { kNone, kF16Accumulate, kSkipLastRow, kWritePadding };
+enum class Flaw { kNone, kF16Accumulate, kSkipLastRow, kWritePadding, kBadReference };
+
+/// How the emulated backend provides the fp64 reference and runs its batches.
+struct EmulatedMode {
+  bool device_reference = false;  ///< ref and mag from gemm_f64_batch_core.h, as the GPU kernel computes them
+  bool deferred = false;          ///< launch only records the batch; wait runs it (a device still busy)
+};
 
 /// The vendor in software: fp32 FMA loops (pedantic), truncating blocks of a random size
 /// b' in {4, 8, 16, 32} with 24 bits (fp16/bf16/tf32) or 13 bits (fp8; promoted every 128
@@ -98,24 +109,73 @@ enum class Flaw { kNone, kF16Accumulate, kSkipLastRow, kWritePadding };
 /// alpha and beta in fp32, the output rounded to nearest; int8 exactly.
 class EmulatedBackend : public FaBackend {
  public:
-  explicit EmulatedBackend(Flaw flaw = Flaw::kNone) : flaw_(flaw) {}
-  Status reserve(size_t image_bytes, size_t result_bytes, unsigned char** image, unsigned char** result) override {
-    image_.resize(std::max(image_.size(), image_bytes));
-    result_.resize(std::max(result_.size(), result_bytes));
-    *image = image_.data();
-    *result = result_.data();
+  explicit EmulatedBackend(Flaw flaw = Flaw::kNone, EmulatedMode mode = {}) : flaw_(flaw), mode_(mode) {}
+  Status reserve(FaBatch& batch) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Buffers& b = slots_[batch.slot & 1];
+    // A slot is reserved again only once its previous batch is done (two batches in flight).
+    if (b.in_flight) return internal_error("emulated backend: slot reserved while its batch is in flight");
+    if (slots_[(batch.slot + 1) & 1].in_flight) ++staged_while_in_flight;
+    b.image.resize(std::max(b.image.size(), batch.bytes));
+    b.result.resize(std::max(b.result.size(), batch.bytes - batch.out_begin));
+    batch.image = b.image.data();
+    batch.result = b.result.data();
+    if (mode_.device_reference) {
+      b.ref.resize(std::max<size_t>(b.ref.size(), 2 * batch.ref_elements));
+      batch.ref = b.ref.data();
+      batch.mag = b.ref.data() + batch.ref_elements;
+    }
     return ok_status();
   }
   Status run(FaBatch& batch) override {
     std::memcpy(batch.result, batch.image + batch.out_begin, batch.bytes - batch.out_begin);
+    if (mode_.device_reference) {
+      std::vector<device_ref::F64GemmProblem> problems;
+      std::vector<device_ref::F64GemmTile> tiles;
+      fa_device_problems(batch, problems, tiles);
+      device_ref::f64_gemm_batch_host(problems, tiles, batch.image, batch.ref, batch.mag);
+      if (flaw_ == Flaw::kBadReference)
+        for (size_t i = 0; i < batch.cases.size(); ++i) {
+          double& r = batch.ref[batch.ref_at[i]];
+          if (std::isfinite(r)) r += 1e-9 * std::max(1.0, std::fabs(batch.mag[batch.ref_at[i]]));
+        }
+    }
     for (size_t i = 0; i < batch.cases.size(); ++i) run_case(batch, i);
     ++batches;
     return ok_status();
   }
+  // The campaign launches a batch on a thread of its own while it waits for the one before.
+  Status launch(FaBatch& batch) override {
+    if (!mode_.deferred) return run(batch);
+    std::lock_guard<std::mutex> lock(mu_);
+    Buffers& b = slots_[batch.slot & 1];
+    if (b.in_flight) return internal_error("emulated backend: slot launched twice");
+    b.in_flight = true;
+    return ok_status();
+  }
+  Status wait(FaBatch& batch) override {
+    if (!mode_.deferred) return ok_status();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      Buffers& b = slots_[batch.slot & 1];
+      if (!b.in_flight) return internal_error("emulated backend: wait without launch");
+    }
+    const Status st = run(batch);  // the host must not have touched this slot's image meanwhile
+    std::lock_guard<std::mutex> lock(mu_);
+    slots_[batch.slot & 1].in_flight = false;
+    return st;
+  }
+  bool device_reference() const override { return mode_.device_reference; }
   std::string describe() const override { return "emulated vendor (tests/harness/false_alarm_test.cpp)"; }
   int batches = 0;
+  int staged_while_in_flight = 0;  ///< batches whose buffers were reserved while the other slot's batch was in flight
 
  private:
+  struct Buffers {
+    std::vector<unsigned char> image, result;
+    std::vector<double> ref;
+    bool in_flight = false;
+  };
   void run_case(const FaBatch& batch, size_t ci) {
     const FaCase& c = batch.cases[ci];
     const FaConfig& f = c.cfg();
@@ -196,7 +256,9 @@ class EmulatedBackend : public FaBackend {
     }
   }
   Flaw flaw_;
-  std::vector<unsigned char> image_, result_;
+  EmulatedMode mode_;
+  Buffers slots_[2];
+  std::mutex mu_;
 };
 
 FaOptions small_options(int64_t cases, uint64_t seed = 11) {
@@ -998,6 +1060,235 @@ TEST(FalseAlarm, UnwrittenRowsAndPaddingWritesAreCaught) {
   ASSERT_TRUE(p.ok());
   EXPECT_GT(p->table.total().gap_writes, 10);
   EXPECT_EQ(p->table.total().ceiling_failures, 0);
+}
+
+// ---- the fp64 reference on the device, shards, pipelining, seeds --------------------------------
+
+TEST(FalseAlarm, DeviceDecoderGivesEveryStoredValue) {
+  // Every 8- and 16-bit pattern, and fp32 / int32 samples, as load_as_double reads them.
+  const std::pair<DType, int32_t> types[] = {{DType::kF16, device_ref::kInF16},   {DType::kBF16, device_ref::kInBF16},
+                                             {DType::kE4M3, device_ref::kInE4M3}, {DType::kE5M2, device_ref::kInE5M2},
+                                             {DType::kI8, device_ref::kInI8}};
+  for (const auto& [t, code] : types) {
+    ASSERT_EQ(device_ref::f64_input_size(code), static_cast<int64_t>(dtype_size(t)));
+    const uint32_t patterns = 1u << (8 * dtype_size(t));
+    for (uint32_t bits = 0; bits < patterns; ++bits) {
+      unsigned char p[4] = {static_cast<unsigned char>(bits & 0xff), static_cast<unsigned char>(bits >> 8), 0, 0};
+      const double want = load_as_double(t, p), got = device_ref::f64_decode(code, p);
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(got)) << dtype_name(t) << " " << bits;
+      } else {
+        ASSERT_EQ(std::memcmp(&want, &got, 8), 0) << dtype_name(t) << " " << bits << ": " << want << " " << got;
+      }
+    }
+  }
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 200000; ++i) {
+    const uint32_t bits = static_cast<uint32_t>(rng());
+    unsigned char p[4];
+    std::memcpy(p, &bits, 4);
+    for (const auto& [t, code] : {std::pair{DType::kF32, device_ref::kInF32}, std::pair{DType::kTF32, device_ref::kInF32},
+                                  std::pair{DType::kI32, device_ref::kInI32}}) {
+      const double want = load_as_double(t, p), got = device_ref::f64_decode(code, p);
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(got));
+      } else {
+        ASSERT_EQ(std::memcmp(&want, &got, 8), 0) << dtype_name(t) << " " << bits;
+      }
+    }
+  }
+}
+
+TEST(FalseAlarm, ReferenceAgreementRules) {
+  const double mag = 10;
+  EXPECT_TRUE(fa_reference_agrees(1.5, mag, 1.5, mag, 8192, true));
+  EXPECT_TRUE(fa_reference_agrees(0.0, 0, -0.0, 0, 4, true));                     // signed zeros: equal
+  EXPECT_FALSE(fa_reference_agrees(1.5 + 0x1p-52, mag, 1.5, mag, 8192, true));  // exact tier: every bit
+  // Two summation orders of k terms: within 2 gamma_{k+4}(2^-53) mag.
+  EXPECT_TRUE(fa_reference_agrees(1.5 + 100 * 0x1p-53 * mag, mag, 1.5, mag, 100, false));
+  EXPECT_FALSE(fa_reference_agrees(1.5 + 300 * 0x1p-53 * mag, mag, 1.5, mag, 100, false));
+  EXPECT_FALSE(fa_reference_agrees(1.5, mag * (1 + 1e-9), 1.5, mag, 100, false));  // mag is checked too
+  EXPECT_TRUE(fa_reference_agrees(kNaN, kInf, kNaN, kInf, 3, false));
+  EXPECT_FALSE(fa_reference_agrees(kNaN, kNaN, kNaN, kInf, 3, false));  // NaN in mag: a NaN input, any order
+  EXPECT_FALSE(fa_reference_agrees(1.0, mag, kNaN, mag, 3, false));
+  EXPECT_FALSE(fa_reference_agrees(kInf, kInf, -kInf, kInf, 3, false));
+  EXPECT_TRUE(fa_reference_agrees(-kInf, kInf, -kInf, kInf, 3, false));
+}
+
+TEST(FalseAlarm, DeviceReferenceIsTheHostReferenceBitForBit) {
+  // The device kernel's arithmetic (gemm_f64_batch_core.h), run here over every case of every
+  // config with the host reference beside it on every case (check_every 1): all the same bits.
+  FaOptions o = small_options(540, 17);  // 30 per configuration
+  o.max_k = 256;  // the emulated vendor is the slow part; layouts and classes are what matter here
+  o.check_every = 1;
+  EmulatedBackend vendor(Flaw::kNone, EmulatedMode{.device_reference = true});
+  const auto r = run_false_alarm(o, vendor);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->ref_check.cases, 540);
+  EXPECT_EQ(r->ref_check.elements, r->table.total().elements);
+  EXPECT_EQ(r->ref_check.identical, r->ref_check.elements);
+  EXPECT_EQ(r->ref_check.max_diff, 0.0);
+  EXPECT_EQ(r->table.total().failures(), 0);
+  ASSERT_EQ(r->shards.size(), 1u);
+  EXPECT_TRUE(r->shards[0].device_reference);
+  std::printf("[ measured ] %lld cases, %d threads: inputs %.2f s, host reference (every case) %.2f s, judge %.2f s\n",
+              static_cast<long long>(r->cases), o.threads, r->seconds_inputs, r->seconds_reference, r->seconds_judge);
+  // And the table is the one the host reference gives.
+  EmulatedBackend host_vendor;
+  const auto h = run_false_alarm(o, host_vendor);
+  ASSERT_TRUE(h.ok());
+  for (size_t i = 0; i < r->table.rows.size(); ++i) {
+    EXPECT_EQ(r->table.rows[i].compared, h->table.rows[i].compared);
+    EXPECT_EQ(r->table.rows[i].max_ratio, h->table.rows[i].max_ratio);
+    EXPECT_EQ(r->table.rows[i].expected_exceedances, h->table.rows[i].expected_exceedances);
+  }
+  // The problems cover the staged views: offsets, strides, scales, types of each config.
+  FaBatch batch;
+  const auto sel = fa_select(o);
+  for (int64_t i = 0; i < 36; ++i) batch.cases.push_back(fa_make_case(o, *sel, i));
+  fa_layout(batch);
+  std::vector<device_ref::F64GemmProblem> problems;
+  std::vector<device_ref::F64GemmTile> tiles;
+  fa_device_problems(batch, problems, tiles);
+  ASSERT_EQ(problems.size(), batch.cases.size());
+  int64_t want_tiles = 0;
+  for (size_t i = 0; i < problems.size(); ++i) {
+    const FaCase& c = batch.cases[i];
+    EXPECT_EQ(problems[i].a, batch.slots[i].a + static_cast<uint64_t>(c.off_a) * dtype_size(c.cfg().a));
+    EXPECT_EQ(problems[i].out, batch.ref_at[i]);
+    EXPECT_EQ(problems[i].scale_a, c.scale_a);
+    want_tiles += device_ref::f64_gemm_tile_count(problems[i]);
+  }
+  EXPECT_EQ(static_cast<int64_t>(tiles.size()), want_tiles);
+  EXPECT_EQ(batch.ref_at.back() + static_cast<uint64_t>(batch.cases.back().batch * batch.cases.back().m *
+                                                        batch.cases.back().n),
+            batch.ref_elements);
+}
+
+TEST(FalseAlarm, DeviceReferenceThatDisagreesStopsTheCampaign) {
+  FaOptions o = small_options(200, 19);
+  o.check_every = 7;
+  EmulatedBackend vendor(Flaw::kBadReference, EmulatedMode{.device_reference = true});
+  const auto r = run_false_alarm(o, vendor);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInternal);
+  EXPECT_NE(r.status().message().find("disagrees with the host"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("replay: assay false-alarm --seed 19"), std::string::npos);
+  // check_every 0: nothing compared, nothing stops (the judge sees the planted 1e-9 moves).
+  o.check_every = 0;
+  EmulatedBackend unchecked(Flaw::kBadReference, EmulatedMode{.device_reference = true});
+  const auto u = run_false_alarm(o, unchecked);
+  ASSERT_TRUE(u.ok()) << u.status().message();
+  EXPECT_EQ(u->ref_check.cases, 0);
+}
+
+TEST(FalseAlarm, TableDoesNotDependOnShardsOrPipelining) {
+  FaOptions o = small_options(300, 23);
+  o.configs = {"bf16", "e4m3_fast", "lt_int8", "fp32_pedantic", "bf16_out_bf16"};
+  o.threads = 2;
+  EmulatedBackend one;
+  const auto r1 = run_false_alarm(o, one);
+  ASSERT_TRUE(r1.ok()) << r1.status().message();
+  // Three shards, the device reference emulated, launches deferred to wait (two batches in
+  // flight per shard), small batches.
+  o.batch_cases = 13;
+  o.check_every = 5;
+  std::vector<std::unique_ptr<EmulatedBackend>> owned;
+  std::vector<FaBackend*> shards;
+  for (int i = 0; i < 3; ++i) {
+    owned.push_back(std::make_unique<EmulatedBackend>(Flaw::kNone, EmulatedMode{.device_reference = true,
+                                                                                 .deferred = true}));
+    shards.push_back(owned.back().get());
+  }
+  const auto r3 = run_false_alarm(o, std::span<FaBackend* const>(shards));
+  ASSERT_TRUE(r3.ok()) << r3.status().message();
+  ASSERT_EQ(r3->shards.size(), 3u);
+  int64_t shard_cases = 0;
+  for (const FaShard& h : r3->shards) shard_cases += h.cases;
+  EXPECT_EQ(shard_cases, 300);
+  for (const auto& b : owned) {
+    EXPECT_GT(b->batches, 1);
+    EXPECT_EQ(b->staged_while_in_flight, b->batches - 1);  // the host staged batch i + 1 while batch i was in flight
+  }
+  EXPECT_EQ(r3->ref_check.cases, 60);
+  EXPECT_EQ(r3->ref_check.identical, r3->ref_check.elements);
+  EXPECT_EQ(r3->cases, r1->cases);
+  for (size_t i = 0; i < r1->table.rows.size(); ++i) {
+    const FaRow &a = r1->table.rows[i], &b = r3->table.rows[i];
+    EXPECT_EQ(a.cases, b.cases);
+    EXPECT_EQ(a.elements, b.elements);
+    EXPECT_EQ(a.compared, b.compared);
+    EXPECT_EQ(a.exact_cases, b.exact_cases);
+    EXPECT_EQ(a.max_ratio, b.max_ratio);
+    EXPECT_EQ(a.worst_case, b.worst_case);
+    EXPECT_EQ(a.expected_exceedances, b.expected_exceedances);
+    EXPECT_EQ(a.max_ratio_expected, b.max_ratio_expected);
+  }
+  // The merged report names every shard and its share.
+  const std::string md = fa_markdown(*r3, o);
+  EXPECT_NE(md.find("over 3 shards"), std::string::npos);
+  EXPECT_NE(md.find("| shard | device | cases |"), std::string::npos);
+  const nlohmann::json j = fa_json(*r3, o);
+  EXPECT_EQ(j["shards"].size(), 3u);
+  EXPECT_EQ(j["reference"]["checked_cases"], 60);
+  for (const char* phase : {"inputs", "reference", "reference_device", "vendor", "launch", "judge", "wait"})
+    EXPECT_TRUE(j["seconds_phases"].contains(phase)) << phase;
+  EXPECT_TRUE(j.contains("cases_per_second"));
+}
+
+TEST(FalseAlarm, ShardsSplitFailuresAndNotRunDeterministically) {
+  // Planted perturbations through 1 and 2 shards: the same failing cases, the same order.
+  FaOptions o = small_options(120, 29);
+  o.plant = FaPlant::kPerturb;
+  EmulatedBackend one;
+  const auto r1 = run_false_alarm(o, one);
+  EmulatedBackend a, b;
+  FaBackend* two[] = {&a, &b};
+  o.batch_cases = 7;
+  const auto r2 = run_false_alarm(o, std::span<FaBackend* const>(two));
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  EXPECT_EQ(r1->planted, r2->planted);
+  ASSERT_EQ(r1->failures.size(), r2->failures.size());
+  for (size_t i = 0; i < r1->failures.size(); ++i) {
+    EXPECT_EQ(r1->failures[i].c.index, r2->failures[i].c.index);
+    EXPECT_EQ(r1->failures[i].kind, r2->failures[i].kind);
+  }
+}
+
+TEST(FalseAlarm, DevicesParse) {
+  EXPECT_EQ(*fa_parse_devices("all", 4), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(*fa_parse_devices("2", 4), (std::vector<int>{0, 1}));
+  EXPECT_EQ(*fa_parse_devices("1,3", 4), (std::vector<int>{1, 3}));
+  EXPECT_FALSE(fa_parse_devices("5", 4).ok());
+  EXPECT_FALSE(fa_parse_devices("0", 4).ok());
+  EXPECT_FALSE(fa_parse_devices("1,1", 4).ok());
+  EXPECT_FALSE(fa_parse_devices("1,x", 4).ok());
+  EXPECT_FALSE(fa_parse_devices("all", 0).ok());
+}
+
+TEST(FalseAlarm, RotatingSeedIsRecordedAndReplays) {
+  const uint64_t s1 = fa_rotating_seed(), s2 = fa_rotating_seed();
+  EXPECT_NE(s1, s2);
+  EXPECT_LT(s1, uint64_t{1} << 53);
+  EXPECT_GT(s1, 0u);
+  FaOptions o = small_options(40, s1);
+  o.seed_rotated = true;
+  o.plant = FaPlant::kPerturb;
+  EmulatedBackend vendor;
+  const auto r = run_false_alarm(o, vendor);
+  ASSERT_TRUE(r.ok());
+  ASSERT_FALSE(r->failures.empty());
+  const std::string line = fa_failure_line(r->failures.front(), o);
+  EXPECT_NE(line.find(fmt::format("replay: assay false-alarm --seed {} ", s1)), std::string::npos) << line;
+  EXPECT_NE(fa_markdown(*r, o).find(fmt::format("Seed {} (rotating", s1)), std::string::npos);
+  const nlohmann::json j = fa_json(*r, o);
+  EXPECT_EQ(j["seed"].get<uint64_t>(), s1);
+  EXPECT_EQ(j["seed_source"], "rotate");
+  // The replayed case is the same case.
+  const auto sel = fa_select(o);
+  const FaCase again = fa_make_case(o, *sel, r->failures.front().c.index);
+  EXPECT_EQ(again.k, r->failures.front().c.k);
+  EXPECT_EQ(again.ra.seed, r->failures.front().c.ra.seed);
 }
 
 }  // namespace
