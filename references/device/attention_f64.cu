@@ -4,6 +4,9 @@
 // thread 0, a barrier after each.
 #include "references/device/attention_f64.h"
 
+#include <mutex>
+#include <string>
+
 #include "harness/gpu/cuda_check.h"
 
 namespace assay::device_ref {
@@ -81,9 +84,21 @@ Status attention_fwd_f64_reference(const AttentionF64Problem& p, const Attention
   if (rows <= 0) return ok_status();
   if (rows > int64_t{0x7fffffff}) return invalid_argument("attention device reference: too many query rows");
   const size_t smem = sizeof(double) * 3 * static_cast<size_t>(p.Sk);
-  if (smem > 48 * 1024)
-    CUDA_CHECK(cudaFuncSetAttribute(attention_fwd_f64, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(smem)));
+  // The opt-in above 48 KiB is set once per device, for the largest row: set per launch, it
+  // raced between lanes (one lane's smaller cap before another's launch), and a threshold on
+  // the dynamic size alone missed the kernel's static shared memory (Sk = 2048 is exactly
+  // 48 KiB dynamic, and failed with "invalid argument").
+  static std::once_flag opted_in[64];
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= 64) return invalid_argument("attention device reference: device index above 63");
+  cudaError_t opt = cudaSuccess;
+  std::call_once(opted_in[dev], [&] {
+    opt = cudaFuncSetAttribute(attention_fwd_f64, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(sizeof(double) * 3 * kAttentionF64MaxSk));
+  });
+  if (opt != cudaSuccess)
+    return internal_error(std::string("attention device reference: shared memory opt-in: ") + cudaGetErrorString(opt));
   attention_fwd_f64<<<static_cast<unsigned>(rows), kThreads, smem, stream>>>(p, io);
   CUDA_CHECK(cudaGetLastError());
   return ok_status();
