@@ -1019,6 +1019,10 @@ int main(int argc, char** argv) {
       "(on the device, the host's on a sample beside it) under the hard ceilings of harness/bounds.h; exit 1 if "
       "any element exceeds its ceiling");
   false_alarm_cmd->add_option("--cases", fao.cases, "Cases to run")->check(CLI::NonNegativeNumber);
+  false_alarm_cmd->add_option("--time", fao.max_seconds,
+                              "Seconds (0: none): past them no new case starts, and the report covers the cases that "
+                              "ran (SIGINT/SIGTERM stop the same way, then exit 130/143)")
+      ->check(CLI::NonNegativeNumber);
   false_alarm_cmd->add_option("--seed", fa_seed,
                               "Campaign seed (a case is a function of seed and index), or 'rotate' (the default): a "
                               "fresh seed from the clock, printed and recorded in the report and every replay line");
@@ -1208,9 +1212,11 @@ int main(int argc, char** argv) {
       if (!parsed.ok()) return error(parsed.status());
       devices = *parsed;
     }
+    install_stop_handlers();  // SIGINT / SIGTERM: finish the cases taken, write the report
     auto report = false_alarm(fao, devices, fa_out, !fa_host_reference);
     if (!report.ok()) return error(report.status());
     fmt::print("{}", fa_markdown(*report, fao));
+    if (!report->stopped.empty()) fmt::print(stderr, "assay: false-alarm: {}\n", report->stopped);
     // The report: one test per vendor configuration. The configurations run interleaved in
     // batches, so each one's time is the campaign's time in proportion to its cases.
     CheckReport rep;
@@ -1241,6 +1247,7 @@ int main(int argc, char** argv) {
       }
       rep.cases.push_back(std::move(c));
     }
+    if (stop_signal() != 0 && rc == kExitPass) rc = 128 + stop_signal();
     return write_or_error(rep, fa_reports, rc);
   }
   if (baseline->parsed())

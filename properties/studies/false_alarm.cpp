@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "harness/dtype_encode.h"
+#include "harness/interrupt.h"
 #include "references/host/gemm.h"
 
 namespace assay {
@@ -905,6 +906,7 @@ std::string fa_markdown(const FaReport& r, const FaOptions& o) {
       r.seconds_reference, device_ref ? fmt::format(" + {:.1f} s device", r.seconds_reference_device) : "",
       r.seconds_vendor, device_ref ? fmt::format(" device (launching {:.1f} s host)", r.seconds_launch) : "",
       r.seconds_judge, r.seconds_wait, r.shards.size() > 1 ? "; each summed over the shards" : "");
+  if (!r.stopped.empty()) md += fmt::format("**Not every case ran:** {}.\n\n", r.stopped);
   if (r.shards.size() > 1) {
     md += "| shard | device | cases | s | cases/s | inputs | ref host | ref device | launch | vendor | judge | wait |\n"
           "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
@@ -1014,6 +1016,8 @@ nlohmann::json fa_json(const FaReport& r, const FaOptions& o) {
   j["max_k"] = o.max_k;
   j["max_mn"] = o.max_mn;
   j["seconds"] = r.seconds;
+  j["max_seconds"] = o.max_seconds;
+  j["stopped"] = r.stopped;
   j["cases_per_second"] = r.seconds > 0 ? static_cast<double>(r.table.total().cases) / r.seconds : 0.0;
   j["seconds_phases"] = {{"inputs", r.seconds_inputs},
                          {"reference", r.seconds_reference},
@@ -1925,6 +1929,14 @@ struct Shared {
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 };
 
+/// Past the time budget or after a stop signal: no new case is taken (the taken ones finish,
+/// so the cases run stay one contiguous range of indices).
+bool should_stop(const FaOptions& o, Shared& shared) {
+  if (stop_signal() != 0) return true;
+  return o.max_seconds > 0 &&
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - shared.start).count() >= o.max_seconds;
+}
+
 /// One batch in flight: its cases and staging, and the host references of those cases that
 /// have one (all without a device reference, else the sampled ones).
 struct Stage {
@@ -1981,6 +1993,7 @@ StatusOr<FaReport> run_shard(const FaOptions& o, const std::vector<int>& sel, Fa
     size_t estimate = 0;
     while (static_cast<int64_t>(batch.cases.size()) < std::max<int64_t>(o.batch_cases, 1)) {
       if (!pending) {
+        if (should_stop(o, shared)) break;
         const int64_t idx = shared.source.next.fetch_add(1);
         if (idx >= shared.source.end) break;
         pending = fa_make_case(o, sel, o.first_case + idx);
@@ -2217,6 +2230,12 @@ StatusOr<FaReport> run_false_alarm(const FaOptions& o, std::span<FaBackend* cons
   merged.configs = sel;
   merged.seconds = since(shared.start);
   merged.cases = merged.table.total().cases;
+  const int64_t taken = std::min(shared.source.next.load(), shared.source.end);
+  if (taken < o.cases)
+    merged.stopped = stop_signal() != 0
+                         ? fmt::format("stopped by signal {} after {} of {} cases", stop_signal(), taken, o.cases)
+                         : fmt::format("stopped at the time budget ({} s) after {} of {} cases", o.max_seconds, taken,
+                                       o.cases);
   return merged;
 }
 

@@ -129,6 +129,10 @@ struct FaOptions {
   uint64_t seed = 1;
   bool seed_rotated = false;  ///< the seed was drawn from the clock (fa_rotating_seed), not given
   int64_t cases = 120000;
+  /// Wall-clock budget (0: none): past it no new case is taken, the cases already taken are
+  /// finished and the report is written with the count that ran. A SIGINT/SIGTERM (the stop
+  /// handlers of harness/interrupt.h) stops the same way.
+  double max_seconds = 0;
   int64_t first_case = 0;                    ///< run case indices [first_case, first_case + cases)
   int64_t max_k = 8192;                      ///< largest reduction length
   int64_t max_mn = 64;                       ///< largest m and n
@@ -257,6 +261,8 @@ struct FaReport {
   double seconds = 0, seconds_inputs = 0, seconds_reference = 0, seconds_reference_device = 0, seconds_vendor = 0,
          seconds_judge = 0, seconds_wait = 0, seconds_launch = 0;
   std::string device;
+  /// Why the run stopped before `cases` ("" when it ran them all): the time budget or a signal.
+  std::string stopped;
   std::vector<FaShard> shards;
   FaRefCheck ref_check;
   /// Folds a shard's report in (tables, failures, first not-run reasons by case index, times).

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -27,6 +28,7 @@
 
 #include <fmt/format.h>
 
+#include "harness/interrupt.h"
 #include "references/host/gemm.h"
 
 namespace assay {
@@ -984,6 +986,34 @@ TEST(FalseAlarm, EmulatedTensorCoreArithmeticStaysUnderEveryCeiling) {
   }
   // The worst truncating path gets close enough to its ceiling for the model to have teeth.
   EXPECT_GT(r->table.config_total(cfg("e4m3_fast")).max_ratio, 0.01);
+}
+
+// A time budget or a stop signal ends the campaign between cases with a report of what ran,
+// instead of a killed process with none (a run stopped by its caller's time limit on an H100
+// left only its progress lines).
+TEST(FalseAlarm, TimeBudgetAndStopSignalEndItWithAReport) {
+  FaOptions o = small_options(240, 5);
+  EmulatedBackend v1, v2, v3;
+  const auto all = run_false_alarm(o, v1);
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  EXPECT_EQ(all->cases, 240);
+  EXPECT_TRUE(all->stopped.empty()) << all->stopped;
+
+  o.max_seconds = 1e-9;  // spent before the first case is taken
+  const auto timed = run_false_alarm(o, v2);
+  ASSERT_TRUE(timed.ok()) << timed.status().message();
+  EXPECT_LT(timed->cases, 240);
+  EXPECT_NE(timed->stopped.find("time budget"), std::string::npos) << timed->stopped;
+  EXPECT_NE(fa_markdown(*timed, o).find("Not every case ran"), std::string::npos);
+  EXPECT_EQ(fa_json(*timed, o)["stopped"], timed->stopped);
+
+  o.max_seconds = 0;
+  request_stop(SIGTERM);
+  const auto signalled = run_false_alarm(o, v3);
+  request_stop(0);
+  ASSERT_TRUE(signalled.ok()) << signalled.status().message();
+  EXPECT_LT(signalled->cases, 240);
+  EXPECT_NE(signalled->stopped.find("signal 15"), std::string::npos) << signalled->stopped;
 }
 
 TEST(FalseAlarm, TableDoesNotDependOnThreadsOrBatches) {
