@@ -531,7 +531,8 @@ int cmd_bench(const BenchArgs& a) {
                   a.seconds, a.lanes, a.per_variant ? " --per-variant" : "", a.skip_mutants ? " --skip-mutants" : "",
                   a.skip_large ? " --skip-large" : "",
                   a.workers_per_gpu > 1 ? fmt::format(" --workers-per-gpu {}", a.workers_per_gpu) : "",
-                  a.split ? " --split" : "");
+                  a.split ? " --split" : "") +
+      (a.peer.empty() ? "" : fmt::format("Peer: `{}`.\n\n", a.peer));
   for (const OpSpec* spec : specs) {
     auto& jo = j["ops"][spec->name()];
     md += fmt::format(
