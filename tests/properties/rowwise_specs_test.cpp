@@ -9,7 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <set>
 #include <string>
@@ -755,6 +757,43 @@ TEST(CrossEntropyProperties, ShiftedLogitsKeepLossAndGradient) {
       }
     }
   }
+}
+
+// The softmax bound is computed once per row (its magnitudes are the row's): the same bits as
+// the bound of each element computed on its own, under IEEE and fast-math arithmetic.
+TEST(SoftmaxBound, OncePerRowIsTheSameAsPerElement) {
+  const OpSpec* spec = find_spec("softmax");
+  const OpDef* op = find_op("softmax");
+  ASSERT_NE(spec, nullptr);
+  ASSERT_NE(op, nullptr);
+  int64_t elements = 0, logs = 0;
+  for (int64_t i = 0; i < 200; ++i) {
+    const Case c = generate_case(*spec, GenPlan{29, GenConfig{300}}, i);
+    for (const bool fast : {false, true}) {
+      Arithmetic a;
+      a.fast_math = fast;
+      HostRun h;
+      ASSERT_NO_FATAL_FAILURE(run_reference(*op, c, h, a));
+      const Params p(c.params);
+      const OutputRef& y = h.refs[0];
+      SoftmaxModel m;
+      m.in = m.out = p.dt("dtype");
+      m.n = h.hv[0].v.cols;
+      m.fast_math = fast;
+      m.rescales = std::min<int64_t>(std::max<int64_t>(m.n - 1, 0), (m.n + 31) / 32 + 10);
+      logs += p.b("log") ? 1 : 0;
+      for (size_t l = 0; l < y.ref.size(); ++l) {
+        const SoftmaxRowMags rm{y.aux[1][l], y.aux[2][l]};
+        const BoundPair b = p.b("log") ? log_softmax_bounds(m, rm) : softmax_bounds(m, rm);
+        const double want = b.ceiling.tol(std::fabs(y.ref[l]), std::isfinite(y.aux[0][l]) ? y.aux[0][l] : 0);
+        ASSERT_EQ(std::bit_cast<uint64_t>(y.tol[l]), std::bit_cast<uint64_t>(want))
+            << c.summary() << " element " << l << ": " << y.tol[l] << " against " << want;
+        ++elements;
+      }
+    }
+  }
+  EXPECT_GT(elements, 100000);
+  EXPECT_GT(logs, 40);
 }
 
 }  // namespace
