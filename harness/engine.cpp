@@ -100,6 +100,12 @@ bool overwritten(const OpDef& op, const Case& c, int t) {
   return T.role == Role::kInOut && op.overwrites && op.overwrites(Params(c.params), T.name);
 }
 
+/// True where the op's vendor column computes output `tensor` (VendorDef::outputs, empty: all).
+bool vendor_computes(const OpDef& op, const std::string& tensor) {
+  const auto& names = op.vendor.outputs;
+  return op.vendor.defined() && (names.empty() || std::find(names.begin(), names.end(), tensor) != names.end());
+}
+
 bool on_device(const OpDef& op, const Case& c) {
   return op.device_reference.when && op.device_reference.when(Params(c.params));
 }
@@ -239,9 +245,7 @@ Status build_setup(const OpDef& op, const VariantDef& v, const Case& c0, gpu::La
   }
   // The vendor's outputs are kept beside the variant's, for every variant of the setup.
   for (int t : s.outs) {
-    const auto& names = op.vendor.outputs;
-    const bool computed = op.vendor.defined() &&
-                          (names.empty() || std::find(names.begin(), names.end(), T[t].name) != names.end());
+    const bool computed = vendor_computes(op, T[t].name);
     s.vendor_off.push_back(computed ? scratch : -1);
     if (computed) scratch += round256(T[t].desc.extent() * static_cast<int64_t>(dtype_size(T[t].desc.dtype)));
   }
@@ -450,6 +454,14 @@ Status launch_vendor(const OpDef& op, Setup& s, gpu::Lane& lane, int slot, bool&
   return ok_status();
 }
 
+/// The float ratio and the element index packed in a check kernel's worst key.
+float key_float(unsigned long long key) {
+  return std::bit_cast<float>(static_cast<uint32_t>(key >> 32));
+}
+int64_t key_index(unsigned long long key) {
+  return static_cast<int64_t>(~static_cast<uint32_t>(key & 0xffffffffu));
+}
+
 void read_vendor(const OpDef& op, Setup& s, const gpu::CheckResult& r, int nregions) {
   s.vendor_ratio = 0;
   s.vendor_violations = 0;
@@ -465,8 +477,7 @@ void read_vendor(const OpDef& op, Setup& s, const gpu::CheckResult& r, int nregi
   for (size_t o = 0; o < s.cmp.size(); ++o) {
     if (s.vendor_off[o] < 0) continue;
     const auto& cr = r.compares[o];
-    s.vendor_ratio =
-        std::max(s.vendor_ratio, static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(cr.worst_key >> 32))));
+    s.vendor_ratio = std::max(s.vendor_ratio, static_cast<double>(key_float(cr.worst_key)));
     s.vendor_violations += static_cast<int64_t>(cr.bound + cr.naninf);
   }
 }
@@ -481,13 +492,6 @@ void with_vendor(const OpDef& op, const Setup& s, gpu::Lane& lane, size_t o, gpu
   x.vr_min_sub = dtype_is_float(dt) ? min_subnormal(dt) : 0;
   x.vr_max = max_finite(dt);
   x.vr_alpha = op.vendor.warn_ratio;
-}
-
-float key_float(unsigned long long key) {
-  return std::bit_cast<float>(static_cast<uint32_t>(key >> 32));
-}
-int64_t key_index(unsigned long long key) {
-  return static_cast<int64_t>(~static_cast<uint32_t>(key & 0xffffffffu));
 }
 
 /// The vendor-relative ratio of a variant's first launch (check result `r`) into `m`, with an
@@ -698,10 +702,10 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
         if (cr.nondet)
           add(FailureKind::kNondeterministic, name, static_cast<int64_t>(cr.nondet), -1,
               "differs bitwise between launches, " + at(cr.nondet, cr.nondet_first));
-        const double ratio = static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(cr.worst_key >> 32)));
+        const double ratio = static_cast<double>(key_float(cr.worst_key));
         if (ratio > verdict.metrics.max_ratio) {
           verdict.metrics.max_ratio = ratio;
-          verdict.metrics.worst_index = static_cast<int64_t>(~static_cast<uint32_t>(cr.worst_key & 0xffffffffu));
+          verdict.metrics.worst_index = key_index(cr.worst_key);
         }
         verdict.metrics.max_abs_err =
             std::max(verdict.metrics.max_abs_err, std::bit_cast<double>(static_cast<uint64_t>(cr.max_abs_bits)));
@@ -845,9 +849,7 @@ StatusOr<Inspection> inspect_model(const OpDef& op, const VariantDef& v, const C
     in.tol_expected = s.refs.front().expected;
     in.reference = "host-f64";
   }
-  const auto& vouts = op.vendor.outputs;
-  if (op.vendor.defined() &&
-      (vouts.empty() || std::find(vouts.begin(), vouts.end(), c.tensors[static_cast<size_t>(t)].name) != vouts.end())) {
+  if (vendor_computes(op, c.tensors[static_cast<size_t>(t)].name)) {
     ASSAY_RETURN_IF_ERROR(lane.restore());
     if (call_vendor(op, Params(s.c.params), dev_views(s.c, s.views, lane), lane.stream()).ok()) {
       std::vector<unsigned char> vraw(raw.size());

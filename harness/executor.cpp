@@ -1,5 +1,4 @@
 #include "harness/executor.h"
-#include "harness/phase_time.h"
 
 #include <map>
 
@@ -10,6 +9,7 @@
 
 #include "harness/gpu/lane.h"
 #include "harness/interrupt.h"
+#include "harness/phase_time.h"
 
 namespace assay {
 namespace {

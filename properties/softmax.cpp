@@ -32,7 +32,6 @@
 // params.log) forward and backward on the same inputs, rows with gaps packed first
 // (cuDNN 9.14 writes the gaps of strided rows; references/library/cudnn.h).
 #include "properties/softmax.h"
-#include "properties/vendor_columns.h"
 
 #include <bit>
 #include <cmath>
@@ -43,6 +42,7 @@
 
 #include "harness/bounds.h"
 #include "properties/rowwise_values.h"
+#include "properties/vendor_columns.h"
 #include "references/host/backward.h"
 #include "references/host/softmax.h"
 

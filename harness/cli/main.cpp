@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -471,8 +472,8 @@ struct BenchArgs {
   /// `PEER --op OP --mode {hypothesis,loop} --seconds S --max-dim 64`, one JSON line back.
   std::string peer;
   bool split = false;  ///< the small class once more in-process, its lane time split by phase
-  /// Worker processes on GPU 0: case generation is serialised within a process (RapidCheck's
-  /// generator state is process-global), so ops whose cases take long to draw need more.
+  /// Worker processes on GPU 0, each with its own lanes (host threads) and generator lock: for
+  /// ops whose host work per case, not the GPU, sets the rate.
   int workers_per_gpu = 1;
 };
 
@@ -490,18 +491,14 @@ nlohmann::json run_peer(const std::string& peer, const std::string& op, const st
   while (std::fgets(buf, sizeof buf, f) != nullptr) out += buf;
   const int rc = pclose(f);
   // The last line that parses as a JSON object is the peer's answer; anything else is its log.
-  std::vector<std::string> lines;
-  for (size_t b = 0; b < out.size();) {
-    const size_t e = std::min(out.find('\n', b), out.size());
-    lines.push_back(out.substr(b, e - b));
-    b = e + 1;
-  }
-  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
-    auto parsed = nlohmann::json::parse(*it, nullptr, false);
-    if (!parsed.is_discarded() && parsed.is_object()) {
-      parsed["command"] = cmd;
-      return parsed;
-    }
+  nlohmann::json answer;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);)
+    if (auto parsed = nlohmann::json::parse(line, nullptr, false); !parsed.is_discarded() && parsed.is_object())
+      answer = std::move(parsed);
+  if (answer.is_object()) {
+    answer["command"] = cmd;
+    return answer;
   }
   j["skipped"] = fmt::format("exit {}, no JSON line: {}", WIFEXITED(rc) ? WEXITSTATUS(rc) : -1,
                              out.substr(out.size() > 300 ? out.size() - 300 : 0));
@@ -608,15 +605,14 @@ int cmd_bench(const BenchArgs& a) {
     }
     if (!a.peer.empty()) {
       // The same small shapes through the peers, right after assay's own runs on this GPU.
-      // Against one variant when each was measured alone (the peer runs one kernel too).
+      // Against the first variant alone when each was measured alone (the peer runs one kernel too).
       double ours = jo["throughput"]["small"].value("cases_per_second", 0.0);
       std::string against = "all variants";
-      if (jo.contains("per_variant"))
-        for (const auto& [name, rows] : jo["per_variant"].items()) {
-          ours = rows["small"].value("cases_per_second", 0.0);
-          against = name;
-          break;
-        }
+      const auto defaults = spec->default_variants();
+      if (!defaults.empty() && jo.contains("per_variant") && jo["per_variant"].contains(defaults.front())) {
+        against = defaults.front();
+        ours = jo["per_variant"][against]["small"].value("cases_per_second", 0.0);
+      }
       md += fmt::format("\n| peer (small, max dim 64) | cases/s | assay ({}) / peer |\n|---|---:|---:|\n", against);
       for (const char* mode : {"hypothesis", "loop"}) {
         nlohmann::json pj = run_peer(a.peer, spec->name(), mode, a.seconds);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -375,13 +376,8 @@ uint64_t fa_rotating_seed() {
 StatusOr<std::vector<int>> fa_parse_devices(std::string_view spec, int present) {
   std::vector<int> out;
   const auto number = [](std::string_view t, int& v) {
-    if (t.empty() || t.size() > 6) return false;
-    v = 0;
-    for (char ch : t) {
-      if (ch < '0' || ch > '9') return false;
-      v = v * 10 + (ch - '0');
-    }
-    return true;
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    return !t.empty() && ec == std::errc() && end == t.data() + t.size() && v >= 0;
   };
   if (spec == "all") {
     for (int d = 0; d < present; ++d) out.push_back(d);

@@ -11,7 +11,7 @@ around the output; the op under test (PyTorch's own fp32 kernel stands in for th
 kernel); an fp64 reference on the same rounded inputs; a per-element bound from the usual
 forward-error analysis (gamma_n * magnitude, one rounding of the output); the NaN/Inf pattern;
 a second launch compared bit for bit (determinism); the inputs compared with their copies
-(no input writes); the guards and the output's padding compared with their fill (no
+(no input writes); the guards around the output compared with their fill (no
 out-of-bounds writes). One synchronisation per case, where the verdict is read, as a test
 written this way has.
 
@@ -61,6 +61,14 @@ class Peer:
         buf = t.full((n + 2 * GUARD,), float("nan"), device=self.device)
         return buf, buf[GUARD : GUARD + n].view(shape)
 
+    def launch_twice(self, shape, fn):
+        """fn()'s result written into a guarded output, twice (the second for determinism)."""
+        buf, out = self.output(shape)
+        out.copy_(fn())
+        _, rerun = self.output(shape)
+        rerun.copy_(fn())
+        return buf, out, rerun
+
     def check(self, out_buf, out, ref, tol, inputs, copies, rerun) -> bool:
         """Every check on one case, reduced on the GPU, one synchronisation."""
         t = self.torch
@@ -85,10 +93,7 @@ def case_gemm(p: Peer, gen, max_dim):
     m, n, k = (random.randint(1, max_dim) for _ in range(3))
     a, b = p.padded(m, k, gen), p.padded(k, n, gen)
     copies = [a.clone(), b.clone()]
-    buf, c = p.output((m, n))
-    t.matmul(a, b, out=c)
-    buf2, c2 = p.output((m, n))
-    t.matmul(a, b, out=c2)
+    buf, c, c2 = p.launch_twice((m, n), lambda: t.matmul(a, b))
     ad, bd = a.double(), b.double()
     ref = ad @ bd
     mag = ad.abs() @ bd.abs()
@@ -101,10 +106,7 @@ def case_softmax(p: Peer, gen, max_dim):
     rows, n = random.randint(1, max_dim), random.randint(1, max_dim)
     x = p.padded(rows, n, gen)
     copies = [x.clone()]
-    buf, y = p.output((rows, n))
-    y.copy_(t.softmax(x, dim=-1))
-    buf2, y2 = p.output((rows, n))
-    y2.copy_(t.softmax(x, dim=-1))
+    buf, y, y2 = p.launch_twice((rows, n), lambda: t.softmax(x, dim=-1))
     ref = t.softmax(x.double(), dim=-1)
     tol = gamma(2 * n + 8) * ref.abs() + 2 * U32 * ref
     return p.check(buf, y, ref, tol, [x], copies, y2)
@@ -116,18 +118,14 @@ def case_layernorm(p: Peer, gen, max_dim, rms=False):
     x = p.padded(rows, n, gen)
     w = t.randn(n, device=p.device, generator=gen)
     copies = [x.clone(), w.clone()]
-    buf, y = p.output((rows, n))
-    buf2, y2 = p.output((rows, n))
     xd, wd = x.double(), w.double()
     if rms:
-        y.copy_(t.nn.functional.rms_norm(x, (n,), w, 1e-5))
-        y2.copy_(t.nn.functional.rms_norm(x, (n,), w, 1e-5))
+        buf, y, y2 = p.launch_twice((rows, n), lambda: t.nn.functional.rms_norm(x, (n,), w, 1e-5))
         r = t.rsqrt((xd * xd).mean(-1, keepdim=True) + 1e-5)
         ref = xd * r * wd
         mag = xd.abs() * r * wd.abs()
     else:
-        y.copy_(t.nn.functional.layer_norm(x, (n,), w, None, 1e-5))
-        y2.copy_(t.nn.functional.layer_norm(x, (n,), w, None, 1e-5))
+        buf, y, y2 = p.launch_twice((rows, n), lambda: t.nn.functional.layer_norm(x, (n,), w, None, 1e-5))
         mu = xd.mean(-1, keepdim=True)
         r = t.rsqrt(((xd - mu) ** 2).mean(-1, keepdim=True) + 1e-5)
         ref = (xd - mu) * r * wd
@@ -145,10 +143,7 @@ def case_attention(p: Peer, gen, max_dim):
     v = t.randn(b, h, sk, d, device=p.device, generator=gen)
     copies = [q.clone(), k.clone(), v.clone()]
     f = t.nn.functional.scaled_dot_product_attention
-    buf, o = p.output((b, h, sq, d))
-    o.copy_(f(q, k, v))
-    buf2, o2 = p.output((b, h, sq, d))
-    o2.copy_(f(q, k, v))
+    buf, o, o2 = p.launch_twice((b, h, sq, d), lambda: f(q, k, v))
     qd, kd, vd = q.double(), k.double(), v.double()
     pr = t.softmax(qd @ kd.transpose(-1, -2) / math.sqrt(d), dim=-1)
     ref = pr @ vd
@@ -167,11 +162,8 @@ def case_conv2d(p: Peer, gen, max_dim):
     w = t.randn(kk, c, r, s, device=p.device, generator=gen)
     copies = [x.clone(), w.clone()]
     f = t.nn.functional.conv2d
-    y0 = f(x, w)
-    buf, y = p.output(tuple(y0.shape))
-    y.copy_(y0)
-    buf2, y2 = p.output(tuple(y0.shape))
-    y2.copy_(f(x, w))
+    p_out = (n, kk, hh - r + 1, ww - s + 1)  # no padding, stride 1
+    buf, y, y2 = p.launch_twice(p_out, lambda: f(x, w))
     ref = f(x.double(), w.double())
     mag = f(x.double().abs(), w.double().abs())
     tol = gamma(c * r * s) * mag + U32 * ref.abs()
@@ -184,10 +176,7 @@ def case_activation(p: Peer, gen, max_dim):
     x = p.padded(rows, n, gen) * 4
     copies = [x.clone()]
     g = t.nn.functional.gelu
-    buf, y = p.output((rows, n))
-    y.copy_(g(x))
-    buf2, y2 = p.output((rows, n))
-    y2.copy_(g(x))
+    buf, y, y2 = p.launch_twice((rows, n), lambda: g(x))
     ref = g(x.double())
     tol = 8 * U32 * (ref.abs() + x.double().abs()) + 2.0**-126
     return p.check(buf, y, ref, tol, [x], copies, y2)
