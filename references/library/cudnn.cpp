@@ -91,8 +91,11 @@ CudnnHandle::~CudnnHandle() {
 }
 
 Status CudnnHandle::set_stream(cudaStream_t stream) {
-  // Work queued on the old stream may still use the workspace the new stream will reuse.
-  if (stream != stream_ && workspace_ != nullptr) CUDA_CHECK(cudaStreamSynchronize(stream_));
+  // Work queued on the old stream may still use the workspace the new stream will reuse. The
+  // device, not the old stream, is synchronised: a handle outlives the lanes whose streams it
+  // served (one per thread and device), and synchronising a destroyed stream crashed the
+  // process (a test's second lane on one thread, H100).
+  if (stream != stream_ && workspace_ != nullptr) CUDA_CHECK(cudaDeviceSynchronize());
   CUDNN_CHECK(cudnnSetStream(handle_, stream));
   stream_ = stream;
   return ok_status();
