@@ -282,6 +282,43 @@ SoftmaxScalars softmax_scalars(const SoftmaxModel& m);
 /// on [0.5, 2] absolute, else 3 ulp [CUDA]); the row terms go in floor.
 BoundPair log_softmax_bounds(const SoftmaxModel& m, const SoftmaxRowMags& row);
 
+/// Softmax with fp16/bf16 intermediates (Arithmetic::narrow_intermediates): the ceiling of a
+/// softmax whose exponentials are rounded to the storage type before the sum and the division,
+/// from tol32, the fp32 model's (softmax_bounds), |ref| and the row length n; tol32 itself for
+/// fp32. cuDNN's fp16/bf16 CUDNN_SOFTMAX_ACCURATE forward is not "fp32 throughout, one rounding
+/// at the store". Measured on cuDNN 9.14, H200, fp16, rows 2 n 1000 (row 0, N(0, 2) logits), against
+/// softmax_bounds' fp32 model tol32 = u_o |y| + (1 + u_o) E + s/2 (E bounds the fp32 quotient q
+/// before the store, the fp64 reference's share included; u_o = 2^-11; s the storage type's
+/// subnormal spacing):
+///   element 38: got 0.002567291259765625, ref 0.0025688449605323666, |err| 1.5537e-06
+///               = 1.24 u_o|y| (0.81 ulp, 1.63 half-ulps) > tol32 1.4427e-06 (1.15 u_o|y|)
+///   element 88: got 0.0012683868408203125, ref 0.0012691891616571089, |err| 8.02e-07
+///               = 1.29 u_o|y| (0.84 ulp, 1.68 half-ulps) > tol32 7.28e-07 (1.18 u_o|y|)
+/// The store alone errs by at most half an ulp (<= u_o|y|) plus E (~0.15 u_o|y| here), so an
+/// intermediate is rounded to the storage type. Of the documented candidates:
+///  (a) the exponentials e_i = exp(t_i) are rounded to the storage type before they are summed
+///      and divided (e.g. written to y, then normalised in a second pass): e~_i = e_i (1 + d_i)
+///      + eta_i, |d_i| <= u_o, |eta_i| <= s/2 (an exponential in the subnormal range). With the
+///      same fp32 roundings, the quotient q_a of the unrounded exponentials is within E of y.
+///      The numerator moves by the factor 1 + d_i; Z~ = sum_j e~_j (1 + theta_j), a sum of
+///      positive terms, moves relatively by at most u_Z = u_o + n s (the eta_j over Z~ >= 0.99:
+///      Z >= 1 as its largest term is e^0, and the fp32 sum errs by far less than 1%); eta_i
+///      adds at most s to the quotient. So |q~ - y| <= rho (|y| + E) + E + s with
+///      rho = (1 + u_o)/(1 - u_Z) - 1 (= (1 + u_o)^2 - 1 to first order without underflow; it
+///      also covers only the numerator rounded, a rounded 1/Z, or a truncating final store,
+///      each one extra relative u_o). The store then gives
+///      |y^ - y| <= u_o (|y| + E~) + E~ + s/2, E~ = rho |y| + (1 + rho) E + s, which is at most
+///      (1 + rho) tol32 + rho |y| + (1 + u_o) s.
+///  (b) t_i = x_i - max rounded to the storage type: exp(t~_i) errs relatively by u_o |t_i|,
+///      an extra u_o |t_i| y_i (and u_o D in Z): at these elements |t_i| = 3.56 and 4.27, so
+///      4.47e-06 and 2.65e-06 more, above (a)'s 2.7e-06 and 1.4e-06.
+/// (a) explains both: its bound is 4.17e-06 at element 38 (err/bound 0.37) and 2.10e-06 at
+/// element 88 (0.38). Even its numerator-only case (rho = u_o: 2.70e-06, 1.35e-06) would; (a)
+/// is kept whole because whether cuDNN sums the rounded or the fp32 exponentials is not known.
+/// (b) is larger and not needed, so the ceiling uses (a). Log-softmax (which passed under its fp32
+/// model) and fp32 data are left as they are (fp32: u_o = 0, rho = 0).
+double narrow_softmax_tol(double tol32, double ref_abs, DType out, int64_t n);
+
 /// Cross-entropy of one row, loss = log Z - t_c = -z_c: the log-softmax bound with
 /// mag = |x_c - max| (the reference's target_dev).
 BoundPair cross_entropy_bounds(const SoftmaxModel& m, const SoftmaxRowMags& row);

@@ -627,7 +627,8 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
     }
     if (op.vendor.defined() && every && !probe) {
       verdict.metrics.vendor_max_ratio = s.vendor_ratio;
-      verdict.metrics.vendor_violations = s.vendor_violations;
+      // The column is judged only under the vendor's own declared arithmetic and conventions.
+      verdict.metrics.vendor_violations = s.key == setup_key(op.vendor.contract) ? s.vendor_violations : -1;
       if (!s.vendor_note.empty()) not_run.push_back(s.vendor_note);
     }
     if (vendor_rel && s.vendor_kept && launch_err == cudaSuccess)

@@ -52,6 +52,9 @@ class Params {
   bool b(const std::string& k, bool dflt = false) const;
   std::string s(const std::string& k, const std::string& dflt = "") const;
   DType dt(const std::string& k, DType dflt = DType::kF32) const;
+  /// Whether the variant under check declared convention `name` (the engine puts the
+  /// variant's conventions in params.conventions; OpDef::conventions lists the op's).
+  bool convention(const std::string& name) const;
   const nlohmann::json& json() const { return j_; }
 
  private:
@@ -191,9 +194,13 @@ struct Arithmetic {
   bool fast_math = false;  ///< --use_fast_math: __expf, __logf, __tanhf, __fdividef (intrinsic table)
   bool ftz = false;        ///< subnormal inputs and results flushed to zero
   std::map<std::string, int64_t> tiles;  ///< tile sizes the error analysis depends on ("kv_tile" = 64)
-  /// A GEMM that rounds alpha*op(A)op(B) to its (narrow) output type before adding beta*C, as
-  /// cuBLAS does for bf16/fp16 outputs (GemmBoundModel::product_to_out).
-  bool product_to_out = false;
+  /// fp16/bf16 data: an intermediate is rounded to the storage type (the output's) before the
+  /// operation that consumes it. What it means is the op's bound's to say: a GEMM rounds
+  /// alpha*op(A)op(B) before adding beta*C (GemmBoundModel::product_to_out, as cuBLAS does for
+  /// bf16/fp16 outputs); softmax rounds its exponentials before the sum and the division
+  /// (narrow_softmax_tol, as cuDNN's fp16/bf16 softmax does). An op whose bound has no such
+  /// model leaves it unused.
+  bool narrow_intermediates = false;
   bool operator==(const Arithmetic&) const = default;
   int64_t tile(const std::string& k, int64_t dflt) const {
     auto it = tiles.find(k);
@@ -245,8 +252,8 @@ class Contract {
   Contract& fast_math() { arith_.fast_math = true; arith_.ftz = true; return *this; }
   Contract& ftz() { arith_.ftz = true; return *this; }
   Contract& tile(const std::string& name, int64_t v) { arith_.tiles[name] = v; return *this; }
-  /// The kernel rounds alpha*A*B to its output type before adding beta*C (Arithmetic::product_to_out).
-  Contract& rounds_product_to_out() { arith_.product_to_out = true; return *this; }
+  /// fp16/bf16: an intermediate rounded to the storage type (Arithmetic::narrow_intermediates).
+  Contract& narrow_intermediates() { arith_.narrow_intermediates = true; return *this; }
 
   const std::vector<Rule>& rules() const { return rules_; }
   const std::map<std::string, std::vector<int64_t>>& switches() const { return switches_; }
@@ -288,6 +295,9 @@ struct VariantDef {
   Contract contract;
   bool deterministic = true;  ///< false: a second launch may differ bitwise (atomics)
   bool mutant = false;        ///< a planted bug (tests/mutants): fuzzed only when named
+  /// The op's vendor library (OpDef::vendor) bound as a variant by register_op: fuzzed only
+  /// when named, judged under its declared contract like any kernel.
+  bool vendor = false;
   std::string source;         ///< kernel source, relative to its project (hashed by the build)
 };
 
@@ -359,6 +369,16 @@ struct VendorDef {
   std::vector<std::string> outputs;
   /// Accuracy warning above this vendor-relative ratio (4: the detection study's alpha).
   double warn_ratio = 4;
+  /// What the library does, declared as a kernel's contract is: its arithmetic (an exp it does
+  /// not document is fast-math; fp16/bf16 intermediates), the conventions it follows (BLAS's
+  /// alpha = 0) and what it takes. register_op also binds the library as a variant of the op
+  /// under `name` (VariantDef::vendor), so that `assay fuzz OP --variant NAME` holds it to the
+  /// op's ceiling under this contract: a correct library outside it is a false alarm of the
+  /// bound. The column's own disagreement count (Metrics::vendor_violations) is kept only on
+  /// setups whose arithmetic and conventions are the vendor's: under another variant's they
+  /// judge the library by a contract it never made.
+  Contract contract;
+  bool deterministic = true;  ///< false: its determinism rerun may differ (atomics, split reductions)
   bool defined() const { return static_cast<bool>(launch) || static_cast<bool>(run); }
 };
 

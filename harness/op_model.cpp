@@ -96,7 +96,7 @@ std::string Arithmetic::describe() const {
   if (fast_math) parts.push_back("fast-math intrinsics");
   if (ftz) parts.push_back("flush-to-zero");
   for (const auto& [k, v] : tiles) parts.push_back(fmt::format("{} = {}", k, v));
-  if (product_to_out) parts.push_back("alpha*A*B rounded to the output before beta*C");
+  if (narrow_intermediates) parts.push_back("fp16/bf16 intermediates rounded to the storage type");
   return parts.empty() ? "IEEE" : fmt::format("{}", fmt::join(parts, ", "));
 }
 
@@ -176,6 +176,13 @@ Contract& Contract::convention(const std::string& name) {
   conventions_.push_back(name);
   return *this;
 }
+bool Params::convention(const std::string& name) const {
+  if (!j_.contains("conventions") || !j_["conventions"].is_array()) return false;
+  for (const auto& c : j_["conventions"])
+    if (c.is_string() && c.get<std::string>() == name) return true;
+  return false;
+}
+
 bool Contract::has_convention(const std::string& n) const {
   return std::find(conventions_.begin(), conventions_.end(), n) != conventions_.end();
 }

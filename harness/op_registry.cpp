@@ -30,7 +30,7 @@ class ModelOp final : public OpSpec {
   std::string description() const override { return def_.description; }
   std::vector<VariantInfo> variants() const override {
     std::vector<VariantInfo> out;
-    for (const auto& v : variants_) out.push_back({v.name, v.description, v.mutant, v.deterministic, v.source});
+    for (const auto& v : variants_) out.push_back({v.name, v.description, v.mutant, v.deterministic, v.source, v.vendor});
     return out;
   }
   rc::Gen<Case> generator(const GenConfig& config) const override {
@@ -193,6 +193,29 @@ Status check_variant(const ModelOp& op, const VariantDef& v) {
   return ok_status();
 }
 
+/// The op's vendor library as a variant: its launcher (a library that declines the case, or
+/// fails, is a launch error: its contract should have said so) under its declared contract.
+VariantDef vendor_variant(const OpDef& op) {
+  const VendorDef& vd = op.vendor;
+  VariantDef v;
+  v.name = vd.name;
+  v.description = fmt::format("the vendor library {} under its declared contract (fuzzed only when named)", vd.name);
+  v.contract = vd.contract;
+  v.deterministic = vd.deterministic;
+  v.vendor = true;
+  if (vd.launch) {
+    v.launch = vd.launch;
+  } else {
+    v.launch = [run = vd.run, name = vd.name](const Params& p, const std::vector<DevTensor>& t, cudaStream_t s) {
+      const Status st = run(p, t, s);
+      if (st.ok()) return cudaSuccess;
+      const cudaError_t e = cudaGetLastError();  // clears a sticky launch error the library left
+      return e != cudaSuccess ? e : (st.code() == StatusCode::kUnavailable ? cudaErrorNotSupported : cudaErrorUnknown);
+    };
+  }
+  return v;
+}
+
 std::map<std::string, std::string>& consumer_hashes() {
   static std::map<std::string, std::string> h;  // construct on first use: static-init order safe
   return h;
@@ -220,6 +243,11 @@ Status register_op(OpDef op) {
   const std::string name = op.name;
   auto spec = std::make_unique<ModelOp>(std::move(op));
   ModelOp* raw = spec.get();
+  if (raw->def().vendor.defined()) {
+    VariantDef v = vendor_variant(raw->def());
+    ASSAY_RETURN_IF_ERROR(check_variant(*raw, v));
+    raw->variant_defs().push_back(std::move(v));
+  }
   register_spec(std::move(spec));
   r.ops[name] = raw;
   auto [b, e] = r.pending.equal_range(name);

@@ -28,7 +28,7 @@ void set_program_name(std::string name) {
 std::vector<std::string> OpSpec::default_variants() const {
   std::vector<std::string> out;
   for (const auto& v : variants())
-    if (!v.mutant) out.push_back(v.name);
+    if (!v.mutant && !v.vendor) out.push_back(v.name);
   return out;
 }
 

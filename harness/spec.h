@@ -34,6 +34,7 @@ struct VariantInfo {
   bool mutant = false;        ///< a planted bug (tests/mutants): fuzzed only when named
   bool deterministic = true;  ///< false: the determinism rerun is not a failure
   std::string source;         ///< kernel source file, relative to the project (its hash goes in corpus entries)
+  bool vendor = false;        ///< the op's vendor library as a variant (OpDef::vendor): fuzzed only when named
 };
 
 /// SHA-256 of a kernel source recorded at build time ("" if unknown).

@@ -44,7 +44,9 @@ struct Metrics {
   double max_abs_err = 0;
   int64_t worst_index = -1;       ///< element (row-major logical index) of max_ratio
   double vendor_max_ratio = -1;   ///< the vendor library's own max ratio (-1: not run)
-  int64_t vendor_violations = 0;  ///< elements where the vendor itself broke the bound (reference disagreement)
+  /// Elements where the vendor itself broke the bound (a reference disagreement); -1: not judged
+  /// (this setup's arithmetic or conventions are not the vendor's declared ones, VendorDef::contract).
+  int64_t vendor_violations = 0;
   /// The vendor-relative ratio (OpDef::vendor): max over elements of |out - ref| / tol divided by
   /// max over elements of max(|vendor - ref|, f) / tol, tol the element's bound and f one ulp of
   /// the output at |ref| (bounds.h vendor_floor), i.e. how many times the variant's worst

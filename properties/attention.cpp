@@ -835,7 +835,7 @@ OpDef make(bool fwd) {
     op.backward = "attention_bwd";
     op.device_reference.when = device_when;
     op.device_reference.compute = device_compute_fwd;
-    op.vendor = {.name = "cudnn-sdpa", .run = cudnn_attention};
+    op.vendor = {.name = "cudnn-sdpa", .run = cudnn_attention, .contract = Contract().dtypes({DType::kF16, DType::kBF16})};
   }
   return op;
 }

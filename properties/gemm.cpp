@@ -78,17 +78,14 @@ namespace {
 constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;
 constexpr int64_t kGenWork = int64_t{1} << 31;  // generated cases stay under 2^31 multiply-adds
 constexpr const char* kReadsC = "reads_c_when_beta0";
+constexpr const char* kSkipsProduct = "skips_product_when_alpha0";
 
 int64_t work(const Params& p) {
   return p.i("m") * p.i("n") * std::max<int64_t>(p.i("k"), 1);
 }
 
 bool reads_c_when_beta0(const Params& p) {
-  const auto& j = p.json();
-  if (!j.contains("conventions")) return false;
-  for (const auto& c : j["conventions"])
-    if (c == kReadsC) return true;
-  return false;
+  return p.convention(kReadsC);
 }
 
 /// C is write-only: beta == 0 under the BLAS convention.
@@ -168,6 +165,7 @@ Status reference(const Case& c, const std::vector<HostTensor>& t, std::vector<Ou
   ref::GemmProblem<double> rp;
   rp.m = m, rp.n = n, rp.k = p.i("k"), rp.trans_a = p.b("trans_a"), rp.trans_b = p.b("trans_b");
   rp.alpha = p.r("alpha", 1), rp.beta = p.r("beta", 0);
+  if (rp.alpha == 0 && p.convention(kSkipsProduct)) rp.k = 0;  // the empty product: C = beta*C
   rp.a = t[0].data, rp.lda = t[0].v.ld;
   rp.b = t[1].data, rp.ldb = t[1].v.ld;
   rp.c = c_unread(p) ? nullptr : t[2].data, rp.ldc = t[2].v.ld;
@@ -418,7 +416,9 @@ OpDef make() {
   op.tensors = {{.name = "A", .dims = {"m", "k"}, .dtype = "fp32", .values = values, .transposed_by = "trans_a"},
                 {.name = "B", .dims = {"k", "n"}, .dtype = "fp32", .values = values, .transposed_by = "trans_b"},
                 {.name = "C", .role = Role::kInOut, .dims = {"m", "n"}, .dtype = "fp32", .values = values}};
-  op.conventions = {{kReadsC, "C is read even when beta == 0 (alpha*op(A)op(B) + 0*C: NaN/Inf in C propagate)"}};
+  op.conventions = {{kReadsC, "C is read even when beta == 0 (alpha*op(A)op(B) + 0*C: NaN/Inf in C propagate)"},
+                    {kSkipsProduct, "A and B are not read when alpha == 0 (the BLAS rule, C = beta*C: NaN/Inf in A "
+                                    "or B do not propagate)"}};
   op.check = check;
   op.couple = couple;
   op.overwrites = [](const Params& p, const std::string& t) { return t == "C" && c_unread(p); };
@@ -432,7 +432,9 @@ OpDef make() {
                          .scratch = device_scratch,
                          .compute = device_reference,
                          .name = "device-f64"};
-  op.vendor = {.name = "cublas-pedantic", .launch = gemm_launch(cublas_pedantic)};
+  op.vendor = {.name = "cublas-pedantic",
+               .launch = gemm_launch(cublas_pedantic),
+               .contract = Contract().convention(kSkipsProduct)};
   op.every_check = gemm_runs_every_check;
   op.large = {{"m", 4096}, {"n", 4096}, {"k", 4096}, {"trans_a", false}, {"trans_b", false}, {"alpha", 1.0},
               {"beta", 0.0}};

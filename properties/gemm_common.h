@@ -136,17 +136,9 @@ inline std::map<std::string, std::string> blas_conventions() {
            "with beta = 0 the kernel may read C (computes 0 * C): C then holds finite values, not NaN"}};
 }
 
-/// Whether params.conventions (set by the engine per variant) names `name`.
-inline bool has_convention(const Params& p, const std::string& name) {
-  if (!p.has("conventions") || !p.json()["conventions"].is_array()) return false;
-  for (const auto& c : p.json()["conventions"])
-    if (c.is_string() && c.get<std::string>() == name) return true;
-  return false;
-}
-
 /// True where C must not be read: beta == 0 and the variant does not declare reads_c_when_beta0.
 inline bool c_unread(const Params& p) {
-  return p.r("beta", 0) == 0 && !has_convention(p, kReadsCWhenBeta0);
+  return p.r("beta", 0) == 0 && !p.convention(kReadsCWhenBeta0);
 }
 
 /// For prepare: fills every element of tensor t's view with NaN (C that must not be read).

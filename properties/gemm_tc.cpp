@@ -223,7 +223,7 @@ Status reference(const Case& c, const std::vector<HostTensor>& t, std::vector<Ou
 
 Status bound(const Case& c, const Arithmetic& a, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
   TcProblem p = problem_of(c, t);
-  p.product_to_out = a.product_to_out;
+  p.product_to_out = a.narrow_intermediates;
   gemm_tc_bound(p, exact_tier_case(c), out[0]);
   return ok_status();
 }
@@ -435,7 +435,8 @@ OpDef make() {
   op.transform = transform;
   op.relate = relate;
   op.self_check = self_check;
-  op.vendor = {.name = "cublaslt", .run = cublaslt_tc};
+  // alpha*A*B rounded to a bf16/fp16 output before beta*C: cuBLAS's measured order.
+  op.vendor = {.name = "cublaslt", .run = cublaslt_tc, .contract = Contract().narrow_intermediates()};
   return op;
 }
 

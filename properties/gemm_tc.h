@@ -53,7 +53,7 @@ struct TcProblem {
   int64_t ldb = 0;
   const double* c = nullptr;
   int64_t ldc = 0;
-  bool product_to_out = false;  ///< the kernel's declared order (Contract::rounds_product_to_out)
+  bool product_to_out = false;  ///< the kernel's declared order (Contract::narrow_intermediates)
 };
 
 /// The reference of every element of D (dense m x n) with aux[0] = mag (nominal magnitudes:

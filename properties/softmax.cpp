@@ -50,6 +50,7 @@ namespace assay::rowwise {
 namespace {
 
 constexpr int64_t kMaxRows = 4096, kMaxN = 16384, kMaxElems = 1 << 20;
+constexpr const char* kMaskedZero = "masked_rows_zero";
 
 // ---- declaration ------------------------------------------------------------------
 std::vector<ParamDef> params(bool fwd) {
@@ -103,13 +104,19 @@ Status reference_fwd(const Case& c, const std::vector<HostTensor>& t, std::vecto
     ref::log_softmax_reference<double>(t[0].data, rows, n, t[0].v.ld, y.ref.data(), y.aux[0].data(), st.data());
   else
     ref::softmax_reference<double>(t[0].data, rows, n, t[0].v.ld, y.ref.data(), y.aux[0].data(), st.data());
-  for (int64_t r = 0; r < rows; ++r)
+  const bool masked_zero = Params(c.params).convention(kMaskedZero);
+  for (int64_t r = 0; r < rows; ++r) {
+    // A row of -inf only has no softmax (0/0: NaN, what max-first gives); under the
+    // masked-attention convention its output is 0 (log-softmax: -inf), exactly.
+    const bool masked = masked_zero && st[static_cast<size_t>(r)].max == -INFINITY;
     for (int64_t i = 0; i < n; ++i) {
       const size_t l = static_cast<size_t>(r * n + i);
       const auto& s = st[static_cast<size_t>(r)];
       y.aux[1][l] = std::isfinite(s.weighted_dev) ? s.weighted_dev : 0;
       y.aux[2][l] = std::isfinite(s.log_sum_exp) ? s.log_sum_exp : 0;
+      if (masked) y.ref[l] = Params(c.params).b("log") ? -INFINITY : 0.0, y.aux[0][l] = 0;
     }
+  }
   out = {std::move(y)};
   return ok_status();
 }
@@ -133,6 +140,7 @@ Status bound_fwd(const Case& c, const Arithmetic& a, const std::vector<HostTenso
       dev_bits = db, lse_bits = lb, have = true;
     }
     y.tol[l] = b.ceiling.tol(std::fabs(y.ref[l]), std::isfinite(y.aux[0][l]) ? y.aux[0][l] : 0);
+    if (a.narrow_intermediates && !log) y.tol[l] = narrow_softmax_tol(y.tol[l], std::fabs(y.ref[l]), m.out, m.n);
   }
   return ok_status();
 }
@@ -283,10 +291,15 @@ OpDef make(bool fwd) {
     };
     op.self_check = self_check;
     op.backward = "softmax_bwd";
+    op.conventions = {{kMaskedZero, "a row of -inf only gives 0 (log-softmax: -inf), the masked-attention "
+                                     "convention, instead of max-first's NaN"}};
+    // cuDNN documents no exp: fast-math is allowed; its fp16/bf16 path rounds the exponentials
+    // (narrow_softmax_tol); its fully masked rows gave 0 / -inf (n >= 5, cuDNN 9.14, H100).
     op.vendor = {.name = "cudnn-softmax",
                  .run = [](const Params& p, const std::vector<DevTensor>& t, cudaStream_t st) {
                    return cudnn_softmax(true, p, t, st);
-                 }};
+                 },
+                 .contract = Contract().fast_math().narrow_intermediates().convention(kMaskedZero)};
   } else {
     // Y's recipe gives logits; prepare turns them into a (log-)softmax output in the dtype.
     op.tensors = {{.name = "Y", .dims = {"rows", "n"}},
@@ -308,7 +321,8 @@ OpDef make(bool fwd) {
     op.vendor = {.name = "cudnn-softmax",
                  .run = [](const Params& p, const std::vector<DevTensor>& t, cudaStream_t st) {
                    return cudnn_softmax(false, p, t, st);
-                 }};
+                 },
+                 .contract = Contract().fast_math()};
   }
   return op;
 }

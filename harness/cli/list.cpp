@@ -100,11 +100,12 @@ int run_list(const ListOptions& o) {
       if (o.json) {
         jo["variants"].push_back({{"name", v.name},
                                   {"mutant", v.mutant},
+                                  {"vendor", v.vendor},
                                   {"description", v.description},
                                   {"source", v.source},
                                   {"contract", contract}});
       } else {
-        fmt::print("  {:<26} {}{}\n", v.name, v.mutant ? "[mutant] " : "", v.description);
+        fmt::print("  {:<26} {}{}\n", v.name, v.mutant ? "[mutant] " : v.vendor ? "[vendor] " : "", v.description);
         for (const auto& line : contract) fmt::print("  {:<26}   contract: {}\n", "", line);
       }
     }

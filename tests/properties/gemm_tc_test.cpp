@@ -484,7 +484,7 @@ TEST(GemmTcBound, OverflowingElementsAreUnchecked) {
 
 TEST(GemmTcBound, DeclaredProductToOutputOrderIsBounded) {
   // A kernel that rounds alpha*acc to its bf16/fp16 output before adding beta*C (the cuBLAS
-  // order) declares Contract().rounds_product_to_out(); emulated here on cancelling and random
+  // order) declares Contract().narrow_intermediates(); emulated here on cancelling and random
   // cases, its outputs stay within the ceiling with that declaration and leave the plain one.
   std::mt19937_64 rng(5);
   std::normal_distribution<double> nd;
