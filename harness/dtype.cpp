@@ -235,14 +235,7 @@ float bf16_bits_to_f32(uint16_t h) {
 }
 
 float round_to_tf32(float x) {
-  const uint32_t u = float_bits(x);
-  if ((u & kF32AbsMask) >= kF32Inf) return x;  // NaN (payload kept) and Inf pass through
-  // Round off the low 13 mantissa bits, ties to even. A carry into the
-  // exponent field is the correct next binade, and out of the top binade
-  // it produces exactly the Inf encoding 0x7F800000.
-  const uint32_t lsb = (u >> 13) & 1u;
-  const uint32_t r = (u + 0x0FFFu + lsb) & ~uint32_t{0x1FFF};
-  return bits_float(r);
+  return encode::f32_to_tf32(x);
 }
 
 uint8_t f32_to_e4m3_bits(float x, Overflow mode) {
@@ -269,28 +262,11 @@ float e5m2_bits_to_f32(uint8_t b) {
 }
 
 int8_t f32_to_i8(float x) {
-  if (std::isnan(x)) return 0;
-  if (x >= 127.0f) return 127;    // also 127.5, which would round to 128
-  if (x <= -128.0f) return -128;  // -128.5 ties to -128 anyway
-  // Explicit ties-to-even so the result does not depend on the FP environment;
-  // floor and the difference are exact for |x| < 2^23.
-  const float fl = std::floor(x);
-  const float diff = x - fl;
-  int r = static_cast<int>(fl);
-  if (diff > 0.5f || (diff == 0.5f && (r & 1) != 0)) ++r;
-  return static_cast<int8_t>(r);
+  return encode::f32_to_i8(x);
 }
 
 int32_t f64_to_i32(double x) {
-  if (std::isnan(x)) return 0;
-  if (x >= 2147483647.0) return INT32_MAX;   // also ...647.5, which would round up
-  if (x <= -2147483648.0) return INT32_MIN;  // ...648.5 ties to even, i.e. INT32_MIN
-  // As in f32_to_i8: floor and the difference are exact for |x| < 2^52.
-  const double fl = std::floor(x);
-  const double diff = x - fl;
-  int64_t r = static_cast<int64_t>(fl);
-  if (diff > 0.5 || (diff == 0.5 && (r & 1) != 0)) ++r;
-  return static_cast<int32_t>(r);
+  return encode::f64_to_i32(x);
 }
 
 float round_to(DType t, float x, Overflow mode) {

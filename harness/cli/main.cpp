@@ -1030,9 +1030,9 @@ int main(int argc, char** argv) {
   false_alarm_cmd->add_option("--max-mn", fao.max_mn, "Largest m and n")->check(CLI::Range(int64_t{1}, int64_t{1024}));
   false_alarm_cmd->add_option("--configs", fao.configs, "Configurations (default: all; see the report's table)")
       ->delimiter(',');
-  false_alarm_cmd->add_option("--threads", fao.threads, "Host threads for inputs and references (0: all cores)")
+  false_alarm_cmd->add_option("--threads", fao.threads, "Host threads for the sampled references and the judge (0: all cores)")
       ->check(CLI::Range(0, 1024));
-  false_alarm_cmd->add_option("--batch-mb", fa_batch_mb, "Staging image per batch, MiB")
+  false_alarm_cmd->add_option("--batch-mb", fa_batch_mb, "Device image per batch (inputs and outputs), MiB")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
   false_alarm_cmd->add_option("--max-print", fao.max_print, "Failure lines printed")->check(CLI::NonNegativeNumber);
   false_alarm_cmd->add_option("--device", fa_device, "CUDA device index")->check(CLI::NonNegativeNumber);

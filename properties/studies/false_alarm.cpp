@@ -1,11 +1,11 @@
 // assay false-alarm, host part (see false_alarm.h): configurations and their bound models,
-// cases, staging, the fp64 reference, the element judge, the table and its reports, and
-// the campaign loop. No CUDA headers: the vendor runs behind FaBackend.
+// cases, their inputs (false_alarm_values.h) and batch layout, the fp64 reference, the
+// element judge, the table and its reports, and the campaign loop. No CUDA headers: the
+// vendor runs behind FaBackend.
 #include "properties/studies/false_alarm.h"
 
 #include <algorithm>
 #include <atomic>
-#include <bit>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -184,17 +184,9 @@ const std::vector<FaConfig>& config_table() {
   return t;
 }
 
-/// splitmix64: a small counter-based mixer; cases are a pure function of (seed, index).
-uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 struct Rng {
   uint64_t s;
-  uint64_t next() { return mix64(s += 0x632be59bd9b4e019ull); }
+  uint64_t next() { return fa_mix64(s += 0x632be59bd9b4e019ull); }
   uint64_t below(uint64_t n) { return n == 0 ? 0 : next() % n; }
   double unit() { return static_cast<double>(next() >> 11) * 0x1p-53; }
   bool chance(double p) { return unit() < p; }
@@ -369,7 +361,7 @@ StatusOr<std::vector<int>> fa_select(const FaOptions& o) {
 uint64_t fa_rotating_seed() {
   const auto now = std::chrono::system_clock::now().time_since_epoch();
   const uint64_t ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
-  const uint64_t s = mix64(ns ^ (static_cast<uint64_t>(::getpid()) << 40)) & ((uint64_t{1} << 53) - 1);
+  const uint64_t s = fa_mix64(ns ^ (static_cast<uint64_t>(::getpid()) << 40)) & ((uint64_t{1} << 53) - 1);
   return s == 0 ? 1 : s;
 }
 
@@ -491,7 +483,7 @@ FaCase fa_make_case(const FaOptions& o, const std::vector<int>& configs, int64_t
   c.index = index;
   c.config = configs[static_cast<size_t>(index % static_cast<int64_t>(configs.size()))];
   const FaConfig& cfg = c.cfg();
-  Rng r{mix64(o.seed * 0x9e3779b97f4a7c15ull ^ mix64(static_cast<uint64_t>(index)))};
+  Rng r{fa_mix64(o.seed * 0x9e3779b97f4a7c15ull ^ fa_mix64(static_cast<uint64_t>(index)))};
   const uint64_t value_seed = r.next();
   c.cls = static_cast<FaClass>(r.below(kFaClasses));
   const bool integer = !dtype_is_float(cfg.acc);
@@ -806,6 +798,7 @@ void FaReport::merge(const FaReport& o) {
   planted += o.planted;
   seconds = std::max(seconds, o.seconds);
   seconds_inputs += o.seconds_inputs;
+  seconds_inputs_device += o.seconds_inputs_device;
   seconds_reference += o.seconds_reference;
   seconds_reference_device += o.seconds_reference_device;
   seconds_vendor += o.seconds_vendor;
@@ -893,25 +886,27 @@ std::string fa_markdown(const FaReport& r, const FaOptions& o) {
   std::string md = fmt::format(
       "# Vendor GEMMs against their hard ceilings (assay false-alarm)\n\n"
       "Device: {}. Seed {}{}, cases [{}, {}): {} run, {} not run (the library declined); m, n <= {}, k <= {}. "
-      "{:.1f} s ({:.0f} cases/s{}; inputs {:.1f} s, references {:.1f} s host{}, vendor {:.1f} s{}, judge {:.1f} s, "
+      "{:.1f} s ({:.0f} cases/s{}; inputs {:.1f} s host + {:.1f} s device, references {:.1f} s host{}, vendor {:.1f} s{}, "
+      "judge {:.1f} s, "
       "waiting for the device {:.1f} s{}).\n\n",
       r.device, o.seed, o.seed_rotated ? " (rotating: drawn from the clock; replay lines carry it)" : "", o.first_case,
       o.first_case + o.cases, tot.cases, tot.not_run, o.max_mn, o.max_k, r.seconds,
       r.seconds > 0 ? static_cast<double>(tot.cases) / r.seconds : 0.0,
       r.shards.size() > 1 ? fmt::format(" over {} shards", r.shards.size()) : "", r.seconds_inputs,
-      r.seconds_reference, device_ref ? fmt::format(" + {:.1f} s device", r.seconds_reference_device) : "",
+      r.seconds_inputs_device, r.seconds_reference, device_ref ? fmt::format(" + {:.1f} s device", r.seconds_reference_device) : "",
       r.seconds_vendor, device_ref ? fmt::format(" device (launching {:.1f} s host)", r.seconds_launch) : "",
       r.seconds_judge, r.seconds_wait, r.shards.size() > 1 ? "; each summed over the shards" : "");
   if (!r.stopped.empty()) md += fmt::format("**Not every case ran:** {}.\n\n", r.stopped);
   if (r.shards.size() > 1) {
-    md += "| shard | device | cases | s | cases/s | inputs | ref host | ref device | launch | vendor | judge | wait |\n"
-          "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    md += "| shard | device | cases | s | cases/s | inputs host | inputs device | ref host | ref device | launch | "
+          "vendor | judge | wait |\n"
+          "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for (size_t i = 0; i < r.shards.size(); ++i) {
       const FaShard& h = r.shards[i];
       md += fmt::format(
-          "| {} | {} | {} | {:.1f} | {:.0f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} |\n", i,
-          h.device, h.cases, h.seconds, h.seconds > 0 ? static_cast<double>(h.cases) / h.seconds : 0.0,
-          h.seconds_inputs, h.seconds_reference, h.seconds_reference_device, h.seconds_launch, h.seconds_vendor,
+          "| {} | {} | {} | {:.1f} | {:.0f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} |\n",
+          i, h.device, h.cases, h.seconds, h.seconds > 0 ? static_cast<double>(h.cases) / h.seconds : 0.0,
+          h.seconds_inputs, h.seconds_inputs_device, h.seconds_reference, h.seconds_reference_device, h.seconds_launch, h.seconds_vendor,
           h.seconds_judge, h.seconds_wait);
     }
     md += "\n";
@@ -1016,6 +1011,7 @@ nlohmann::json fa_json(const FaReport& r, const FaOptions& o) {
   j["stopped"] = r.stopped;
   j["cases_per_second"] = r.seconds > 0 ? static_cast<double>(r.table.total().cases) / r.seconds : 0.0;
   j["seconds_phases"] = {{"inputs", r.seconds_inputs},
+                         {"inputs_device", r.seconds_inputs_device},
                          {"reference", r.seconds_reference},
                          {"reference_device", r.seconds_reference_device},
                          {"vendor", r.seconds_vendor},
@@ -1031,6 +1027,7 @@ nlohmann::json fa_json(const FaReport& r, const FaOptions& o) {
                       {"device_reference", h.device_reference},
                       {"seconds_phases",
                        {{"inputs", h.seconds_inputs},
+                        {"inputs_device", h.seconds_inputs_device},
                         {"reference", h.seconds_reference},
                         {"reference_device", h.seconds_reference_device},
                         {"vendor", h.seconds_vendor},
@@ -1090,394 +1087,142 @@ nlohmann::json fa_json(const FaReport& r, const FaOptions& o) {
 
 // ---- the campaign's values ---------------------------------------------------------------------
 
+static_assert(static_cast<int32_t>(ValueClass::kNormal) == kFaGenNormal &&
+              static_cast<int32_t>(ValueClass::kUniform) == kFaGenUniform &&
+              static_cast<int32_t>(ValueClass::kSameSign) == kFaGenSameSign &&
+              static_cast<int32_t>(ValueClass::kSmallInt) == kFaGenSmallInt &&
+              static_cast<int32_t>(ValueClass::kNaN) == kFaGenNaN &&
+              static_cast<int32_t>(ValueClass::kLogUniform) == kFaGenLogUniform &&
+              static_cast<int32_t>(ValueClass::kNearOverflow) == kFaGenNearOverflow &&
+              static_cast<int32_t>(ValueClass::kSubnormal) == kFaGenSubnormal &&
+              static_cast<int32_t>(ValueClass::kSignedZero) == kFaGenSignedZero);
+static_assert(kSpecialNaN == kFaSpecialNaN && kSpecialPosInf == kFaSpecialPosInf &&
+              kSpecialNegInf == kFaSpecialNegInf && kAtFirst == kFaAtFirst && kAtLast == kFaAtLast);
+
+bool fa_gen_supports(const ValueRecipe& r) {
+  switch (r.cls) {
+    case ValueClass::kPareto:
+    case ValueClass::kMeanSpread:
+    case ValueClass::kOneHot:
+    case ValueClass::kPermutation:
+      return false;
+    default:
+      return !(r.inject.active() && (r.inject.at & kAtTile) != 0);
+  }
+}
+
+FaGen fa_gen(const ValueRecipe& r, DType t, uint64_t stream, uint64_t numel) {
+  FaGen g;
+  g.key = fa_value_key(r.seed, stream);
+  g.inject_key = fa_mix64(g.key ^ kFaInjectKey);
+  g.numel = numel;
+  g.cls = static_cast<int32_t>(r.cls);
+  g.scale = r.scale;
+  g.int_range = std::max<int64_t>(r.int_range, 0);
+  g.lo = static_cast<double>(r.exp_min);
+  g.width = static_cast<double>(std::max<int64_t>(r.exp_max - r.exp_min, 0));
+  if (r.cls == ValueClass::kNearOverflow) {
+    g.max = max_finite(t);
+    g.factor = std::max(r.overflow_factor, 1.0);
+    g.log2_factor = fa_poly_ln(g.factor) / kFaLn2;
+  }
+  if (r.cls == ValueClass::kSubnormal && dtype_is_float(t)) {
+    g.sub_lo = std::ilogb(min_subnormal(t));
+    g.sub_bits = std::ilogb(min_normal(t)) - g.sub_lo;
+  }
+  if (r.inject.active()) {
+    g.inject_kinds = r.inject.kinds;
+    g.inject_at = r.inject.at;
+    g.inject_rate = r.inject.rate;
+  }
+  return g;
+}
+
 namespace {
 
-constexpr double kLn2 = 0.69314718055994530942;
-constexpr double kTwoPi = 6.28318530717958647692;
-constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;
-constexpr uint64_t kInjectKey = 0xC2B2AE3D27D4EB4Full;
-
-double bits_double(uint64_t b) {
-  double d;
-  std::memcpy(&d, &b, sizeof d);
-  return d;
+/// The bytes of a pattern writer (write_gap_canary, write_output_poison) for `t`,
+/// little-endian, as FaRegion holds them.
+uint64_t pattern_of(void (*write)(DType, void*), DType t) {
+  unsigned char b[8] = {};
+  write(t, b);
+  uint64_t v = 0;
+  for (size_t i = dtype_size(t); i-- > 0;) v = (v << 8) | b[i];
+  return v;
 }
 
-uint64_t double_bits(double d) {
-  uint64_t b;
-  std::memcpy(&b, &d, sizeof b);
-  return b;
+FaRegion region(uint64_t dst, const TensorDesc& d, int32_t mode) {
+  FaRegion r;
+  r.dst = dst;
+  r.extent = d.extent();
+  r.offset = d.offset;
+  r.batch = d.shape[0];
+  r.rows = d.shape[1];
+  r.cols = d.shape[2];
+  r.stride = d.strides[0];
+  r.ld = d.strides[1];
+  r.dtype = d.dtype;
+  r.size = static_cast<uint8_t>(dtype_size(d.dtype));
+  r.mode = mode;
+  r.canary = pattern_of(write_gap_canary, d.dtype);
+  r.poison = pattern_of(write_output_poison, d.dtype);
+  return r;
 }
 
-/// 2^k for an integer k in the normal range of fp64 (exact; no libm call).
-double pow2i(int64_t k) {
-  return bits_double(static_cast<uint64_t>(k + 1023) << 52);
+FaRegion values_region(uint64_t dst, const TensorDesc& d, const ValueRecipe& rc, uint64_t stream) {
+  FaRegion r = region(dst, d, kFaRegionValues);
+  r.gen = fa_gen(rc, d.dtype, stream, static_cast<uint64_t>(d.numel()));
+  return r;
 }
 
-/// ln x for a positive normal x: x = m 2^e with m in [sqrt(1/2), sqrt(2)), ln m = 2 atanh(s),
-/// s = (m - 1) / (m + 1), |s| <= 0.172, the series to s^17 (truncation < 1e-15 relative).
-double poly_ln(double x) {
-  const uint64_t b = double_bits(x);
-  int64_t e = static_cast<int64_t>((b >> 52) & 0x7ff) - 1023;
-  double m = bits_double((b & 0x000fffffffffffffull) | 0x3ff0000000000000ull);  // [1, 2)
-  if (m > 1.41421356237309504880) {
-    m *= 0.5;
-    ++e;
-  }
-  const double s = (m - 1.0) / (m + 1.0), y = s * s, y2 = y * y, y4 = y2 * y2;
-  // 1 + y/3 + ... + y^8/17 (Estrin: short dependency chains).
-  const double p = ((1.0 + y * (1.0 / 3)) + y2 * (1.0 / 5 + y * (1.0 / 7))) +
-                   y4 * (((1.0 / 9 + y * (1.0 / 11)) + y2 * (1.0 / 13 + y * (1.0 / 15))) + y4 * (1.0 / 17));
-  return 2.0 * s * p + static_cast<double>(e) * kLn2;
+FaRegion scale_region(uint64_t dst, double scale) {
+  FaRegion r = region(dst, TensorDesc{DType::kF32, {1, 1, 1}, {1, 1, 1}, 0}, kFaRegionConstant);
+  r.constant = scale;
+  return r;
 }
 
-/// 2^t for |t| < 1000: 2^round(t) exactly times 2^f, f in [-1/2, 1/2], as the Taylor series
-/// of e^(f ln 2) to degree 11 (truncation < 1e-13 relative), evaluated in even and odd halves
-/// (Estrin) so that the chain of dependent multiplications stays short.
-double poly_exp2(double t) {
-  int64_t k = static_cast<int64_t>(t + (t >= 0 ? 0.5 : -0.5));
-  const double x = (t - static_cast<double>(k)) * kLn2, x2 = x * x, x4 = x2 * x2;
-  // Even: 1 + x^2/2! + ... + x^10/10!; odd: x (1 + x^2/3! + ... + x^10/11!).
-  const double e =
-      (1.0 + x2 * 0.5) + x4 * ((1.0 / 24 + x2 * (1.0 / 720)) + x4 * ((1.0 / 40320 + x2 * (1.0 / 3628800))));
-  const double o =
-      (1.0 + x2 * (1.0 / 6)) + x4 * ((1.0 / 120 + x2 * (1.0 / 5040)) + x4 * ((1.0 / 362880 + x2 * (1.0 / 39916800))));
-  return (e + x * o) * pow2i(k);
+}  // namespace
+
+Status fa_case_regions(const FaBatch& batch, size_t i, std::vector<FaRegion>& regions) {
+  const FaCase& c = batch.cases[i];
+  const FaSlot& s = batch.slots[i];
+  for (const ValueRecipe* r : {&c.ra, &c.rb, &c.rc})
+    if (!fa_gen_supports(*r))
+      return invalid_argument(fmt::format(
+          "false-alarm: case {} draws a value class the campaign's generator does not have (fa_gen_supports)",
+          c.index));
+  regions.push_back(values_region(s.a, fa_desc_a(c), c.ra, 1));
+  regions.push_back(values_region(s.b, fa_desc_b(c), c.rb, 2));
+  regions.push_back(scale_region(s.scale_a, c.scale_a));
+  regions.push_back(scale_region(s.scale_b, c.scale_b));
+  // beta == 0: C is not read (BLAS), so it holds the output poison: an unwritten element shows.
+  regions.push_back(c.beta != 0 ? values_region(s.c, fa_desc_c(c), c.rc, 3)
+                                : region(s.c, fa_desc_c(c), kFaRegionPoison));
+  return ok_status();
 }
 
-/// cos and sin of 2 pi u, u in [0, 1): quadrant from u, Taylor series on [0, pi/2) to
-/// degree 16 / 17 (truncation < 1e-12).
-void poly_cos_sin_2pi(double u, double& c, double& s) {
-  const double t = u * 4.0;
-  const int q = static_cast<int>(t) & 3;
-  const double phi = (t - static_cast<double>(static_cast<int>(t))) * 1.57079632679489661923, p2 = phi * phi;
-  double cp = 1.0 / 20922789888000.0;  // 1/16!
-  cp = cp * -p2 + 1.0 / 87178291200.0;
-  cp = cp * -p2 + 1.0 / 479001600.0;
-  cp = cp * -p2 + 1.0 / 3628800.0;
-  cp = cp * -p2 + 1.0 / 40320.0;
-  cp = cp * -p2 + 1.0 / 720.0;
-  cp = cp * -p2 + 1.0 / 24.0;
-  cp = cp * -p2 + 0.5;
-  cp = cp * -p2 + 1.0;
-  double sp = 1.0 / 355687428096000.0;  // 1/17!
-  sp = sp * -p2 + 1.0 / 1307674368000.0;
-  sp = sp * -p2 + 1.0 / 6227020800.0;
-  sp = sp * -p2 + 1.0 / 39916800.0;
-  sp = sp * -p2 + 1.0 / 362880.0;
-  sp = sp * -p2 + 1.0 / 5040.0;
-  sp = sp * -p2 + 1.0 / 120.0;
-  sp = sp * -p2 + 1.0 / 6.0;
-  sp = sp * -p2 + 1.0;
-  sp *= phi;
-  switch (q) {
-    case 0:
-      c = cp, s = sp;
-      break;
-    case 1:
-      c = -sp, s = cp;
-      break;
-    case 2:
-      c = -cp, s = -sp;
-      break;
-    default:
-      c = sp, s = -cp;
-      break;
-  }
+Status fa_batch_regions(const FaBatch& batch, std::vector<FaRegion>& regions) {
+  regions.clear();
+  regions.reserve(5 * batch.cases.size());
+  for (size_t i = 0; i < batch.cases.size(); ++i) ASSAY_RETURN_IF_ERROR(fa_case_regions(batch, i, regions));
+  return ok_status();
 }
 
-/// (0, 1) from the top 53 bits.
-double unit53(uint64_t h) {
-  return (static_cast<double>(h >> 11) + 0.5) * 0x1p-53;
+Status fa_materialize(const FaBatch& batch, size_t i, unsigned char* image) {
+  thread_local std::vector<FaRegion> regions;
+  regions.clear();
+  ASSAY_RETURN_IF_ERROR(fa_case_regions(batch, i, regions));
+  for (const FaRegion& r : regions)
+    for (int64_t lin = 0; lin < r.extent; ++lin) fa_region_element(r, lin, image);
+  return ok_status();
 }
 
-/// One recipe over one tensor, element by element (see fa_value). Sequential indices are
-/// cheapest: a Box-Muller pair (two elements) is computed once.
-class FaValues {
- public:
-  FaValues(const ValueRecipe& r, DType t, uint64_t stream, uint64_t numel)
-      : r_(r),
-        t_(t),
-        stream_(stream),
-        numel_(numel),
-        key_(mix64(r.seed ^ mix64(stream * kGolden + 0x51ed270b7a4f0c3dull))) {
-    inject_key_ = mix64(key_ ^ kInjectKey);
-    switch (r.cls) {
-      case ValueClass::kNearOverflow:
-        max_ = max_finite(t);
-        factor_ = std::max(r.overflow_factor, 1.0);
-        log2_factor_ = poly_ln(factor_) / kLn2;
-        break;
-      case ValueClass::kSubnormal:
-        if (dtype_is_float(t)) {
-          lo_ = std::ilogb(min_subnormal(t));
-          bits_ = std::ilogb(min_normal(t)) - lo_;
-        }
-        break;
-      default:
-        break;
-    }
-    fallback_ = r.cls == ValueClass::kPareto || r.cls == ValueClass::kMeanSpread || r.cls == ValueClass::kOneHot ||
-                r.cls == ValueClass::kPermutation || (r.inject.active() && (r.inject.at & kAtTile) != 0);
-  }
-
-  /// Elements [first, first + count) into out: one class switch per call, not per element.
-  void fill(uint64_t first, int64_t count, double* out) {
-    const uint64_t end = first + static_cast<uint64_t>(count);
-    if (fallback_) {
-      const TensorDesc d = TensorDesc::contiguous(t_, {static_cast<int64_t>(numel_)});
-      for (uint64_t i = first; i < end; ++i) out[i - first] = recipe_value(r_, d, stream_, i);
-      return;
-    }
-    const double scale = r_.scale;
-    switch (r_.cls) {
-      case ValueClass::kNormal:
-        // Box-Muller, both outputs: elements 2j and 2j+1 share the hash of j.
-        for (uint64_t i = first; i < end; ++i) {
-          if ((i >> 1) != pair_) normal_pair(i >> 1);
-          out[i - first] = z_[i & 1];
-        }
-        break;
-      case ValueClass::kUniform:
-        for (uint64_t i = first; i < end; ++i) out[i - first] = scale * (2.0 * unit53(hash(i)) - 1.0);
-        break;
-      case ValueClass::kSameSign:
-        for (uint64_t i = first; i < end; ++i) out[i - first] = scale * unit53(hash(i));
-        break;
-      case ValueClass::kSmallInt: {
-        const int64_t range = std::max<int64_t>(r_.int_range, 0);
-        const uint64_t span = 2 * static_cast<uint64_t>(range) + 1;
-        for (uint64_t i = first; i < end; ++i)
-          out[i - first] = static_cast<double>(static_cast<int64_t>(hash(i) % span) - range);
-        break;
-      }
-      case ValueClass::kNaN:
-        for (uint64_t i = first; i < end; ++i) out[i - first] = std::numeric_limits<double>::quiet_NaN();
-        break;
-      case ValueClass::kLogUniform: {
-        const double lo = static_cast<double>(r_.exp_min),
-                     width = static_cast<double>(std::max<int64_t>(r_.exp_max - r_.exp_min, 0));
-        for (uint64_t i = first; i < end; ++i) {
-          const uint64_t h = hash(i);
-          const double mag = poly_exp2(lo + unit53(h) * width);
-          out[i - first] = (h & 1) != 0 ? -mag : mag;
-        }
-        break;
-      }
-      case ValueClass::kNearOverflow:
-        // Log-uniform in [max / f, max], clamped so that no rounding steps past max.
-        for (uint64_t i = first; i < end; ++i) {
-          const uint64_t h = hash(i);
-          const double mag = std::clamp(max_ * poly_exp2(-unit53(h) * log2_factor_), max_ / factor_, max_);
-          out[i - first] = (h & 1) != 0 ? -mag : mag;
-        }
-        break;
-      case ValueClass::kSubnormal: {
-        // k * min_subnormal, 1 <= k < 2^bits, the bit length of k drawn first (as values.h).
-        const double unit = bits_ > 0 ? pow2i(lo_) : 0.0;
-        for (uint64_t i = first; i < end; ++i) {
-          if (bits_ <= 0) {
-            out[i - first] = 0.0;
-            continue;
-          }
-          const uint64_t h = hash(i);
-          const int len = 1 + static_cast<int>((h >> 40) % static_cast<uint64_t>(bits_));
-          const uint64_t k = (uint64_t{1} << (len - 1)) | (h & ((uint64_t{1} << (len - 1)) - 1));
-          const double mag = static_cast<double>(k) * unit;
-          out[i - first] = (h >> 63) != 0 ? -mag : mag;
-        }
-        break;
-      }
-      case ValueClass::kSignedZero:
-        for (uint64_t i = first; i < end; ++i) out[i - first] = (hash(i) & 1) != 0 ? -0.0 : 0.0;
-        break;
-      default:
-        for (uint64_t i = first; i < end; ++i) out[i - first] = 0.0;  // the fallback classes never get here
-        break;
-    }
-    if (r_.inject.active())
-      for (uint64_t i = first; i < end; ++i) inject(i, out[i - first]);
-  }
-
-  double operator()(uint64_t index) {
-    double v;
-    fill(index, 1, &v);
-    return v;
-  }
-
- private:
-  uint64_t hash(uint64_t counter) const { return mix64(key_ + counter * kGolden); }
-
-  void normal_pair(uint64_t pair) {
-    pair_ = pair;
-    const uint64_t h = hash(pair);
-    const double u1 = (static_cast<double>(h >> 32) + 0.5) * 0x1p-32;    // (0, 1)
-    const double u2 = static_cast<double>(h & 0xffffffffull) * 0x1p-32;  // [0, 1)
-    const double rad = std::sqrt(-2.0 * poly_ln(u1));
-    double c, s;
-    poly_cos_sin_2pi(u2, c, s);
-    z_[0] = r_.scale * rad * c;
-    z_[1] = r_.scale * rad * s;
-  }
-
-  void inject(uint64_t index, double& v) const {
-    const SpecialInjection& in = r_.inject;
-    const bool structured =
-        ((in.at & kAtFirst) != 0 && index == 0) || ((in.at & kAtLast) != 0 && numel_ != 0 && index == numel_ - 1);
-    const uint64_t h = mix64(inject_key_ + index * kGolden);
-    if (!structured && !(unit53(h) < in.rate)) return;
-    // The k-th set bit of kinds, k uniform (from bits the rate draw did not use).
-    const int n = std::popcount(static_cast<unsigned>(in.kinds));
-    int k = static_cast<int>((h & 0x3ff) % static_cast<uint64_t>(n));
-    uint8_t bit = 1;
-    for (;; bit = static_cast<uint8_t>(bit << 1)) {
-      if ((in.kinds & bit) != 0 && k-- == 0) break;
-    }
-    switch (bit) {
-      case kSpecialNaN:
-        v = std::numeric_limits<double>::quiet_NaN();
-        break;
-      case kSpecialPosInf:
-        v = kInf;
-        break;
-      case kSpecialNegInf:
-        v = -kInf;
-        break;
-      default:
-        v = -0.0;
-        break;
-    }
-  }
-
-  const ValueRecipe& r_;
-  DType t_;
-  uint64_t stream_, numel_;
-  uint64_t key_, inject_key_ = 0;
-  bool fallback_ = false;
-  double max_ = 0, factor_ = 1, log2_factor_ = 0;
-  int lo_ = 0, bits_ = 0;
-  uint64_t pair_ = UINT64_MAX;
-  double z_[2] = {0, 0};
-};
-
-/// Writes `pattern` (es bytes) into elements [0, n) of dst.
-void fill_pattern(unsigned char* dst, int64_t n, const unsigned char* pattern, size_t es) {
-  switch (es) {
-    case 1:
-      std::memset(dst, pattern[0], static_cast<size_t>(n));
-      return;
-    case 2: {
-      uint16_t p;
-      std::memcpy(&p, pattern, 2);
-      for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * 2, &p, 2);
-      return;
-    }
-    case 4: {
-      uint32_t p;
-      std::memcpy(&p, pattern, 4);
-      for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * 4, &p, 4);
-      return;
-    }
-    default:
-      for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * static_cast<int64_t>(es), pattern, es);
-      return;
-  }
+double fa_value(const ValueRecipe& r, DType t, uint64_t stream, uint64_t numel, uint64_t index) {
+  if (!fa_gen_supports(r))
+    return recipe_value(r, TensorDesc::contiguous(t, {static_cast<int64_t>(numel)}), stream, index);
+  return fa_gen_value(fa_gen(r, t, stream, numel), index);
 }
 
-/// Calls f(logical, linear) over a [batch, rows, cols] view with strides [s, ld, 1], in
-/// logical (row-major) order.
-template <typename F>
-void for_view(const TensorDesc& d, F&& f) {
-  const int64_t nb = d.shape[0], rows = d.shape[1], cols = d.shape[2];
-  int64_t logical = 0;
-  for (int64_t b = 0; b < nb; ++b)
-    for (int64_t i = 0; i < rows; ++i) {
-      const int64_t lin = d.offset + b * d.strides[0] + i * d.strides[1];
-      for (int64_t j = 0; j < cols; ++j) f(logical++, lin + j);
-    }
-}
-
-/// Rounds every value of the view into `dst` as store_as(t, v) does (kIeee), one dtype
-/// switch per tensor, not per element. row(first, count) gives the values of logical
-/// elements [first, first + count) (one row of the view).
-template <typename Row>
-void encode_view(const TensorDesc& d, Row&& row, unsigned char* dst) {
-  const auto run = [&](auto enc) {
-    const int64_t nb = d.shape[0], rows = d.shape[1], cols = d.shape[2];
-    int64_t logical = 0;
-    for (int64_t b = 0; b < nb; ++b)
-      for (int64_t i = 0; i < rows; ++i, logical += cols) {
-        const double* v = row(logical, cols);
-        unsigned char* p =
-            dst + (d.offset + b * d.strides[0] + i * d.strides[1]) * static_cast<int64_t>(dtype_size(d.dtype));
-        for (int64_t j = 0; j < cols; ++j) enc(v[j], p, j);
-      }
-  };
-  switch (d.dtype) {
-    case DType::kF32:
-      return run([](double v, unsigned char* p, int64_t j) {
-        const float f = static_cast<float>(v);
-        std::memcpy(p + j * 4, &f, 4);
-      });
-    case DType::kTF32:
-      return run([](double v, unsigned char* p, int64_t j) {
-        const float f = round_to_tf32(static_cast<float>(v));
-        std::memcpy(p + j * 4, &f, 4);
-      });
-    case DType::kF16:
-      return run([](double v, unsigned char* p, int64_t j) {
-        const uint16_t h = encode::f32_to_f16(static_cast<float>(v));
-        std::memcpy(p + j * 2, &h, 2);
-      });
-    case DType::kBF16:
-      return run([](double v, unsigned char* p, int64_t j) {
-        const uint16_t h = encode::f32_to_bf16(static_cast<float>(v));
-        std::memcpy(p + j * 2, &h, 2);
-      });
-    case DType::kE4M3:
-      return run([](double v, unsigned char* p, int64_t j) {
-        p[j] = encode::f32_to_e4m3(static_cast<float>(v), Overflow::kIeee);
-      });
-    case DType::kE5M2:
-      return run([](double v, unsigned char* p, int64_t j) {
-        p[j] = encode::f32_to_e5m2(static_cast<float>(v), Overflow::kIeee);
-      });
-    default: {
-      const DType t = d.dtype;
-      const int64_t es = static_cast<int64_t>(dtype_size(t));
-      return run([t, es](double v, unsigned char* p, int64_t j) { store_as(t, v, p + j * es); });
-    }
-  }
-}
-
-/// The view's values (fa_value, rounded to the dtype), the gap canary elsewhere. Values are
-/// made a row at a time (one class switch per row), then rounded.
-void fill_input(const TensorDesc& d, const ValueRecipe& r, uint64_t stream, unsigned char* dst) {
-  const size_t es = dtype_size(d.dtype);
-  unsigned char canary[8];
-  write_gap_canary(d.dtype, canary);
-  fill_pattern(dst, d.extent(), canary, es);
-  FaValues values(r, d.dtype, stream, static_cast<uint64_t>(d.numel()));
-  thread_local std::vector<double> buf;
-  buf.resize(static_cast<size_t>(std::max<int64_t>(d.shape[2], 1)));
-  encode_view(
-      d,
-      [&](int64_t first, int64_t count) {
-        values.fill(static_cast<uint64_t>(first), count, buf.data());
-        return static_cast<const double*>(buf.data());
-      },
-      dst);
-}
-
-/// The output poison in the view, the gap canary elsewhere (as materialize_output).
-void fill_output(const TensorDesc& d, unsigned char* dst) {
-  const size_t es = dtype_size(d.dtype);
-  unsigned char canary[8], poison[8];
-  write_gap_canary(d.dtype, canary);
-  write_output_poison(d.dtype, poison);
-  fill_pattern(dst, d.extent(), canary, es);
-  for_view(d, [&](int64_t, int64_t lin) { std::memcpy(dst + lin * static_cast<int64_t>(es), poison, es); });
-}
+namespace {
 
 /// Element bits -> double by table (8- and 16-bit types) or a plain load: what
 /// load_as_double gives, without its switch per element.
@@ -1553,10 +1298,6 @@ class Decoder {
 
 }  // namespace
 
-double fa_value(const ValueRecipe& r, DType t, uint64_t stream, uint64_t numel, uint64_t index) {
-  return FaValues(r, t, stream, numel)(index);
-}
-
 void fa_reference(int64_t m, int64_t n, int64_t k, double alpha, const double* a, const double* bt, double beta,
                   const double* c, double* ref, double* mag) {
   // ref::gemm_reference_rows per element: acc += av * bv; s += |av| |bv| over q in order,
@@ -1607,7 +1348,7 @@ void fa_reference(int64_t m, int64_t n, int64_t k, double alpha, const double* a
   }
 }
 
-// ---- staging ---------------------------------------------------------------------------------
+// ---- the batch layout ------------------------------------------------------------------------
 
 void fa_layout(FaBatch& batch) {
   batch.slots.assign(batch.cases.size(), FaSlot{});
@@ -1717,38 +1458,31 @@ bool fa_reference_agrees(double ref_d, double mag_d, double ref_h, double mag_h,
   return std::fabs(ref_d - ref_h) <= tol && std::fabs(mag_d - mag_h) <= tol;
 }
 
-void fa_materialize(const FaBatch& batch, size_t i) {
-  const FaCase& c = batch.cases[i];
-  const FaSlot& s = batch.slots[i];
-  fill_input(fa_desc_a(c), c.ra, 1, batch.image + s.a);
-  fill_input(fa_desc_b(c), c.rb, 2, batch.image + s.b);
-  const float sa = static_cast<float>(c.scale_a), sb = static_cast<float>(c.scale_b);
-  std::memcpy(batch.image + s.scale_a, &sa, sizeof sa);
-  std::memcpy(batch.image + s.scale_b, &sb, sizeof sb);
-  // beta == 0: C is not read (BLAS), so it holds the output poison: an unwritten element shows.
-  if (c.beta != 0) {
-    fill_input(fa_desc_c(c), c.rc, 3, batch.image + s.c);
-  } else {
-    fill_output(fa_desc_c(c), batch.image + s.c);
-  }
-}
-
 // ---- the campaign ---------------------------------------------------------------------------------
 
 namespace {
 
-/// The fp64 reference of one case on the staged (rounded) inputs, dequantised by the scales.
+/// The fp64 reference of one case on its (rounded) inputs, dequantised by the scales.
 struct CaseRef {
   std::vector<double> ref, mag;  // batch * m * n, row-major per entry
+  Status status;                 // the inputs could not be drawn (fa_case_regions)
 };
 
 struct Scratch {
   std::vector<double> a, bt, c;
+  std::vector<unsigned char> image;  // the case's inputs, laid out alone (fa_layout of one case)
+  FaBatch one;
 };
 
-void compute_reference(const FaBatch& batch, size_t i, CaseRef& out, Scratch& s) {
-  const FaCase& c = batch.cases[i];
-  const FaSlot& slot = batch.slots[i];
+/// The host reference of case c: its inputs drawn on the host (fa_materialize, the device's
+/// functions) into a layout of its own, decoded, then fa_reference per batch entry.
+Status compute_reference(const FaCase& c, CaseRef& out, Scratch& s) {
+  FaBatch& one = s.one;
+  one.cases.assign(1, c);
+  fa_layout(one);
+  s.image.resize(one.bytes);
+  ASSAY_RETURN_IF_ERROR(fa_materialize(one, 0, s.image.data()));
+  const FaSlot& slot = one.slots[0];
   const FaConfig& cfg = c.cfg();
   const Decoder da(cfg.a), db(cfg.b), dc(cfg.out);
   const int64_t m = c.m, n = c.n, k = c.k;
@@ -1757,9 +1491,9 @@ void compute_reference(const FaBatch& batch, size_t i, CaseRef& out, Scratch& s)
   if (c.beta != 0) s.c.resize(static_cast<size_t>(m * n));
   out.ref.assign(static_cast<size_t>(c.batch * m * n), 0.0);
   out.mag.assign(out.ref.size(), 0.0);
-  const unsigned char* A = batch.image + slot.a;
-  const unsigned char* B = batch.image + slot.b;
-  const unsigned char* C = batch.image + slot.c;
+  const unsigned char* A = s.image.data() + slot.a;
+  const unsigned char* B = s.image.data() + slot.b;
+  const unsigned char* C = s.image.data() + slot.c;
   for (int64_t bi = 0; bi < c.batch; ++bi) {
     // Each input element decoded once, into canonical copies with k contiguous: A as m x k,
     // B transposed as n x k.
@@ -1787,6 +1521,7 @@ void compute_reference(const FaBatch& batch, size_t i, CaseRef& out, Scratch& s)
     fa_reference(m, n, k, c.alpha, s.a.data(), s.bt.data(), c.beta, c.beta != 0 ? s.c.data() : nullptr,
                  out.ref.data() + bi * m * n, out.mag.data() + bi * m * n);
   }
+  return ok_status();
 }
 
 /// Moves one finite element of the output by 4 ceilings (FaPlant::kPerturb); false if none.
@@ -1839,7 +1574,12 @@ void judge_case(const FaBatch& batch, size_t i, const RefView& cr, FaPlant plant
   const Decoder dec(t);
   const double out_max = max_finite(t), limit = fa_overflow_limit(c);
   const unsigned char* res = batch.result + (batch.slots[i].c - batch.out_begin);
-  const unsigned char* before = batch.image + batch.slots[i].c;
+  // What C held before the vendor (fa_case_regions): the output poison in the view where
+  // beta == 0, the gap canary around it; both are constants of the dtype, so the host knows
+  // them without having drawn the case.
+  unsigned char poison[8], canary[8];
+  write_output_poison(t, poison);
+  write_gap_canary(t, canary);
   int kept[4] = {0, 0, 0, 0};
   const auto keep = [&](int kind, const char* name, int64_t bi, int64_t i2, int64_t j, double v, double r, double mg,
                         double bound) {
@@ -1856,8 +1596,7 @@ void judge_case(const FaBatch& batch, size_t i, const RefView& cr, FaPlant plant
         FaJudgement jd = fa_judge(o, r, mg, bp, exact, out_max, limit);
         // beta == 0: C held the output poison (a NaN with a payload no arithmetic produces);
         // still there, the element was never written, which the overflow zone does not excuse.
-        if (c.beta == 0 && !jd.naninf &&
-            std::memcmp(res + lin * static_cast<int64_t>(es), before + lin * static_cast<int64_t>(es), es) == 0)
+        if (c.beta == 0 && !jd.naninf && std::memcmp(res + lin * static_cast<int64_t>(es), poison, es) == 0)
           jd.naninf = true;
         ++row.elements;
         if (jd.compared) {
@@ -1884,23 +1623,25 @@ void judge_case(const FaBatch& batch, size_t i, const RefView& cr, FaPlant plant
       }
     }
   }
-  // Outside the view (padding, offsets, gaps between batch entries): nothing may change.
-  const int64_t extent = fa_desc_c(c).extent();
-  for (int64_t lin = 0; lin < extent; ++lin) {
-    bool covered = false;
-    const int64_t rel = lin - c.off_c;
-    if (rel >= 0) {
-      const int64_t bi = c.stride_c > 0 ? rel / c.stride_c : 0;
-      const int64_t rem = rel - bi * c.stride_c;
-      covered = bi < c.batch && rem / c.ldc < c.m && rem % c.ldc < c.n;
+  // Outside the view (padding, offsets, gaps between batch entries): nothing may change. The
+  // gaps in allocation order: before the first row, between rows, after the last.
+  const auto gap = [&](int64_t from, int64_t to) {
+    for (int64_t lin = from; lin < to; ++lin) {
+      const size_t off = static_cast<size_t>(lin) * es;
+      if (std::memcmp(res + off, canary, es) != 0) {
+        ++row.gap_writes;
+        keep(3, "gap", 0, lin, 0, load_as_double(t, res + off), 0, 0, 0);
+      }
     }
-    if (covered) continue;
-    const size_t off = static_cast<size_t>(lin) * es;
-    if (std::memcmp(res + off, before + off, es) != 0) {
-      ++row.gap_writes;
-      keep(3, "gap", 0, lin, 0, load_as_double(t, res + off), 0, 0, 0);
+  };
+  int64_t pos = 0;
+  for (int64_t bi = 0; bi < c.batch; ++bi)
+    for (int64_t i2 = 0; i2 < c.m; ++i2) {
+      const int64_t start = c.off_c + bi * c.stride_c + i2 * c.ldc;
+      gap(pos, start);
+      pos = start + c.n;
     }
-  }
+  gap(pos, fa_desc_c(c).extent());
 }
 
 double since(std::chrono::steady_clock::time_point t0) {
@@ -1933,7 +1674,7 @@ bool should_stop(const FaOptions& o, Shared& shared) {
          std::chrono::duration<double>(std::chrono::steady_clock::now() - shared.start).count() >= o.max_seconds;
 }
 
-/// One batch in flight: its cases and staging, and the host references of those cases that
+/// One batch in flight: its cases and layout, and the host references of those cases that
 /// have one (all without a device reference, else the sampled ones).
 struct Stage {
   FaBatch batch;
@@ -1965,7 +1706,7 @@ int64_t mismatch_element(const FaCase& c, const CaseRef& h, const FaBatch& b, si
 }
 
 /// One shard: batches from the shared counter through `backend`, two in flight (the host
-/// stages and checks batch i + 1 while the device runs batch i).
+/// lays out and checks batch i + 1 while the device runs batch i).
 StatusOr<FaReport> run_shard(const FaOptions& o, const std::vector<int>& sel, FaBackend& backend, int threads,
                              Shared& shared) {
   Pool pool(threads);
@@ -2032,7 +1773,7 @@ StatusOr<FaReport> run_shard(const FaOptions& o, const std::vector<int>& sel, Fa
     const auto count = static_cast<int64_t>(order.size());  // before the lambda takes `order`
     pool.start(count, [&st, order = std::move(order), &scratch](int64_t i, int w) {
       const size_t ci = order[static_cast<size_t>(i)];
-      compute_reference(st.batch, ci, st.host[ci], scratch[static_cast<size_t>(w)]);
+      st.host[ci].status = compute_reference(st.batch.cases[ci], st.host[ci], scratch[static_cast<size_t>(w)]);
     });
   };
 
@@ -2044,7 +1785,10 @@ StatusOr<FaReport> run_shard(const FaOptions& o, const std::vector<int>& sel, Fa
     auto t0 = std::chrono::steady_clock::now();
     ASSAY_RETURN_IF_ERROR(backend.wait(batch));
     report.seconds_wait += since(t0);
+    if (batch.device_seconds_inputs >= 0) report.seconds_inputs_device += batch.device_seconds_inputs;
     if (batch.device_seconds_reference >= 0) report.seconds_reference_device += batch.device_seconds_reference;
+    for (size_t i = 0; i < n; ++i)
+      if (st.has_host[i] && !st.host[i].status.ok()) return st.host[i].status;
     report.seconds_vendor += batch.device_seconds_vendor >= 0 ? batch.device_seconds_vendor : st.launch_seconds;
     if (device_ref) {
       if (n > 0 && (batch.ref == nullptr || batch.mag == nullptr))
@@ -2127,25 +1871,14 @@ StatusOr<FaReport> run_shard(const FaOptions& o, const std::vector<int>& sel, Fa
       fa_layout(batch);
       batch.slot = static_cast<int>(batch_no % 2);
       batch.ref = batch.mag = nullptr;
-      batch.device_seconds_reference = batch.device_seconds_vendor = -1;
+      batch.device_seconds_inputs = batch.device_seconds_reference = batch.device_seconds_vendor = -1;
       ASSAY_RETURN_IF_ERROR(backend.reserve(batch));
       batch.status.assign(n, ok_status());
-      // Inputs on the pool, one task per case, the largest first (so that no long case
-      // starts last and leaves the other threads idle).
-      std::vector<size_t> order(n);
-      std::iota(order.begin(), order.end(), size_t{0});
-      std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
-        const FaCase &a = batch.cases[x], &b = batch.cases[y];
-        return a.batch * (a.m + a.n) * a.k > b.batch * (b.m + b.n) * b.k;
-      });
-      pool.start(static_cast<int64_t>(n),
-                 [&](int64_t i, int) { fa_materialize(batch, order[static_cast<size_t>(i)]); });
-      pool.wait();
       report.seconds_inputs += since(t0);
-      // The backend launches this batch on a thread of its own (a GPU queues it behind the
-      // batch in flight; an emulated vendor runs it there) while the pool computes its host
-      // references and then judges the batch before: enqueuing a batch's vendor calls is
-      // serial host work as long as the judge's.
+      // The backend draws and launches this batch on a thread of its own (a GPU queues it
+      // behind the batch in flight; an emulated vendor runs it there) while the pool draws
+      // and computes the host references of its sampled cases and then judges the batch
+      // before: enqueuing a batch's vendor calls is serial host work as long as the judge's.
       t0 = std::chrono::steady_clock::now();
       host_refs(cur);
       Status launched = ok_status();
@@ -2181,6 +1914,7 @@ StatusOr<FaReport> run_shard(const FaOptions& o, const std::vector<int>& sel, Fa
   sh.cases = report.cases;
   sh.seconds = report.seconds;
   sh.seconds_inputs = report.seconds_inputs;
+  sh.seconds_inputs_device = report.seconds_inputs_device;
   sh.seconds_reference = report.seconds_reference;
   sh.seconds_reference_device = report.seconds_reference_device;
   sh.seconds_vendor = report.seconds_vendor;

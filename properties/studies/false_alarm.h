@@ -11,16 +11,20 @@
 //
 // Split so that everything but the vendor call is host code and CPU-testable:
 // cases (pure data, a function of seed and index), their bound models, the
-// staging image, the reference, the element judge, the per (config, value
+// batch layout, the reference, the element judge, the per (config, value
 // class) table and its Markdown / JSON; the vendor runs behind FaBackend (the
 // GPU one here, an emulated one in tests/harness/false_alarm_test.cpp).
 //
-// The fp64 reference is O(m n k) per case and made the host the bottleneck, so a backend
-// may compute it on its device (references/device/gemm_f64_batch.h: the host reference's
-// order, so the same bits); the host then computes it for a sample of the cases and stops
-// the campaign if the two disagree. Campaigns shard over several backends (one per GPU),
-// each taking case indices from one shared counter, and merge their tables, which do not
-// depend on the number of shards, threads or batches.
+// A campaign of many small GEMMs is bound by whatever the host does per input element, so
+// neither the inputs nor the fp64 reference are made on the host: the backend draws each
+// batch's inputs where the vendor reads them (false_alarm_values.h, the functions the host
+// runs, compiled for both, so the same bytes) and computes ref and mag there
+// (references/device/gemm_f64_batch.h: the host reference's order, so the same bits). The
+// host draws the inputs of a sample of the cases itself, computes their reference and stops
+// the campaign if the two disagree: a device input or reference that differs from the host's
+// cannot go unnoticed. Campaigns shard over several backends (one per GPU), each taking case
+// indices from one shared counter, and merge their tables, which do not depend on the number
+// of shards, threads or batches.
 #pragma once
 
 #include <cstddef>
@@ -38,6 +42,7 @@
 #include "harness/status.h"
 #include "harness/tensor.h"
 #include "harness/values.h"
+#include "properties/studies/false_alarm_values.h"
 #include "references/device/gemm_f64_batch_core.h"
 
 namespace assay {
@@ -123,6 +128,7 @@ enum class FaPlant : uint8_t {
   kNone,
   kPerturb,        ///< host side, after the vendor: one element per case moved by 4 ceilings
   kF16Accumulate,  ///< GPU backend: fp16-output cuBLAS configs run CUBLAS_COMPUTE_16F (fp32 promised)
+  kDeviceInputs,   ///< GPU backend: A drawn on the device from another key than the host's
 };
 
 struct FaOptions {
@@ -137,9 +143,9 @@ struct FaOptions {
   int64_t max_k = 8192;                      ///< largest reduction length
   int64_t max_mn = 64;                       ///< largest m and n
   std::vector<std::string> configs;          ///< names; empty: all. Cases go round-robin over these.
-  int threads = 0;                           ///< host threads (references, inputs); 0: all cores (split between shards)
+  int threads = 0;                           ///< host threads (sampled references, judge); 0: all cores (split between shards)
   int64_t check_every = 64;  ///< with a device reference: cases whose index is a multiple also get the host's (0: none)
-  int64_t batch_bytes = int64_t{256} << 20;  ///< staging image per batch (inputs and outputs)
+  int64_t batch_bytes = int64_t{256} << 20;  ///< device image per batch (inputs and outputs)
   int64_t batch_cases = 2048;                ///< most cases per batch
   int max_print = 20;                        ///< failure lines printed (all go to the JSON, up to 1000)
   FaPlant plant = FaPlant::kNone;
@@ -236,8 +242,8 @@ struct FaTable {
 struct FaShard {
   std::string device;
   int64_t cases = 0;  ///< cases it ran (the library declined none of them)
-  double seconds = 0, seconds_inputs = 0, seconds_reference = 0, seconds_reference_device = 0, seconds_vendor = 0,
-         seconds_judge = 0, seconds_wait = 0, seconds_launch = 0;
+  double seconds = 0, seconds_inputs = 0, seconds_inputs_device = 0, seconds_reference = 0,
+         seconds_reference_device = 0, seconds_vendor = 0, seconds_judge = 0, seconds_wait = 0, seconds_launch = 0;
   bool device_reference = false;  ///< ref and mag from the device; the host computed a sample
 };
 
@@ -256,10 +262,12 @@ struct FaReport {
   std::vector<int> configs;                 ///< the selected configs
   int64_t cases = 0, planted = 0;
   /// Wall seconds; each phase summed over the shards (host phases: wall of the shard's host
-  /// thread; reference_device and vendor: device time from events where the backend has them,
-  /// else vendor is the wall of launch; launch: the host enqueuing a batch's device work).
-  double seconds = 0, seconds_inputs = 0, seconds_reference = 0, seconds_reference_device = 0, seconds_vendor = 0,
-         seconds_judge = 0, seconds_wait = 0, seconds_launch = 0;
+  /// thread, inputs being the batch layout and buffers, reference the sampled cases' inputs
+  /// and references; inputs_device, reference_device and vendor: device time from events where
+  /// the backend has them, else vendor is the wall of launch; launch: the host enqueuing a
+  /// batch's device work).
+  double seconds = 0, seconds_inputs = 0, seconds_inputs_device = 0, seconds_reference = 0,
+         seconds_reference_device = 0, seconds_vendor = 0, seconds_judge = 0, seconds_wait = 0, seconds_launch = 0;
   std::string device;
   /// Why the run stopped before `cases` ("" when it ran them all): the time budget or a signal.
   std::string stopped;
@@ -275,7 +283,7 @@ std::string fa_failure_line(const FaFailure& f, const FaOptions& o);
 std::string fa_markdown(const FaReport& r, const FaOptions& o);
 nlohmann::json fa_json(const FaReport& r, const FaOptions& o);
 
-// ---- staging and the vendor ------------------------------------------------------------------
+// ---- the batch image and the vendor -------------------------------------------------------------
 
 /// Byte offsets of one case in a batch image [inputs | outputs] (each region 256-aligned;
 /// the views' element offsets are inside). The two fp8 scales (one fp32 each) have a
@@ -291,22 +299,35 @@ struct FaBatch {
   size_t bytes = 0;
   std::vector<uint64_t> ref_at;  ///< per case: its first element in ref and mag (batch * m * n elements)
   size_t ref_elements = 0;
-  int slot = 0;                     ///< staging slot, 0 or 1: two batches are in flight, each in its own buffers
-  unsigned char* image = nullptr;   ///< host, `bytes`: A, B, scales (two fp32), C (poison or values)
+  int slot = 0;                     ///< buffer slot, 0 or 1: two batches are in flight, each in its own buffers
   unsigned char* result = nullptr;  ///< host, bytes - out_begin: the outputs after the run
   double* ref = nullptr;            ///< host, ref_elements: the device reference (device_reference() only)
   double* mag = nullptr;
   std::vector<Status> status;  ///< per case: ok, or why the library declined it
-  /// Device seconds of the reference and of the vendor calls, measured by the backend (-1: not).
-  double device_seconds_reference = -1, device_seconds_vendor = -1;
+  /// Device seconds of drawing the inputs, of the reference and of the vendor calls, measured
+  /// by the backend (-1: not).
+  double device_seconds_inputs = -1, device_seconds_reference = -1, device_seconds_vendor = -1;
 };
 
 /// Lays out `cases` (fills slots, out_begin, bytes, ref_at, ref_elements).
 void fa_layout(FaBatch& batch);
-/// Writes case `i`'s inputs and poisoned (or, with beta, valued) C into batch.image: the gap
-/// canary of harness/values.h around the views, each covered element fa_value() rounded to
-/// the dtype (as store_as rounds), and the output poison in C where beta == 0.
-void fa_materialize(const FaBatch& batch, size_t i);
+
+/// Whether the campaign's generator (false_alarm_values.h) draws recipe r: every class but
+/// Pareto, mean-spread, one-hot and permutation, no tile injection. fa_make_case draws only
+/// such recipes, so every case can be drawn on the device.
+bool fa_gen_supports(const ValueRecipe& r);
+/// r expanded for fa_gen_value over a tensor of `numel` elements of `t`, stream `stream`.
+FaGen fa_gen(const ValueRecipe& r, DType t, uint64_t stream, uint64_t numel);
+/// Case i's image as regions (false_alarm_values.h), appended to `regions`: A, B, scale_a,
+/// scale_b (fp32 constants), C; each the gap canary of harness/values.h around the view, and
+/// in it fa_value() rounded to the dtype (as store_as rounds), the scale, or (C where
+/// beta == 0) the output poison. An error for a recipe fa_gen_supports declines.
+Status fa_case_regions(const FaBatch& batch, size_t i, std::vector<FaRegion>& regions);
+/// Every case's regions, in case order (what a device backend draws the batch from).
+Status fa_batch_regions(const FaBatch& batch, std::vector<FaRegion>& regions);
+/// Writes case i's regions into `image` (a buffer of batch.bytes laid out by fa_layout) on the
+/// host, element by element with fa_region_element: the bytes a device backend writes.
+Status fa_materialize(const FaBatch& batch, size_t i, unsigned char* image);
 
 /// The value (before rounding to `t`) of logical element `index` (row-major over the view's
 /// [batch, rows, cols]) of stream `stream` (A 1, B 2, C 3) under `r`, for a tensor of `numel`
@@ -316,12 +337,14 @@ void fa_materialize(const FaBatch& batch, size_t i);
 /// distributions but cheaper arithmetic than recipe_value (splitmix64 counters instead of
 /// Philox; Box-Muller from one hash per pair of elements, log, sin, cos and 2^x as
 /// fixed polynomials): a pure function of its arguments, only IEEE basic operations and
-/// sqrt. Other classes fall back to recipe_value.
+/// sqrt (false_alarm_values.h, shared with the device). Classes fa_gen_supports declines
+/// fall back to recipe_value (host only; the campaign never draws them).
 double fa_value(const ValueRecipe& r, DType t, uint64_t stream, uint64_t numel, uint64_t index);
 
 /// The batch's cases as problems of the batched fp64 reference (references/device/
-/// gemm_f64_batch.h), byte offsets into batch.image, ref and mag at batch.ref_at; and their
-/// 16 x 16 output tiles. A device backend launches these; tests run them on the host.
+/// gemm_f64_batch.h), byte offsets into the batch image (fa_layout), ref and mag at
+/// batch.ref_at; and their 16 x 16 output tiles. A device backend launches these; tests run
+/// them on the host.
 void fa_device_problems(const FaBatch& batch, std::vector<device_ref::F64GemmProblem>& problems,
                         std::vector<device_ref::F64GemmTile>& tiles);
 
@@ -341,17 +364,19 @@ void fa_reference(int64_t m, int64_t n, int64_t k, double alpha, const double* a
 class FaBackend {
  public:
   virtual ~FaBackend() = default;
-  /// Host buffers of staging slot batch.slot (pinned for a GPU), kept until that slot is
-  /// reserved again: batch.image (batch.bytes), batch.result (batch.bytes - out_begin) and,
-  /// with device_reference(), batch.ref and batch.mag (batch.ref_elements doubles each).
+  /// Host buffers of slot batch.slot (pinned for a GPU), kept until that slot is reserved
+  /// again: batch.result (batch.bytes - out_begin) and, with device_reference(), batch.ref and
+  /// batch.mag (batch.ref_elements doubles each).
   virtual Status reserve(FaBatch& batch) = 0;
-  /// Runs every case of the batch: reads batch.image, writes batch.result (the image's
-  /// output part, as the library left it), sets batch.status[i] to kUnavailable or
-  /// kInvalidArgument where the library declined a case. Another error stops the campaign.
+  /// Runs every case of the batch: draws the batch image (fa_batch_regions; the bytes
+  /// fa_materialize writes) in its own memory, runs the library on it, writes batch.result
+  /// (the image's output part, as the library left it), sets batch.status[i] to kUnavailable
+  /// or kInvalidArgument where the library declined a case. Another error stops the campaign.
   /// With device_reference(), also writes batch.ref and batch.mag (fa_device_problems).
   virtual Status run(FaBatch& batch) = 0;
-  /// run() in two halves, so that the host stages the next batch meanwhile: launch may
-  /// return before the work is done (at most one batch per slot in flight); wait finishes it.
+  /// run() in two halves, so that the host lays out the next batch and judges the one before
+  /// meanwhile: launch may return before the work is done (at most one batch per slot in
+  /// flight); wait finishes it.
   virtual Status launch(FaBatch& batch) { return run(batch); }
   virtual Status wait(FaBatch& /*batch*/) { return ok_status(); }
   /// Whether run / launch compute ref and mag (the host then computes a sample only).
@@ -359,12 +384,18 @@ class FaBackend {
   virtual std::string describe() const = 0;
 };
 
-/// cuBLAS / cuBLASLt on `device`, one stream, one device image reused across batches; with
-/// `device_reference`, the fp64 reference on the device too (before the vendor overwrites C).
+/// cuBLAS / cuBLASLt on `device`, one stream, one device image reused across batches, drawn
+/// on the device; with `device_reference`, the fp64 reference on the device too (before the
+/// vendor overwrites C).
 StatusOr<std::unique_ptr<FaBackend>> make_fa_gpu_backend(int device, FaPlant plant, bool device_reference = true);
 
-/// The campaign: batches of cases; inputs (and the host's fp64 references, all or a sample)
-/// on a pool of host threads while the backend runs the batch before; then the judge. Returns
+/// Draws `batch` (laid out by fa_layout) on GPU `device` with the backend's kernel and returns
+/// the whole image (batch.bytes, zero where no region lies): for tests, against fa_materialize.
+StatusOr<std::vector<unsigned char>> fa_draw_on_device(const FaBatch& batch, int device);
+
+/// The campaign: batches of cases, drawn and run by the backend; the host's fp64 references
+/// (all, or a sample with a device reference) on a pool of host threads while the backend
+/// runs the batch; then the judge. Returns
 /// the report (also for failures); an error only for an infrastructure failure, among them a
 /// device reference that disagrees with the host's.
 StatusOr<FaReport> run_false_alarm(const FaOptions& o, FaBackend& backend);

@@ -1,9 +1,11 @@
 // assay false-alarm, GPU part: the cuBLAS / cuBLASLt backend and the command's driver.
 // One stream, one cuBLAS handle, one cuBLASLt handle with its workspace, one device image
-// and pinned host buffers grown on demand (two staging slots, so that the host fills one
-// while the device works on the other): a batch is one H2D copy, the fp64 reference of every
-// case in one launch, the vendor calls back to back, D2H copies of the outputs and of ref and
-// mag, one event to wait for. One backend per GPU; run_false_alarm shards over them.
+// and pinned host buffers grown on demand (two slots, so that the host lays out and judges
+// one batch while the device works on the other): a batch is one H2D copy of its region and
+// problem descriptors (a few hundred bytes per case; no input crosses PCIe), the inputs drawn
+// in one launch (false_alarm_draw.h), the fp64 reference of every case in one launch, the
+// vendor calls back to back, D2H copies of the outputs and of ref and mag, one event to wait
+// for. One backend per GPU; run_false_alarm shards over them.
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -13,6 +15,7 @@
 
 #include "harness/corpus.h"
 #include "properties/studies/false_alarm.h"
+#include "properties/studies/false_alarm_draw.h"
 #include "harness/gpu/cuda_check.h"
 #include "harness/gpu/lane.h"
 #include "references/library/cublas_gemm.h"
@@ -62,6 +65,33 @@ size_t align256(size_t x) {
   return (x + 255) / 256 * 256;
 }
 
+/// Enqueues the drawing of `batch` into `image` (device, batch.bytes) on `stream`: its
+/// regions and their first blocks through the pinned `host` buffer into `dev`. With
+/// FaPlant::kDeviceInputs, every A is drawn from another key than the host's.
+Status enqueue_draw(const FaBatch& batch, FaPlant plant, std::vector<FaRegion>& regions, Grown& host, Grown& dev,
+                    unsigned char* image, cudaStream_t stream) {
+  ASSAY_RETURN_IF_ERROR(fa_batch_regions(batch, regions));
+  if (plant == FaPlant::kDeviceInputs)
+    for (size_t r = 0; r < regions.size(); r += 5) regions[r].gen.key ^= 1;  // A: the first of each case's five
+  const size_t region_bytes = align256(regions.size() * sizeof(FaRegion));
+  const size_t bytes = region_bytes + (regions.size() + 1) * sizeof(uint32_t);
+  ASSAY_RETURN_IF_ERROR(host.ensure(bytes));
+  ASSAY_RETURN_IF_ERROR(dev.ensure(bytes));
+  std::memcpy(host.p, regions.data(), regions.size() * sizeof(FaRegion));
+  auto* begin = reinterpret_cast<uint32_t*>(host.p + region_bytes);
+  uint64_t blocks = 0;
+  for (size_t r = 0; r < regions.size(); ++r) {
+    begin[r] = static_cast<uint32_t>(blocks);
+    blocks += fa_draw_blocks(regions[r]);
+    if (blocks > 0x7fffffffu) return invalid_argument("false-alarm: a batch too large for one drawing launch");
+  }
+  begin[regions.size()] = static_cast<uint32_t>(blocks);
+  CUDA_CHECK(cudaMemcpyAsync(dev.p, host.p, bytes, cudaMemcpyHostToDevice, stream));
+  return fa_draw_regions(reinterpret_cast<const FaRegion*>(dev.p),
+                         reinterpret_cast<const uint32_t*>(dev.p + region_bytes),
+                         static_cast<int64_t>(regions.size()), static_cast<uint32_t>(blocks), image, stream);
+}
+
 class GpuBackend : public FaBackend {
  public:
   static StatusOr<std::unique_ptr<FaBackend>> create(int device, FaPlant plant, bool device_reference) {
@@ -72,7 +102,7 @@ class GpuBackend : public FaBackend {
     CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking));
     for (Slot& s : b->slots_)
-      for (cudaEvent_t* e : {&s.start, &s.ref_done, &s.vendor_done, &s.end})
+      for (cudaEvent_t* e : {&s.start, &s.inputs_done, &s.ref_done, &s.vendor_done, &s.end})
         CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDefault));
     CUBLAS_CHECK(cublasCreate(&b->cublas_));
     CUBLAS_CHECK(cublasSetStream(b->cublas_, b->stream_));
@@ -91,7 +121,7 @@ class GpuBackend : public FaBackend {
     lt_.reset();
     if (cublas_ != nullptr) cublasDestroy(cublas_);
     for (Slot& s : slots_)
-      for (cudaEvent_t e : {s.start, s.ref_done, s.vendor_done, s.end})
+      for (cudaEvent_t e : {s.start, s.inputs_done, s.ref_done, s.vendor_done, s.end})
         if (e != nullptr) cudaEventDestroy(e);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
@@ -100,10 +130,8 @@ class GpuBackend : public FaBackend {
     CUDA_CHECK(cudaSetDevice(device_));
     Slot& s = slots_[batch.slot & 1];
     const size_t refs = device_ref_ ? batch.ref_elements * sizeof(double) : 0;
-    ASSAY_RETURN_IF_ERROR(s.image.ensure(batch.bytes));
     ASSAY_RETURN_IF_ERROR(s.result.ensure(std::max<size_t>(batch.bytes - batch.out_begin, 1)));
     ASSAY_RETURN_IF_ERROR(s.ref.ensure(std::max<size_t>(2 * refs, 1)));
-    batch.image = s.image.p;
     batch.result = s.result.p;
     batch.ref = device_ref_ ? reinterpret_cast<double*>(s.ref.p) : nullptr;
     batch.mag = device_ref_ ? reinterpret_cast<double*>(s.ref.p + refs) : nullptr;
@@ -115,9 +143,9 @@ class GpuBackend : public FaBackend {
     return wait(batch);
   }
 
-  // One stream: the copy in, the reference (it reads C before the vendor overwrites it), the
-  // vendor calls, the copies out. The device buffers serve every batch: the stream orders a
-  // batch's copy in after the previous batch's copies out.
+  // One stream: the descriptors in, the inputs drawn, the reference (it reads C before the
+  // vendor overwrites it), the vendor calls, the copies out. The device buffers serve every
+  // batch: the stream orders a batch's drawing after the previous batch's copies out.
   Status launch(FaBatch& batch) override {
     CUDA_CHECK(cudaSetDevice(device_));
     Slot& slot = slots_[batch.slot & 1];
@@ -134,8 +162,9 @@ class GpuBackend : public FaBackend {
       ASSAY_RETURN_IF_ERROR(dev_work_.ensure(problems_bytes + tiles_bytes + 1));
       ASSAY_RETURN_IF_ERROR(dev_ref_.ensure(2 * refs + 1));
     }
-    CUDA_CHECK(cudaMemcpyAsync(dev_.p, batch.image, batch.bytes, cudaMemcpyHostToDevice, stream_));
     CUDA_CHECK(cudaEventRecord(slot.start, stream_));
+    ASSAY_RETURN_IF_ERROR(enqueue_draw(batch, plant_, regions_, slot.draw, dev_draw_, dev_.p, stream_));
+    CUDA_CHECK(cudaEventRecord(slot.inputs_done, stream_));
     if (device_ref_) {
       CUDA_CHECK(cudaMemcpyAsync(dev_work_.p, slot.work.p, problems_bytes + tiles_bytes, cudaMemcpyHostToDevice,
                                  stream_));
@@ -212,9 +241,11 @@ class GpuBackend : public FaBackend {
     CUDA_CHECK(cudaSetDevice(device_));
     Slot& slot = slots_[batch.slot & 1];
     CUDA_CHECK(cudaEventSynchronize(slot.end));
-    float ref_ms = 0, vendor_ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ref_ms, slot.start, slot.ref_done));
+    float inputs_ms = 0, ref_ms = 0, vendor_ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&inputs_ms, slot.start, slot.inputs_done));
+    CUDA_CHECK(cudaEventElapsedTime(&ref_ms, slot.inputs_done, slot.ref_done));
     CUDA_CHECK(cudaEventElapsedTime(&vendor_ms, slot.ref_done, slot.vendor_done));
+    batch.device_seconds_inputs = inputs_ms * 1e-3;
     batch.device_seconds_reference = ref_ms * 1e-3;
     batch.device_seconds_vendor = vendor_ms * 1e-3;
     return ok_status();
@@ -224,10 +255,10 @@ class GpuBackend : public FaBackend {
   std::string describe() const override { return description_; }
 
  private:
-  /// A staging slot: the host side of one batch in flight, and its events.
+  /// A slot: the host side of one batch in flight (pinned), and its events.
   struct Slot {
-    Grown image{true}, result{true}, ref{true}, work{true};
-    cudaEvent_t start = nullptr, ref_done = nullptr, vendor_done = nullptr, end = nullptr;
+    Grown result{true}, ref{true}, work{true}, draw{true};
+    cudaEvent_t start = nullptr, inputs_done = nullptr, ref_done = nullptr, vendor_done = nullptr, end = nullptr;
   };
   GpuBackend() = default;
   int device_ = 0;
@@ -237,7 +268,8 @@ class GpuBackend : public FaBackend {
   cublasHandle_t cublas_ = nullptr;
   std::unique_ptr<vendor::CublasLt> lt_;
   Slot slots_[2];
-  Grown dev_{false}, dev_ref_{false}, dev_work_{false};
+  Grown dev_{false}, dev_ref_{false}, dev_work_{false}, dev_draw_{false};
+  std::vector<FaRegion> regions_;
   std::vector<device_ref::F64GemmProblem> problems_;
   std::vector<device_ref::F64GemmTile> tiles_;
   std::string description_;
@@ -247,6 +279,28 @@ class GpuBackend : public FaBackend {
 
 StatusOr<std::unique_ptr<FaBackend>> make_fa_gpu_backend(int device, FaPlant plant, bool device_reference) {
   return GpuBackend::create(device, plant, device_reference);
+}
+
+StatusOr<std::vector<unsigned char>> fa_draw_on_device(const FaBatch& batch, int device) {
+  CUDA_CHECK(cudaSetDevice(device));
+  cudaStream_t stream = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  Grown host(true), dev(false), image(false);
+  std::vector<FaRegion> regions;
+  std::vector<unsigned char> out(batch.bytes);
+  const auto draw = [&]() -> Status {
+    ASSAY_RETURN_IF_ERROR(image.ensure(std::max<size_t>(batch.bytes, 1)));
+    CUDA_CHECK(cudaMemsetAsync(image.p, 0, batch.bytes, stream));
+    ASSAY_RETURN_IF_ERROR(enqueue_draw(batch, FaPlant::kNone, regions, host, dev, image.p, stream));
+    CUDA_CHECK(cudaMemcpyAsync(out.data(), image.p, batch.bytes, cudaMemcpyDeviceToHost, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    return ok_status();
+  };
+  const Status st = draw();
+  cudaStreamSynchronize(stream);
+  cudaStreamDestroy(stream);
+  if (!st.ok()) return st;
+  return out;
 }
 
 StatusOr<FaReport> false_alarm(const FaOptions& o, const std::vector<int>& devices, const std::string& out_dir,

@@ -118,9 +118,7 @@ class EmulatedBackend : public FaBackend {
     // A slot is reserved again only once its previous batch is done (two batches in flight).
     if (b.in_flight) return internal_error("emulated backend: slot reserved while its batch is in flight");
     if (slots_[(batch.slot + 1) & 1].in_flight) ++staged_while_in_flight;
-    b.image.resize(std::max(b.image.size(), batch.bytes));
     b.result.resize(std::max(b.result.size(), batch.bytes - batch.out_begin));
-    batch.image = b.image.data();
     batch.result = b.result.data();
     if (mode_.device_reference) {
       b.ref.resize(std::max<size_t>(b.ref.size(), 2 * batch.ref_elements));
@@ -129,20 +127,24 @@ class EmulatedBackend : public FaBackend {
     }
     return ok_status();
   }
+  // Draws the batch as a device backend does (fa_materialize runs the device's functions).
   Status run(FaBatch& batch) override {
-    std::memcpy(batch.result, batch.image + batch.out_begin, batch.bytes - batch.out_begin);
+    std::vector<unsigned char>& image = slots_[batch.slot & 1].image;
+    image.resize(std::max(image.size(), batch.bytes));
+    for (size_t i = 0; i < batch.cases.size(); ++i) ASSAY_RETURN_IF_ERROR(fa_materialize(batch, i, image.data()));
+    std::memcpy(batch.result, image.data() + batch.out_begin, batch.bytes - batch.out_begin);
     if (mode_.device_reference) {
       std::vector<device_ref::F64GemmProblem> problems;
       std::vector<device_ref::F64GemmTile> tiles;
       fa_device_problems(batch, problems, tiles);
-      device_ref::f64_gemm_batch_host(problems, tiles, batch.image, batch.ref, batch.mag);
+      device_ref::f64_gemm_batch_host(problems, tiles, image.data(), batch.ref, batch.mag);
       if (flaw_ == Flaw::kBadReference)
         for (size_t i = 0; i < batch.cases.size(); ++i) {
           double& r = batch.ref[batch.ref_at[i]];
           if (std::isfinite(r)) r += 1e-9 * std::max(1.0, std::fabs(batch.mag[batch.ref_at[i]]));
         }
     }
-    for (size_t i = 0; i < batch.cases.size(); ++i) run_case(batch, i);
+    for (size_t i = 0; i < batch.cases.size(); ++i) run_case(batch, image, i);
     ++batches;
     return ok_status();
   }
@@ -162,7 +164,7 @@ class EmulatedBackend : public FaBackend {
       Buffers& b = slots_[batch.slot & 1];
       if (!b.in_flight) return internal_error("emulated backend: wait without launch");
     }
-    const Status st = run(batch);  // the host must not have touched this slot's image meanwhile
+    const Status st = run(batch);  // the host must not have touched this slot's buffers meanwhile
     std::lock_guard<std::mutex> lock(mu_);
     slots_[batch.slot & 1].in_flight = false;
     return st;
@@ -178,7 +180,7 @@ class EmulatedBackend : public FaBackend {
     std::vector<double> ref;
     bool in_flight = false;
   };
-  void run_case(const FaBatch& batch, size_t ci) {
+  void run_case(const FaBatch& batch, const std::vector<unsigned char>& image, size_t ci) {
     const FaCase& c = batch.cases[ci];
     const FaConfig& f = c.cfg();
     const FaSlot& s = batch.slots[ci];
@@ -206,16 +208,16 @@ class EmulatedBackend : public FaBackend {
         for (int64_t j = 0; j < c.n; ++j) {
           const auto av = [&](int64_t q) {
             const int64_t lin = c.off_a + bi * c.stride_a + (c.trans_a ? q * c.lda + i : i * c.lda + q);
-            return load_as_double(f.a, batch.image + s.a + static_cast<size_t>(lin) * ea);
+            return load_as_double(f.a, image.data() + s.a + static_cast<size_t>(lin) * ea);
           };
           const auto bv = [&](int64_t q) {
             const int64_t lin = c.off_b + bi * c.stride_b + (c.trans_b ? j * c.ldb + q : q * c.ldb + j);
-            return load_as_double(f.b, batch.image + s.b + static_cast<size_t>(lin) * eb);
+            return load_as_double(f.b, image.data() + s.b + static_cast<size_t>(lin) * eb);
           };
           const int64_t lin_c = c.off_c + bi * c.stride_c + i * c.ldc + j;
           unsigned char* out = batch.result + (s.c - batch.out_begin) + static_cast<size_t>(lin_c) * ec;
           const double cv =
-              c.beta != 0 ? load_as_double(f.out, batch.image + s.c + static_cast<size_t>(lin_c) * ec) : 0;
+              c.beta != 0 ? load_as_double(f.out, image.data() + s.c + static_cast<size_t>(lin_c) * ec) : 0;
           if (!dtype_is_float(f.acc)) {
             int64_t acc = 0;
             for (int64_t q = 0; q < c.k; ++q) acc += static_cast<int64_t>(av(q)) * static_cast<int64_t>(bv(q));
@@ -564,7 +566,7 @@ TEST(FalseAlarm, CasesAreDeterministicAndFollowTheLayoutRules) {
 }
 
 TEST(FalseAlarm, InputsAreTheRoundedValuesInTheirLayout) {
-  // The staged image holds each input rounded to its dtype (as store_as rounds) at the view's
+  // The drawn image holds each input rounded to its dtype (as store_as rounds) at the view's
   // positions, gap canaries around them, the scales in their own slots, and the poisoned
   // output (beta == 0); every pointer the library gets is as aligned as its rule says.
   FaOptions o;
@@ -578,8 +580,7 @@ TEST(FalseAlarm, InputsAreTheRoundedValuesInTheirLayout) {
   }
   fa_layout(batch);
   std::vector<unsigned char> image(batch.bytes);
-  batch.image = image.data();
-  for (size_t i = 0; i < batch.cases.size(); ++i) fa_materialize(batch, i);
+  for (size_t i = 0; i < batch.cases.size(); ++i) ASSERT_TRUE(fa_materialize(batch, i, image.data()).ok());
   for (size_t i = 0; i < batch.cases.size(); ++i) {
     const FaCase& c = batch.cases[i];
     const FaSlot& s = batch.slots[i];
@@ -617,28 +618,28 @@ TEST(FalseAlarm, InputsAreTheRoundedValuesInTheirLayout) {
                      fa_value(r, d.dtype, static_cast<uint64_t>(stream), static_cast<uint64_t>(d.numel()),
                               static_cast<uint64_t>(logical)),
                      want);
-            ASSERT_EQ(std::memcmp(batch.image + slot + static_cast<size_t>(lin) * es, want, es), 0)
+            ASSERT_EQ(std::memcmp(image.data() + slot + static_cast<size_t>(lin) * es, want, es), 0)
                 << c.cfg().name << " case " << c.index << " stream " << stream << " element " << logical;
           }
       if (d.offset > 0) {
         unsigned char canary[8];
         write_gap_canary(d.dtype, canary);
-        EXPECT_EQ(std::memcmp(batch.image + slot, canary, es), 0);
+        EXPECT_EQ(std::memcmp(image.data() + slot, canary, es), 0);
       }
     }
     float sa = 0, sb = 0;
-    std::memcpy(&sa, batch.image + s.scale_a, sizeof sa);
-    std::memcpy(&sb, batch.image + s.scale_b, sizeof sb);
+    std::memcpy(&sa, image.data() + s.scale_a, sizeof sa);
+    std::memcpy(&sb, image.data() + s.scale_b, sizeof sb);
     EXPECT_EQ(sa, static_cast<float>(c.scale_a));
     EXPECT_EQ(sb, static_cast<float>(c.scale_b));
     const TensorDesc d = fa_desc_c(c);
     if (c.beta == 0) {
-      EXPECT_TRUE(is_output_poison(d.dtype, batch.image + s.c + static_cast<size_t>(d.offset) * dtype_size(d.dtype)));
+      EXPECT_TRUE(is_output_poison(d.dtype, image.data() + s.c + static_cast<size_t>(d.offset) * dtype_size(d.dtype)));
     }
     if (d.offset > 0) {
       unsigned char canary[8];
       write_gap_canary(d.dtype, canary);
-      EXPECT_EQ(std::memcmp(batch.image + s.c, canary, dtype_size(d.dtype)), 0);
+      EXPECT_EQ(std::memcmp(image.data() + s.c, canary, dtype_size(d.dtype)), 0);
     }
   }
 }
@@ -1261,7 +1262,8 @@ TEST(FalseAlarm, TableDoesNotDependOnShardsOrPipelining) {
   const nlohmann::json j = fa_json(*r3, o);
   EXPECT_EQ(j["shards"].size(), 3u);
   EXPECT_EQ(j["reference"]["checked_cases"], 60);
-  for (const char* phase : {"inputs", "reference", "reference_device", "vendor", "launch", "judge", "wait"})
+  for (const char* phase :
+       {"inputs", "inputs_device", "reference", "reference_device", "vendor", "launch", "judge", "wait"})
     EXPECT_TRUE(j["seconds_phases"].contains(phase)) << phase;
   EXPECT_TRUE(j.contains("cases_per_second"));
 }
