@@ -1008,6 +1008,7 @@ int main(int argc, char** argv) {
   std::string fa_out = "false-alarm-results";
   int fa_device = 0;
   std::string fa_devices, fa_seed = "rotate";
+  int fa_shards_per_device = 4;
   bool fa_host_reference = false;
   int64_t fa_batch_mb = 256;
   auto* false_alarm_cmd = app.add_subcommand(
@@ -1039,6 +1040,10 @@ int main(int argc, char** argv) {
   false_alarm_cmd->add_option("--devices", fa_devices,
                               "Shard over several GPUs: 'all', a count N (the first N) or a list 0,2 (one shard "
                               "each, the host threads split between them; overrides --device)");
+  false_alarm_cmd->add_option("--shards-per-device", fa_shards_per_device,
+                              "Shards on each GPU (each its own stream, handles and host thread): one host thread "
+                              "cannot enqueue the small vendor calls as fast as a GPU runs them")
+      ->check(CLI::Range(1, 64));
   false_alarm_cmd->add_option("--check-every", fao.check_every,
                               "Host fp64 reference beside the device's for every case whose index is a multiple of "
                               "this (0: none); a disagreement stops the campaign")
@@ -1209,6 +1214,10 @@ int main(int argc, char** argv) {
       if (!parsed.ok()) return error(parsed.status());
       devices = *parsed;
     }
+    std::vector<int> shards;
+    for (int d : devices)
+      for (int i = 0; i < fa_shards_per_device; ++i) shards.push_back(d);
+    devices = shards;
     install_stop_handlers();  // SIGINT / SIGTERM: finish the cases taken, write the report
     auto report = false_alarm(fao, devices, fa_out, !fa_host_reference);
     if (!report.ok()) return error(report.status());
