@@ -2,13 +2,16 @@
 // CUDA's NaN outputs: see harness/dtype.cpp), inline and branch-free in the rounding step, for
 // loops that encode millions of elements (assay false-alarm stages ~10^5 per case): a call
 // into dtype.cpp and a mispredicted tie test per element cost more than the rest of the
-// value. dtype.cpp's f32_to_*_bits are these functions.
+// value. dtype.cpp's f32_to_*_bits are these functions. ASSAY_HD: the device materialiser
+// (harness/gpu/materialize_device.cu) rounds fp16 / bf16 inputs with the same code, so a
+// device-drawn tensor has the host's bits by construction, not by a second implementation.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
 #include "harness/dtype.h"
+#include "harness/host_device.h"
 
 namespace assay::encode {
 
@@ -18,7 +21,7 @@ namespace assay::encode {
 /// the format's largest finite encoding means overflow and is the caller's to handle. Works
 /// because a carry out of the rounded mantissa increments the exponent field, which is exactly
 /// the IEEE encoding of the rounded-up value.
-inline uint32_t magnitude_rne(uint32_t a, int mant_bits, int bias) {
+ASSAY_HD inline uint32_t magnitude_rne(uint32_t a, int mant_bits, int bias) {
   const int fe = static_cast<int>(a >> 23);
   // Significand as an integer, scaled by 2^-23; fp32 subnormals have no hidden bit.
   const uint64_t sig = fe != 0 ? ((a & 0x7FFFFFu) | 0x800000u) : (a & 0x7FFFFFu);
@@ -37,7 +40,7 @@ inline uint32_t magnitude_rne(uint32_t a, int mant_bits, int bias) {
   return (static_cast<uint32_t>(eff_e + bias - 1) << mant_bits) + static_cast<uint32_t>(q);
 }
 
-inline uint32_t float_bits(float x) {
+ASSAY_HD inline uint32_t float_bits(float x) {
   uint32_t u;
   std::memcpy(&u, &x, sizeof u);
   return u;
@@ -51,7 +54,7 @@ inline constexpr uint32_t kAbsMask = 0x7FFFFFFFu, kInfBits = 0x7F800000u;
 /// under saturation). Every NaN gives the all-ones magnitude, sign dropped (CUDA's
 /// __float2half_rn, __float2bfloat16_rn, __nv_cvt_float_to_fp8).
 template <typename T>
-inline T f32_to_narrow(float x, Overflow mode, int mant_bits, int bias, uint32_t overflow) {
+ASSAY_HD inline T f32_to_narrow(float x, Overflow mode, int mant_bits, int bias, uint32_t overflow) {
   constexpr int kBits = 8 * static_cast<int>(sizeof(T));
   const uint32_t u = float_bits(x);
   const uint32_t a = u & kAbsMask;
@@ -63,19 +66,19 @@ inline T f32_to_narrow(float x, Overflow mode, int mant_bits, int bias, uint32_t
   return static_cast<T>(sign | m);
 }
 
-inline uint16_t f32_to_f16(float x) {
+ASSAY_HD inline uint16_t f32_to_f16(float x) {
   return f32_to_narrow<uint16_t>(x, Overflow::kIeee, 10, 15, 0x7C00);
 }
 
-inline uint16_t f32_to_bf16(float x) {
+ASSAY_HD inline uint16_t f32_to_bf16(float x) {
   return f32_to_narrow<uint16_t>(x, Overflow::kIeee, 7, 127, 0x7F80);
 }
 
-inline uint8_t f32_to_e4m3(float x, Overflow mode) {
+ASSAY_HD inline uint8_t f32_to_e4m3(float x, Overflow mode) {
   return f32_to_narrow<uint8_t>(x, mode, 3, 7, 0x7F);
 }
 
-inline uint8_t f32_to_e5m2(float x, Overflow mode) {
+ASSAY_HD inline uint8_t f32_to_e5m2(float x, Overflow mode) {
   return f32_to_narrow<uint8_t>(x, mode, 2, 15, 0x7C);
 }
 
