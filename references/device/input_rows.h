@@ -19,14 +19,22 @@ namespace assay::device_ref {
 
 enum class InputType : uint8_t { kF32, kF16, kBF16 };
 
-/// fp16 bits as a double, exactly (NaN payloads aside; a reference only needs NaN to be NaN).
+/// fp16 bits as a double, exactly; every NaN as the host decodes it (f16_bits_to_f32: CUDA's
+/// canonical fp32 NaN 0x7FFFFFFF, sign dropped, widened), so that a NaN reaching a reference
+/// has the host reference's bits too.
 ASSAY_HD inline double f16_bits_to_double(uint16_t h) {
   const uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+  if (e == 31 && m != 0) {
+    const uint64_t nan = 0x7FFFFFFFE0000000ull;  // (double)(float)0x7FFFFFFF
+    double d;
+    std::memcpy(&d, &nan, sizeof d);
+    return d;
+  }
   double mag;
   if (e == 0)
     mag = static_cast<double>(m) * 0x1p-24;  // subnormal (and zero): m * 2^-24, exact
   else if (e == 31)
-    mag = m == 0 ? HUGE_VAL : static_cast<double>(NAN);
+    mag = HUGE_VAL;
   else  // (1024 + m) * 2^(e - 25): an 11-bit integer times a power of two, exact
     mag = static_cast<double>(m | 0x400u) * static_cast<double>(uint64_t{1} << e) * 0x1p-25;
   return (h & 0x8000u) != 0 ? -mag : mag;
