@@ -37,8 +37,8 @@ enum class ConvF64Pass : uint8_t { kFwd, kBwdData, kBwdFilter };
 /// dot_element_tol(b, ref, sum of |terms|, top, store), a NaN tolerance as +Inf (as the engine's
 /// host path has it). `store`: the output dtype's store rounding (none for fp32).
 ASSAY_HD inline void conv2d_f64_element(ConvF64Pass pass, const ref::Conv2dGeometry& g, const ElementBound& b,
-                                        double top, const StoreRounding& store, InputRows in0, InputRows in1,
-                                        int64_t e, double& ref, double& tol) {
+                                        double top, const StoreRounding& store, InputRows in0, InputRows in1, int64_t e,
+                                        double& ref, double& tol) {
   const bool nchw = g.layout == ref::ConvLayout::kNCHW;
   double y = 0, mag = 0;
   if (pass == ConvF64Pass::kFwd) {  // y [n, k, P, Q] or [n, P, Q, k]

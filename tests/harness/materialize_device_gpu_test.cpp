@@ -91,8 +91,7 @@ class MaterializeDeviceGpu : public ::testing::Test {
 int64_t differing(const TensorDesc& desc, const std::vector<unsigned char>& a, const std::vector<unsigned char>& b) {
   const size_t es = dtype_size(desc.dtype);
   int64_t n = 0;
-  for (int64_t e = 0; e < desc.extent(); ++e)
-    n += std::memcmp(a.data() + e * es, b.data() + e * es, es) != 0 ? 1 : 0;
+  for (int64_t e = 0; e < desc.extent(); ++e) n += std::memcmp(a.data() + e * es, b.data() + e * es, es) != 0 ? 1 : 0;
   return n;
 }
 
@@ -134,7 +133,8 @@ TEST_F(MaterializeDeviceGpu, Fp16ImageHoldsTheRecipesValuesRoundedToFp16) {
     const double v = load_as_double(DType::kF16, dev.data() + 2 * e);
     nonzero += v != 0 ? 1 : 0;
     ASSERT_LE(std::fabs(v), 1.0);
-    ASSERT_EQ(v, static_cast<double>(round_to(DType::kF16, static_cast<float>(recipe_value(r, d, fnv1a64("X", 1), e)))));
+    ASSERT_EQ(v,
+              static_cast<double>(round_to(DType::kF16, static_cast<float>(recipe_value(r, d, fnv1a64("X", 1), e)))));
   }
   EXPECT_GT(nonzero, 4000);
 }

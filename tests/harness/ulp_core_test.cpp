@@ -40,7 +40,8 @@ TEST(UlpCore, StoreRoundingIsTheHostBoundsOwnBitForBit) {
     for (double x : probes(t)) {
       const double host = rowwise::store_rounding(x, t), shared = s(x);
       ++checked;
-      ASSERT_TRUE(same_bits(host, shared)) << dtype_name(t) << " at " << x << ": host " << host << ", shared " << shared;
+      ASSERT_TRUE(same_bits(host, shared))
+          << dtype_name(t) << " at " << x << ": host " << host << ", shared " << shared;
     }
   }
   std::printf("[ measured ] store rounding: %lld values bit for bit\n", static_cast<long long>(checked));
