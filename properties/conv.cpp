@@ -417,8 +417,7 @@ Status device_compute(ConvPass pass, const Case& c, const std::vector<DevTensor>
   const Params p(c.params);
   const ref::Conv2dGeometry g = conv_geometry(p);
   const DType dt = p.dt("dtype");
-  if (!device_ref::input_rows_support(dt) || t.size() != 3 || out.size() != 1 || t[0].dtype != dt ||
-      t[1].dtype != dt)
+  if (!device_ref::input_rows_support(dt) || t.size() != 3 || out.size() != 1 || t[0].dtype != dt || t[1].dtype != dt)
     return invalid_argument(
         fmt::format("{}: no device reference for this case (fp32, fp16 or bf16 tensors)", conv_op_name(pass)));
   const auto rows = [](const DevTensor& x) { return device_ref::input_rows(x.ptr, x.v.cols, x.v.ld, x.dtype); };

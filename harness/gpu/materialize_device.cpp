@@ -37,9 +37,10 @@ Status fill_gap_canary_device(DType t, void* dst, int64_t extent, cudaStream_t s
 
 StatusOr<DevView> view_of(const TensorDesc& d) {
   if (!materialize_device_supports(d))
-    return invalid_argument(fmt::format("device materialisation needs an fp32, fp16 or bf16 tensor of rank 1..{} "
-                                        "without overlap, got {} of rank {}",
-                                        kMaxRank, dtype_name(d.dtype), d.rank()));
+    return invalid_argument(
+        fmt::format("device materialisation needs an fp32, fp16 or bf16 tensor of rank 1..{} "
+                    "without overlap, got {} of rank {}",
+                    kMaxRank, dtype_name(d.dtype), d.rank()));
   DevView v;
   v.elem = d.dtype == DType::kF16 ? DevElem::kF16 : d.dtype == DType::kBF16 ? DevElem::kBF16 : DevElem::kF32;
   v.rank = static_cast<int32_t>(d.rank());

@@ -25,8 +25,8 @@ inline constexpr double kAttnRefSlack = 1 + 0x1p-30;
 /// inputs' rows, indexable by c (const double* on the host; on the device an accessor that
 /// widens an fp32 / fp16 / bf16 element exactly).
 template <typename Row>
-ASSAY_HD void attn_score(Row qi, Row kj, int64_t D, double scale, bool visible, bool has_mask, double mv,
-                         double& s, double& mag) {
+ASSAY_HD void attn_score(Row qi, Row kj, int64_t D, double scale, bool visible, bool has_mask, double mv, double& s,
+                         double& mag) {
   s = -HUGE_VAL;
   mag = 0;
   if (!visible) return;

@@ -123,11 +123,11 @@ TEST(AttentionDeviceRef, KernelPhasesAreTheHostReferenceAndBoundBitForBit) {
   EXPECT_GT(mask, 0);
   EXPECT_GT(gqa, 0);
   EXPECT_GT(padded, 0);
-  std::printf("[ measured ] attention device phases: %lld cases (fp32 %lld, fp16 %lld, bf16 %lld), %lld elements bit "
-              "for bit (%lld rows fully masked by -inf mask entries)\n",
-              static_cast<long long>(cases), static_cast<long long>(per_dtype[0]),
-              static_cast<long long>(per_dtype[1]), static_cast<long long>(per_dtype[2]),
-              static_cast<long long>(elements), static_cast<long long>(masked_rows));
+  std::printf(
+      "[ measured ] attention device phases: %lld cases (fp32 %lld, fp16 %lld, bf16 %lld), %lld elements bit "
+      "for bit (%lld rows fully masked by -inf mask entries)\n",
+      static_cast<long long>(cases), static_cast<long long>(per_dtype[0]), static_cast<long long>(per_dtype[1]),
+      static_cast<long long>(per_dtype[2]), static_cast<long long>(elements), static_cast<long long>(masked_rows));
 }
 
 TEST(AttentionDeviceRef, TakesEveryDtypeWithoutPreparedMaskRows) {

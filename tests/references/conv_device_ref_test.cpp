@@ -13,8 +13,8 @@
 #include "harness/executor.h"
 #include "harness/op_model.h"
 #include "harness/spec.h"
-#include "properties/conv.h"
 #include "harness/ulp_core.h"
+#include "properties/conv.h"
 #include "references/device/conv_f64_element.h"
 #include "tests/properties/model_host.h"
 
@@ -96,11 +96,12 @@ TEST_P(ConvDeviceRef, ElementFunctionIsTheHostReferenceAndBoundBitForBit) {
   if (GetParam() != ConvPass::kFwd) {
     EXPECT_GT(relation, 0) << "no gradcheck case left on the host";
   }
-  std::printf("[ measured ] %s device element function: %lld cases (fp32 %lld, fp16 %lld, bf16 %lld), %lld elements "
-              "bit for bit (%lld non-finite, %lld exact-tier cases)\n",
-              name.c_str(), static_cast<long long>(cases), static_cast<long long>(per_dtype[0]),
-              static_cast<long long>(per_dtype[1]), static_cast<long long>(per_dtype[2]),
-              static_cast<long long>(elements), static_cast<long long>(nonfinite), static_cast<long long>(exact));
+  std::printf(
+      "[ measured ] %s device element function: %lld cases (fp32 %lld, fp16 %lld, bf16 %lld), %lld elements "
+      "bit for bit (%lld non-finite, %lld exact-tier cases)\n",
+      name.c_str(), static_cast<long long>(cases), static_cast<long long>(per_dtype[0]),
+      static_cast<long long>(per_dtype[1]), static_cast<long long>(per_dtype[2]), static_cast<long long>(elements),
+      static_cast<long long>(nonfinite), static_cast<long long>(exact));
 }
 
 INSTANTIATE_TEST_SUITE_P(Passes, ConvDeviceRef,

@@ -2,8 +2,8 @@
 // bound on one case, as the engine would use either: the host side through
 // test_util::model_host_run (materialise, prepare, reference, bound, NaN tolerances as
 // +Inf), the device side on the same images, in each tensor's own dtype (fp32, fp16, bf16),
-// uploaded byte for byte with their offsets and padded rows, outputs holding their poison. Each output's device `mag` holds the tolerance
-// outright (rel_out = 0, rel_mag = 1, floor = 0), which is what the ops under test declare.
+// uploaded byte for byte with their offsets and padded rows, outputs holding their poison. Each output's device `mag`
+// holds the tolerance outright (rel_out = 0, rel_mag = 1, floor = 0), which is what the ops under test declare.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -37,7 +37,8 @@ struct DeviceRefStats {
   std::string summary(const std::string& op) const {
     return fmt::format(
         "{} device reference: {} cases (fp32 {}, fp16 {}, bf16 {}), {} elements; ref bitwise equal {:.4f}%, tol "
-        "bitwise equal {:.4f}%; worst ref difference {:.3g} ulps of the magnitude, worst tol difference {:.3g} relative",
+        "bitwise equal {:.4f}%; worst ref difference {:.3g} ulps of the magnitude, worst tol difference {:.3g} "
+        "relative",
         op, cases, by_dtype[0], by_dtype[1], by_dtype[2], elements,
         100.0 * static_cast<double>(ref_bitwise) / static_cast<double>(std::max<int64_t>(elements, 1)),
         100.0 * static_cast<double>(tol_bitwise) / static_cast<double>(std::max<int64_t>(elements, 1)), worst_ref,
