@@ -2,6 +2,7 @@
 //   [H] N. J. Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., SIAM 2002.
 //   [HM], [BHM], [BHLMP], [FHMP], [CGL], [MG], [CUDA]: listed in bounds.h.
 #include "harness/bounds.h"
+#include "harness/ulp_core.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -678,14 +679,18 @@ uint64_t ulp_distance(double a, double b, DType t) {
   return ma + mb;  // across zero; both < 2^63, no overflow
 }
 
+FloatFormat float_format(DType t) {
+  return {precision_bits(t), max_finite(t), min_normal(t), min_subnormal(t)};
+}
+
+StoreRounding store_rounding_for(DType out) {
+  return {out == DType::kF32, float_format(out)};
+}
+
+// The formula is harness/ulp_core.h's, which the device references' store rounding runs too.
 double ulp_of(double x, DType t) {
   if (!dtype_is_float(t)) return 1.0;
-  const int p = precision_bits(t);
-  double ax = std::fabs(x);
-  if (std::isnan(ax)) return ax;
-  if (ax >= max_finite(t)) ax = max_finite(t);
-  if (ax < min_normal(t)) return min_subnormal(t);
-  return std::ldexp(1.0, std::ilogb(ax) - p + 1);
+  return ulp_in(x, float_format(t));
 }
 
 namespace {

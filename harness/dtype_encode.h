@@ -3,7 +3,8 @@
 // branch-free in the rounding step, for loops that encode millions of elements (assay
 // false-alarm draws ~10^5 per case): a call into dtype.cpp and a mispredicted tie test per
 // element cost more than the rest of the value. Host and device functions (ASSAY_HD), so that
-// a device generator rounds with the host's code (properties/studies/false_alarm_values.h).
+// a device generator rounds with the host's code, not a second implementation
+// (properties/studies/false_alarm_values.h, harness/gpu/materialize_device.cu).
 // dtype.cpp's f32_to_*_bits, round_to_tf32, f32_to_i8 and f64_to_i32 are these functions.
 #pragma once
 

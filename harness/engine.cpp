@@ -637,6 +637,13 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
       not_run.push_back(fmt::format("relation '{}' not run ({} reference: no host inputs)", params.s("relation"),
                                     op.device_reference.name));
     verdict.metrics.not_run = fmt::format("{}", fmt::join(not_run, "; "));
+    if (launch_err == cudaErrorNotSupported && v->vendor && !probe) {
+      // A vendor library declining a case (no algorithm, an unsupported type pair) is outside
+      // its support set, which no contract rule spells out: neither a pass nor a failure.
+      verdict.not_applicable = fmt::format("{} declined the case (operation not supported)", v->name);
+      verdicts.push_back(std::move(verdict));
+      continue;
+    }
     if (launch_err != cudaSuccess) {
       verdict.failures.push_back({probe ? FailureKind::kRejected : FailureKind::kLaunchError, "", 1, -1,
                                   cudaGetErrorString(launch_err)});

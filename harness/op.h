@@ -333,8 +333,8 @@ struct DeviceContext {
 
 /// An fp64 reference computed on the device, for cases where the host reference would make
 /// the CPU the bottleneck. For a case where `when` holds, the engine draws the inputs
-/// straight into device memory (harness/gpu/materialize_device.h: fp32 tensors; same
-/// values as the host path is meant to give, only determinism is promised), skips the host
+/// straight into device memory (materialize_device.h: fp32, fp16, bf16 tensors, see each
+/// DevTensor's dtype; the host path's values, only determinism is promised), skips the host
 /// reference, bound, prepare and the metamorphic relations, and calls `compute` with the
 /// inputs (DevTensors on the pristine snapshot, in OpDef order; outputs hold their poison)
 /// and one DeviceOutput per output. Accumulated outputs (Contract::accumulates) are not

@@ -193,8 +193,10 @@ Status check_variant(const ModelOp& op, const VariantDef& v) {
   return ok_status();
 }
 
-/// The op's vendor library as a variant: its launcher (a library that declines the case, or
-/// fails, is a launch error: its contract should have said so) under its declared contract.
+/// The op's vendor library as a variant under its declared contract. A launcher that answers
+/// `unavailable` (the library declines the case) returns cudaErrorNotSupported, which the
+/// engine reports as outside the vendor's support (not applicable); any other error is a
+/// launch error.
 VariantDef vendor_variant(const OpDef& op) {
   const VendorDef& vd = op.vendor;
   VariantDef v;

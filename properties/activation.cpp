@@ -558,7 +558,8 @@ OpDef make(bool fwd) {
   op.vendor = {.name = "cudnn-activation",
                .run = [fwd](const Params& p, const std::vector<DevTensor>& t, cudaStream_t st) {
                  return cudnn_activation(fwd, p, t, st);
-               }};
+               },
+               .contract = Contract().only("act", {"silu"})};  // cuDNN's activation API has no GELU
   op.prepare = scale_x;
   op.self_check = [fwd](std::string& r) { return self_check(!fwd, r); };
   return op;

@@ -63,11 +63,13 @@
 //     depend on a tile size (each output is one serial FMA chain in a fixed order).
 // The reference's own fp64 error is below 2^-40 of each magnitude and is covered by a
 // (1 + 2^-30) factor on every tolerance.
-// Device reference (forward only): fp32 cases from B H Sq Sk D = 4096 up, except those whose
-// mask rows prepare_fwd sets to -inf (masked_every: the device path runs no prepare), are drawn
-// on the device and checked against references/device/attention_f64.cu: one block per query
-// row runs steps 1 to 5 through references/host/attention.h, the functions fwd_ref and fwd_tol
-// call here, in the same order (only exp and log are CUDA's). The backward stays on the host.
+// Device reference (forward only): cases of every dtype from B H Sq Sk D = 4096 up, except
+// those whose mask rows prepare_fwd sets to -inf (masked_every: the device path runs no
+// prepare), are drawn on the device (fp16 / bf16 rounded as the host rounds them) and checked
+// against references/device/attention_f64.cu: one block per query row runs steps 1 to 5
+// through references/host/attention.h, the functions fwd_ref and fwd_tol call here, in the
+// same order (only exp and log are CUDA's), O's store rounding included. The backward stays
+// on the host.
 // Generation (derived from the declarations below): dtype fp16 / bf16 / fp32 at 40 / 40 / 20%;
 // D 64 or 128 in 70% of the cases, else one of 1, 8, 16, 40, 80, 96, 100, 127; Hkv 1..4, G (query
 // heads per kv head, GQA when > 1) 1, 2 or 4, B 1..3; Sq and Sk edge-biased (tile edges around
@@ -375,6 +377,7 @@ SoftmaxScalars fwd_softmax(const AttnDims& d, bool fast_math) {
 void fwd_tol(const AttnDims& d, int64_t key_tile, bool fast_math, OutputRef& o, OutputRef& lse) {
   const int64_t rows = d.B * d.H * d.Sq;
   const SoftmaxScalars soft = fwd_softmax(d, fast_math);
+  const StoreRounding store = store_rounding_for(d.dt);  // O's dtype; the device reference's too
   o.tol.assign(o.ref.size(), 0.0);
   lse.tol.assign(lse.ref.size(), 0.0);
   for (int64_t row = 0; row < rows; ++row) {
@@ -391,9 +394,9 @@ void fwd_tol(const AttnDims& d, int64_t key_tile, bool fast_math, OutputRef& o, 
     for (int64_t c = 0; c < d.D; ++c) {
       const size_t l = static_cast<size_t>(row * d.D + c);
       ref::AttnOSums a;
+      a.o = o.ref[l];
       a.a0 = o.aux[kA0][l], a.a1 = o.aux[kA1][l], a.a2 = o.aux[kA2][l], a.a3 = o.aux[kA3][l], a.pv = o.aux[kPv][l];
-      const double e32 = ref::attn_o_e32(rb, a);
-      o.tol[l] = e32 + store_rounding(std::fabs(o.ref[l]) * (1 + 0x1p-9) + e32, d.dt);
+      o.tol[l] = ref::attn_o_tol(rb, a, store);
     }
     lse.tol[rl] = rb.lse_tol;
   }
@@ -562,15 +565,26 @@ Status bound_bwd(const Case& c, const Arithmetic& a, const std::vector<HostTenso
 }
 
 // ---- device reference ------------------------------------------------------------------
-/// Forward cases from this much work (B H Sq Sk D) up take the device path: the host
-/// reference and bound cost a few ns per unit, so from a few thousand the CPU is the
-/// bottleneck of a small-case campaign.
+/// Forward cases from this much work (B H Sq Sk D) up take the device path, whatever their
+/// dtype. The device path costs a fixed few launches per case (two per tensor to draw it, one
+/// for the reference); the host path costs drawing every element of Q, K and V (the value
+/// classes' Philox and series, then the fp16 / bf16 rounding), uploading them, and the
+/// reference and bound at a few ns per unit of work plus exp and log per score, all growing
+/// with the case. In the bench split of small cases (docs/results.md, H100) those host phases
+/// took three quarters of attention's lane time and the device reference 1%, while 80% of the
+/// cases (fp16 / bf16) could not take the device path: the gain is in moving those, not in
+/// moving the threshold. A narrow dtype does not move the crossover either (the host rounds
+/// each element once more, the device costs the same), so the threshold stays where it was set
+/// for fp32: below it (Sq = Sk = 8 at D = 64 is 4096) a case is a handful of keys, a host cost
+/// of the order of the launches it would save. The GPU test
+/// AttentionDeviceRefGpu.EngineTimesBothPathsNearTheThreshold prints both paths' time per case
+/// just above it, to check that choice on the machine at hand.
 constexpr int64_t kDeviceRefWork = 4096;
 
-/// fp32 (the dtype the engine draws on the device), and no rows masked by prepare_fwd
-/// (the device path does not run prepare: a case with masked_every stays on the host).
+/// Any of the op's dtypes (materialize_device draws fp32, fp16 and bf16), and no rows masked by
+/// prepare_fwd (the device path does not run prepare: a case with masked_every stays on the host).
 bool device_when(const Params& p) {
-  if (p.dt("dtype") != DType::kF32) return false;
+  if (!device_ref::input_rows_support(p.dt("dtype"))) return false;
   if (p.b("mask") && p.i("masked_every", 0) > 0) return false;
   const AttnDims d = dims_of(p);
   if (d.D > device_ref::kAttentionF64MaxD || d.Sk > device_ref::kAttentionF64MaxSk) return false;
@@ -583,14 +597,16 @@ bool device_when(const Params& p) {
 Status device_compute_fwd(const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
                           std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
   const AttnDims d = dims_of(Params(c.params));
-  if (d.dt != DType::kF32 || t.size() != 6 || out.size() != 2)
-    return invalid_argument("attention: no device reference for this case (fp32 Q, K, V, O and LSE only)");
+  if (!device_ref::input_rows_support(d.dt) || t.size() != 6 || out.size() != 2 || t[0].dtype != d.dt ||
+      t[1].dtype != d.dt || t[2].dtype != d.dt || t[3].dtype != DType::kF32)
+    return invalid_argument("attention: no device reference for this case (Q, K, V in fp32, fp16 or bf16, M fp32)");
   device_ref::AttentionF64Problem p;
   p.B = d.B, p.H = d.H, p.Hkv = d.Hkv, p.Sq = d.Sq, p.Sk = d.Sk, p.D = d.D;
   p.causal = d.causal, p.has_mask = d.has_mask, p.scale = d.scale;
   p.key_tile = a.tile("kv_tile", kernels::attention::kFwdKeyTile);
   p.soft = fwd_softmax(d, a.fast_math);
-  const auto rows = [](const DevTensor& x) { return device_ref::F32Rows{x.as<const float>(), x.v.cols, x.v.ld}; };
+  p.store = store_rounding_for(d.dt);
+  const auto rows = [](const DevTensor& x) { return device_ref::input_rows(x.ptr, x.v.cols, x.v.ld, x.dtype); };
   device_ref::AttentionF64Io io;
   io.q = rows(t[0]), io.k = rows(t[1]), io.v = rows(t[2]), io.mask = rows(t[3]);
   io.o_ref = out[0].ref, io.o_tol = out[0].mag, io.lse_ref = out[1].ref, io.lse_tol = out[1].mag;

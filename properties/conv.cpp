@@ -57,11 +57,13 @@
 // (Inf + -Inf = NaN, NaN absorbs); since no finite partial sum can overflow fp32 here (|terms| <
 // 2^48, k < 2^26) the output must match exactly: NaN where the reference is NaN, the same-signed
 // Inf where it is Inf (tol 0 there, so the engine's "may overflow" excuse does not apply).
-// Device reference (every pass): fp32 cases from 2048 multiply-adds up, without the gradcheck
-// relation (it needs the host reference) and with at most 2^14 terms per output element, are
-// drawn on the device and checked against references/device/conv_f64.cu, which runs the host
-// reference's element function (references/host/conv.h) and this bound's element tolerance
-// (harness/bound_core.h dot_element_tol) per output element: the same values as the host path.
+// Device reference (every pass): cases of every dtype from 2048 multiply-adds up, without the
+// gradcheck relation (it needs the host reference) and with at most 2^14 terms per output
+// element, are drawn on the device (fp16 / bf16 rounded as the host rounds them) and checked
+// against references/device/conv_f64.cu, which runs the host reference's element function
+// (references/host/conv.h) on the inputs widened exactly and this bound's element tolerance
+// (harness/bound_core.h dot_element_tol, the store rounding of an fp16 / bf16 output from
+// harness/ulp_core.h) per output element: the same values as the host path.
 // Work is capped at 2^22 multiply-adds per case (the fp64 host reference), 2^18 with the
 // gradcheck relation: the params are drawn channels first, and the later ones (h, w, pad, r, s)
 // are capped so that the multiply-adds with the rest at their smallest stay inside the budget.
@@ -347,7 +349,7 @@ bool conv_exact(ConvPass pass, const ref::Conv2dGeometry& g, DType dt, int64_t i
 void conv_tol(ConvPass pass, const ref::Conv2dGeometry& g, DType dt, int64_t int_range, OutputRef& out) {
   const ElementBound b = conv_ceiling(pass, g, dt);
   const double top = max_finite(dt);
-  const auto store = [dt](double y) { return rowwise::store_rounding(y, dt); };
+  const StoreRounding store = store_rounding_for(dt);  // the device reference's too
   out.tol.resize(out.ref.size());
   for (size_t i = 0; i < out.ref.size(); ++i) out.tol[i] = dot_element_tol(b, out.ref[i], out.aux[0][i], top, store);
   out.exact = conv_exact(pass, g, dt, int_range);
@@ -376,17 +378,28 @@ Status bound(ConvPass pass, const Case& c, const Arithmetic&, const std::vector<
 }
 
 // ---- device reference ------------------------------------------------------------------------------
-/// Cases from this many multiply-adds up take the device path (fp32 only, the dtype the engine
-/// draws on the device): the host reference and bound cost about 2 ns per multiply-add, so
-/// from a few thousand the CPU is the bottleneck of a small-case campaign.
+/// Cases from this many multiply-adds up take the device path, whatever their dtype. The
+/// device path costs a fixed few launches per case (two per tensor to draw it, one for the
+/// reference); the host path costs drawing every input element (the value classes' Philox and
+/// series, then the fp16 / bf16 rounding), uploading it, and the reference and bound at about
+/// 2 ns per multiply-add, all growing with the case. In the bench split of small cases
+/// (docs/results.md, H100) those host phases took two thirds of conv2d's lane time and the
+/// device reference 1%, while 80% of the cases (fp16 / bf16) could not take the device path:
+/// the gain is in moving those, not in moving the threshold. A narrow dtype does not move the
+/// crossover either (the host rounds each element once more, the device costs the same), so
+/// the threshold stays where it was set for fp32: below it a case's host reference is a few
+/// microseconds, and its inputs mostly few enough that the launches would save little.
+/// The GPU test ConvDeviceRefGpu.EngineTimesBothPathsNearTheThreshold prints both paths' time
+/// per case just above it, to check that choice on the machine at hand.
 constexpr int64_t kDeviceRefMacs = 2048;
 /// The device reference gives each output element one thread, which runs its whole reduction:
 /// a longer one (backward-filter over a large N P Q with few filter taps) is quicker on the host.
 constexpr int64_t kDeviceRefMaxReduction = int64_t{1} << 14;
 
-/// fp32, no gradcheck relation (it runs on the host reference), and enough work.
+/// Any of the op's dtypes (fp32, fp16, bf16: materialize_device draws them all), no gradcheck
+/// relation (it runs on the host reference), and enough work.
 bool device_when(ConvPass pass, const Params& p) {
-  if (p.dt("dtype") != DType::kF32 || !p.s("relation").empty()) return false;
+  if (!device_ref::input_rows_support(p.dt("dtype")) || !p.s("relation").empty()) return false;
   const ref::Conv2dGeometry g = conv_geometry(p);
   return macs(g) >= kDeviceRefMacs && reduction(pass, g) <= kDeviceRefMaxReduction;
 }
@@ -404,13 +417,14 @@ Status device_compute(ConvPass pass, const Case& c, const std::vector<DevTensor>
   const Params p(c.params);
   const ref::Conv2dGeometry g = conv_geometry(p);
   const DType dt = p.dt("dtype");
-  if (dt != DType::kF32 || t.size() != 3 || out.size() != 1)
-    return invalid_argument(fmt::format("{}: no device reference for this case (fp32 only)", conv_op_name(pass)));
-  const device_ref::F32Rows in0{t[0].as<const float>(), t[0].v.cols, t[0].v.ld},
-      in1{t[1].as<const float>(), t[1].v.cols, t[1].v.ld};
+  if (!device_ref::input_rows_support(dt) || t.size() != 3 || out.size() != 1 || t[0].dtype != dt || t[1].dtype != dt)
+    return invalid_argument(
+        fmt::format("{}: no device reference for this case (fp32, fp16 or bf16 tensors)", conv_op_name(pass)));
+  const auto rows = [](const DevTensor& x) { return device_ref::input_rows(x.ptr, x.v.cols, x.v.ld, x.dtype); };
   out[0].exact = conv_exact(pass, g, dt, int_range_of(c));
-  return device_ref::conv2d_f64_reference(device_pass(pass), g, conv_ceiling(pass, g, dt), max_finite(dt), in0, in1,
-                                          out[0].ref, out[0].mag, ctx.stream);
+  return device_ref::conv2d_f64_reference(device_pass(pass), g, conv_ceiling(pass, g, dt), max_finite(dt),
+                                          store_rounding_for(dt), rows(t[0]), rows(t[1]), out[0].ref, out[0].mag,
+                                          ctx.stream);
 }
 
 // ---- properties --------------------------------------------------------------------------------------

@@ -428,7 +428,11 @@ OpDef make() {
   op.transform = transform;
   op.relate = relate;
   op.self_check = self_check;
-  op.device_reference = {.when = [](const Params& p) { return work(p) > kDeviceRefWork; },
+  // alpha = 0 under the BLAS rule is an O(m n) host reference (C = beta*C); cuBLAS's fp64
+  // reads A and B all the same.
+  op.device_reference = {.when = [](const Params& p) {
+                           return work(p) > kDeviceRefWork && !(p.r("alpha", 1) == 0 && p.convention(kSkipsProduct));
+                         },
                          .scratch = device_scratch,
                          .compute = device_reference,
                          .name = "device-f64"};

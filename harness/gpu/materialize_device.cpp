@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -17,14 +18,31 @@ using detail::DevRecipe;
 using detail::DevView;
 using detail::kMaxRank;
 
-constexpr uint32_t kGapCanaryF32 = 0x7FC06A70u;  // write_gap_canary(kF32)
+using detail::DevElem;
+
+/// The gap canary of `t` (write_gap_canary) into `dst`'s whole allocation of `extent` elements.
+Status fill_gap_canary_device(DType t, void* dst, int64_t extent, cudaStream_t stream) {
+  unsigned char canary[4] = {};
+  write_gap_canary(t, canary);
+  if (dtype_size(t) == 4) {
+    uint32_t w;
+    std::memcpy(&w, canary, 4);
+    return fill_words_device(dst, w, extent, stream);
+  }
+  uint16_t h;
+  std::memcpy(&h, canary, 2);
+  CUDA_CHECK(detail::launch_fill_halves(dst, h, extent, stream));
+  return ok_status();
+}
 
 StatusOr<DevView> view_of(const TensorDesc& d) {
   if (!materialize_device_supports(d))
-    return invalid_argument(fmt::format("device materialisation needs an fp32 tensor of rank 1..{} without overlap, "
-                                        "got {} of rank {}",
-                                        kMaxRank, dtype_name(d.dtype), d.rank()));
+    return invalid_argument(
+        fmt::format("device materialisation needs an fp32, fp16 or bf16 tensor of rank 1..{} "
+                    "without overlap, got {} of rank {}",
+                    kMaxRank, dtype_name(d.dtype), d.rank()));
   DevView v;
+  v.elem = d.dtype == DType::kF16 ? DevElem::kF16 : d.dtype == DType::kBF16 ? DevElem::kBF16 : DevElem::kF32;
   v.rank = static_cast<int32_t>(d.rank());
   for (int i = 0; i < v.rank; ++i) {
     v.shape[i] = d.shape[i];
@@ -42,7 +60,8 @@ StatusOr<DevView> view_of(const TensorDesc& d) {
 }  // namespace
 
 bool materialize_device_supports(const TensorDesc& d) {
-  return d.dtype == DType::kF32 && d.rank() >= 1 && d.rank() <= kMaxRank && !d.has_overlap();
+  const bool dtype_ok = d.dtype == DType::kF32 || d.dtype == DType::kF16 || d.dtype == DType::kBF16;
+  return dtype_ok && d.rank() >= 1 && d.rank() <= kMaxRank && !d.has_overlap();
 }
 
 Status fill_words_device(void* dst, uint32_t word, int64_t n_words, cudaStream_t stream) {
@@ -53,16 +72,17 @@ Status fill_words_device(void* dst, uint32_t word, int64_t n_words, cudaStream_t
 Status materialize_device(const TensorDesc& desc, const ValueRecipe& recipe, uint64_t stream_id, void* dst,
                           cudaStream_t stream) {
   ASSAY_ASSIGN_OR_RETURN(DevView v, view_of(desc));
-  ASSAY_RETURN_IF_ERROR(fill_words_device(dst, kGapCanaryF32, desc.extent(), stream));
-  const DevRecipe r = core_recipe(recipe, DType::kF32);
-  CUDA_CHECK(detail::launch_materialize(static_cast<float*>(dst), v, r, stream_id, true, stream));
+  ASSAY_RETURN_IF_ERROR(fill_gap_canary_device(desc.dtype, dst, desc.extent(), stream));
+  // The dtype's constants (near-overflow's max, the subnormal range), as the host Expander.
+  const DevRecipe r = core_recipe(recipe, desc.dtype);
+  CUDA_CHECK(detail::launch_materialize(dst, v, r, stream_id, true, stream));
   return ok_status();
 }
 
 Status materialize_output_device(const TensorDesc& desc, void* dst, cudaStream_t stream) {
   ASSAY_ASSIGN_OR_RETURN(DevView v, view_of(desc));
-  ASSAY_RETURN_IF_ERROR(fill_words_device(dst, kGapCanaryF32, desc.extent(), stream));
-  CUDA_CHECK(detail::launch_materialize(static_cast<float*>(dst), v, DevRecipe{}, 0, false, stream));
+  ASSAY_RETURN_IF_ERROR(fill_gap_canary_device(desc.dtype, dst, desc.extent(), stream));
+  CUDA_CHECK(detail::launch_materialize(dst, v, DevRecipe{}, 0, false, stream));
   return ok_status();
 }
 

@@ -1,16 +1,22 @@
 // Device materialisation (see materialize_device.h): the generator arithmetic is
 // harness/value_core.h, the same code the host expander runs; this file is compiled
-// with -fmad=false (CMakeLists.txt) so that no multiply-add is contracted.
+// with -fmad=false (CMakeLists.txt) so that no multiply-add is contracted. fp16 / bf16 values
+// are rounded by harness/dtype_encode.h, the functions store_as runs on the host.
 #include "harness/gpu/materialize_device_kernels.h"
 
 #include <algorithm>
 
+#include "harness/dtype_encode.h"
+
 namespace assay::gpu::detail {
 namespace {
 
-constexpr uint32_t kPoisonF32 = 0x7FC0DEADu;  // write_output_poison(kF32)
+// write_output_poison (harness/values.cpp) of fp32, fp16, bf16.
+constexpr uint32_t kPoisonF32 = 0x7FC0DEADu;
+constexpr uint16_t kPoisonF16 = 0x7E5Au, kPoisonBF16 = 0x7FDAu;
 
-__global__ void fill_words_kernel(uint32_t* dst, uint32_t word, int64_t n) {
+template <typename W>
+__global__ void fill_kernel(W* dst, W word, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
     dst[i] = word;
 }
@@ -26,11 +32,16 @@ __device__ int64_t linear_of(const DevView& v, int64_t logical) {
 }
 
 // One thread per logical element; `values` false writes the poison instead.
-__global__ void materialize_kernel(float* dst, DevView v, DevRecipe r, uint64_t stream, bool values) {
+__global__ void materialize_kernel(void* dst, DevView v, DevRecipe r, uint64_t stream, bool values) {
+  auto* d32 = static_cast<uint32_t*>(dst);
+  auto* d16 = static_cast<uint16_t*>(dst);
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < v.numel; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t lin = linear_of(v, i);
     if (!values) {
-      reinterpret_cast<uint32_t*>(dst)[lin] = kPoisonF32;
+      if (v.elem == DevElem::kF32)
+        d32[lin] = kPoisonF32;
+      else
+        d16[lin] = v.elem == DevElem::kF16 ? kPoisonF16 : kPoisonBF16;
       continue;
     }
     const value_core::Shape sh{v.rows, v.cols, static_cast<uint64_t>(v.numel), v.has_rows};
@@ -41,7 +52,12 @@ __global__ void materialize_kernel(float* dst, DevView v, DevRecipe r, uint64_t 
     if (r.injects()) value_core::inject(r, sh, stream, idx, x);
     // The host's (float)x keeps a quiet NaN's sign and payload (0x7FC00000
     // here); cvt.rn.f32.f64 would give the canonical 0x7FFFFFFF.
-    dst[lin] = isnan(x) ? __int_as_float(0x7FC00000) : __double2float_rn(x);
+    const float f = isnan(x) ? __int_as_float(0x7FC00000) : __double2float_rn(x);
+    // store_as: fp16 / bf16 round that float (every NaN to 0x7FFF, Overflow::kIeee).
+    if (v.elem == DevElem::kF32)
+      d32[lin] = __float_as_uint(f);
+    else
+      d16[lin] = v.elem == DevElem::kF16 ? encode::f32_to_f16(f) : encode::f32_to_bf16(f);
   }
 }
 
@@ -52,7 +68,7 @@ int grid_for(int64_t n) {
 
 }  // namespace
 
-cudaError_t launch_materialize(float* dst, const DevView& v, const DevRecipe& r, uint64_t stream_id, bool values,
+cudaError_t launch_materialize(void* dst, const DevView& v, const DevRecipe& r, uint64_t stream_id, bool values,
                                cudaStream_t stream) {
   if (v.numel <= 0) return cudaSuccess;
   materialize_kernel<<<grid_for(v.numel), 256, 0, stream>>>(dst, v, r, stream_id, values);
@@ -61,7 +77,13 @@ cudaError_t launch_materialize(float* dst, const DevView& v, const DevRecipe& r,
 
 cudaError_t launch_fill_words(void* dst, uint32_t word, int64_t n_words, cudaStream_t stream) {
   if (n_words <= 0) return cudaSuccess;
-  fill_words_kernel<<<grid_for(n_words), 256, 0, stream>>>(static_cast<uint32_t*>(dst), word, n_words);
+  fill_kernel<<<grid_for(n_words), 256, 0, stream>>>(static_cast<uint32_t*>(dst), word, n_words);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_fill_halves(void* dst, uint16_t half, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  fill_kernel<<<grid_for(n), 256, 0, stream>>>(static_cast<uint16_t*>(dst), half, n);
   return cudaGetLastError();
 }
 

@@ -10,7 +10,11 @@
 // contraction off, so the values are a pure function of the case: the same
 // bits on every run and every GPU. They are meant to match the host path bit
 // for bit as well, but only determinism is promised (a GPU test compares).
-// fp32 tensors only.
+// fp32, fp16 and bf16 tensors: a narrow value is the fp32 value rounded by
+// harness/dtype_encode.h, the code store_as runs on the host, and the gap
+// canary and output poison are the dtype's own (write_gap_canary,
+// write_output_poison): most generated cases of the activation ops are fp16 or
+// bf16, and the device references are worth having for them too.
 #pragma once
 
 #include <cstdint>
@@ -23,12 +27,12 @@
 
 namespace assay::gpu {
 
-/// True when materialize_device() handles `desc`: fp32, rank 1..8, no
+/// True when materialize_device() handles `desc`: fp32, fp16 or bf16, rank 1..8, no
 /// overlapping indices (a stride-0 view's write order is not defined on a GPU).
 bool materialize_device_supports(const TensorDesc& desc);
 
-/// Fills `dst` (device memory, desc.extent() fp32 elements) like materialize():
-/// the recipe's values rounded to fp32 at covered elements, the gap canary
+/// Fills `dst` (device memory, desc.extent() elements of desc.dtype) like materialize():
+/// the recipe's values rounded to the dtype at covered elements, the gap canary
 /// elsewhere. Asynchronous on `stream`; checks the launch error.
 Status materialize_device(const TensorDesc& desc, const ValueRecipe& recipe, uint64_t stream_id, void* dst,
                           cudaStream_t stream);

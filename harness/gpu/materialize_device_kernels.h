@@ -12,6 +12,10 @@ namespace assay::gpu::detail {
 
 inline constexpr int kMaxRank = 8;
 
+/// The element formats the device draws: fp32, and fp16 / bf16 (rounded from the fp32 value
+/// with harness/dtype_encode.h, as store_as does on the host).
+enum class DevElem : int32_t { kF32, kF16, kBF16 };
+
 /// The recipe, in the plain form the shared generator arithmetic takes.
 using DevRecipe = value_core::Recipe;
 
@@ -24,11 +28,14 @@ struct DevView {
   int64_t numel = 0;
   uint64_t rows = 1, cols = 1;  ///< last two dims, each at least 1 (as the host Expander)
   bool has_rows = false;
+  DevElem elem = DevElem::kF32;
 };
 
 /// `values`: the recipe's values at covered elements; else the output poison there.
-cudaError_t launch_materialize(float* dst, const DevView& v, const DevRecipe& r, uint64_t stream_id, bool values,
+cudaError_t launch_materialize(void* dst, const DevView& v, const DevRecipe& r, uint64_t stream_id, bool values,
                                cudaStream_t stream);
 cudaError_t launch_fill_words(void* dst, uint32_t word, int64_t n_words, cudaStream_t stream);
+/// `n` consecutive 16-bit units at `dst` (2-byte aligned) set to `half`.
+cudaError_t launch_fill_halves(void* dst, uint16_t half, int64_t n, cudaStream_t stream);
 
 }  // namespace assay::gpu::detail

@@ -4,7 +4,9 @@
 // score-error terms, O = P V with the bound's sums, the row's softmax and
 // log-softmax ceilings of harness/bound_core.h), the host reference's own steps
 // (references/host/attention.h) in its order, compiled without contracted
-// multiply-adds. fp32 inputs and outputs only; a mask is read as given (the host
+// multiply-adds. Q, K, V (and O) fp32, fp16 or bf16, read widened exactly, O's
+// tolerance with its dtype's store rounding (harness/ulp_core.h), the mask and
+// LSE fp32; a mask is read as given (the host
 // path's fully masked rows come from the op's prepare hook, which the device path
 // does not run). Checked against the host reference and bound on the CPU
 // (tests/references/attention_device_ref_test.cpp: the same phases) and on the GPU

@@ -13,7 +13,8 @@
 
 #include "harness/bound_core.h"
 #include "harness/host_device.h"
-#include "references/device/f32_rows.h"
+#include "harness/ulp_core.h"
+#include "references/device/input_rows.h"
 #include "references/host/attention.h"
 
 namespace assay::device_ref {
@@ -26,12 +27,13 @@ struct AttentionF64Problem {
   double scale = 1;       ///< the kernel's fp32 scale, widened
   int64_t key_tile = 64;  ///< the variant's declared kv_tile (the bound's rescales)
   SoftmaxScalars soft;    ///< the case's softmax model (n = Sk, fast-math as declared)
+  StoreRounding store;    ///< O's store rounding (its dtype's; none for fp32)
 };
 
-/// The inputs (fp32, padded rows) and the outputs (dense fp64: O's reference and tolerance,
-/// B H Sq x D; LSE's, B H Sq).
+/// The inputs (Q, K, V in the case's dtype, the mask fp32; padded rows) and the outputs (dense
+/// fp64: O's reference and tolerance, B H Sq x D; LSE's, B H Sq).
 struct AttentionF64Io {
-  F32Rows q, k, v, mask;
+  InputRows q, k, v, mask;
   double *o_ref = nullptr, *o_tol = nullptr, *lse_ref = nullptr, *lse_tol = nullptr;
 };
 
@@ -62,9 +64,8 @@ ASSAY_HD inline AttnRowCtx attn_row_ctx(const AttentionF64Problem& p, int64_t ro
 /// Over j: key j's score and magnitude (step 1).
 ASSAY_HD inline void attn_phase_score(const AttentionF64Problem& p, const AttentionF64Io& io, const AttnRowCtx& x,
                                       AttnRowState& st, int64_t j) {
-  const float* qi = io.q.data + x.row * io.q.ld;
-  const float* kj = io.k.data + (x.kbase + j) * io.k.ld;
-  const double mv = p.has_mask ? static_cast<double>(io.mask.data[x.i * io.mask.ld + j]) : 0.0;
+  const InputAt qi{io.q, x.row * io.q.ld}, kj{io.k, (x.kbase + j) * io.k.ld};
+  const double mv = p.has_mask ? io.mask.at(x.i * io.mask.ld + j) : 0.0;
   ref::attn_score(qi, kj, p.D, p.scale, !(p.causal && j > x.i), p.has_mask, mv, st.s[j], st.mg[j]);
 }
 
@@ -133,7 +134,7 @@ ASSAY_HD inline ref::AttnOSums attn_phase_o(const AttentionF64Problem& p, const 
   vmax = 0;
   for (int64_t j = 0; j < p.Sk; ++j) {
     if (!finite_hd(st.s[j])) continue;
-    const double v = static_cast<double>(io.v.data[(x.kbase + j) * io.v.ld + c]);
+    const double v = io.v.at((x.kbase + j) * io.v.ld + c);
     a.add(st.P[j], st.mg[j], st.mx - st.s[j] + 2 * st.E, v);
     const double av = ::fabs(v);
     vmax = vmax < av ? av : vmax;  // std::max(vmax, |v|)
@@ -159,10 +160,10 @@ ASSAY_HD inline ref::AttnRowBound attn_phase_row(const AttentionF64Problem& p, c
   return b;
 }
 
-/// Over c < D: O's reference and tolerance (fp32 O: no store rounding; NaN as +Inf).
+/// Over c < D: O's reference and tolerance (ref::attn_o_tol with O's store rounding; NaN as +Inf).
 ASSAY_HD inline void attn_phase_o_out(const AttentionF64Problem& p, const AttentionF64Io& io, const AttnRowCtx& x,
                                       const ref::AttnRowBound& b, const ref::AttnOSums& a, int64_t c) {
-  const double t = ref::attn_o_e32(b, a);
+  const double t = ref::attn_o_tol(b, a, p.store);
   io.o_ref[x.row * p.D + c] = a.o;
   io.o_tol[x.row * p.D + c] = t != t ? HUGE_VAL : t;
 }

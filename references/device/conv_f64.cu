@@ -9,21 +9,22 @@
 namespace assay::device_ref {
 namespace {
 
-__global__ void conv2d_f64(ConvF64Pass pass, ref::Conv2dGeometry g, ElementBound b, double top, F32Rows in0,
-                           F32Rows in1, double* ref, double* tol) {
+__global__ void conv2d_f64(ConvF64Pass pass, ref::Conv2dGeometry g, ElementBound b, double top, StoreRounding store,
+                           InputRows in0, InputRows in1, double* ref, double* tol) {
   const int64_t total = conv2d_f64_elements(pass, g);
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total; e += int64_t{gridDim.x} * blockDim.x)
-    conv2d_f64_element(pass, g, b, top, in0, in1, e, ref[e], tol[e]);
+    conv2d_f64_element(pass, g, b, top, store, in0, in1, e, ref[e], tol[e]);
 }
 
 }  // namespace
 
 Status conv2d_f64_reference(ConvF64Pass pass, const ref::Conv2dGeometry& g, const ElementBound& ceiling, double top,
-                            F32Rows in0, F32Rows in1, double* ref, double* tol, cudaStream_t stream) {
+                            const StoreRounding& store, InputRows in0, InputRows in1, double* ref, double* tol,
+                            cudaStream_t stream) {
   const int64_t n = conv2d_f64_elements(pass, g);
   if (n <= 0) return ok_status();
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((n + 127) / 128, 8192));
-  conv2d_f64<<<blocks, 128, 0, stream>>>(pass, g, ceiling, top, in0, in1, ref, tol);
+  conv2d_f64<<<blocks, 128, 0, stream>>>(pass, g, ceiling, top, store, in0, in1, ref, tol);
   CUDA_CHECK(cudaGetLastError());
   return ok_status();
 }

@@ -21,11 +21,12 @@ inline constexpr double kAttnMinNormal = 0x1p-126;
 inline constexpr double kAttnRefSlack = 1 + 0x1p-30;
 
 /// Step 1: the score s = scale q.k (+ mask) of one query row against one key and its
-/// magnitude scale sum |q||k| (+ |mask|); (-inf, 0) for an invisible key (causal). T: the
-/// inputs' scalar (double on the host, float on the device), widened exactly.
-template <typename T>
-ASSAY_HD void attn_score(const T* qi, const T* kj, int64_t D, double scale, bool visible, bool has_mask, double mv,
-                         double& s, double& mag) {
+/// magnitude scale sum |q||k| (+ |mask|); (-inf, 0) for an invisible key (causal). Row: the
+/// inputs' rows, indexable by c (const double* on the host; on the device an accessor that
+/// widens an fp32 / fp16 / bf16 element exactly).
+template <typename Row>
+ASSAY_HD void attn_score(Row qi, Row kj, int64_t D, double scale, bool visible, bool has_mask, double mv, double& s,
+                         double& mag) {
   s = -HUGE_VAL;
   mag = 0;
   if (!visible) return;
@@ -108,12 +109,20 @@ ASSAY_HD inline AttnRowBound attn_row_bound(const AttnRowStats& r, SoftmaxScalar
   return b;
 }
 
-/// Step 4: O's fp32 error e32 at one element (the store's rounding of a narrow O is added by
-/// the caller at |ref| (1 + 2^-9) + e32).
+/// Step 4: O's fp32 error e32 at one element.
 ASSAY_HD inline double attn_o_e32(const AttnRowBound& b, const AttnOSums& a) {
   const double err = a.a0 + b.sb.rel_out * a.a1 + b.sb.rel_mag * a.a2 + b.sb.floor * a.a3;
   const double amag = a.pv + err;
   return (err + b.gO * amag + b.floor) * kAttnRefSlack;
+}
+
+/// O's tolerance at one element: e32 plus the store's rounding into O's dtype at
+/// |ref| (1 + 2^-9) + e32 (`store`: harness/ulp_core.h StoreRounding, none for fp32): the
+/// host bound (properties/attention.cpp fwd_tol) and the device reference both call this.
+template <typename Store>
+ASSAY_HD double attn_o_tol(const AttnRowBound& b, const AttnOSums& a, const Store& store) {
+  const double e32 = attn_o_e32(b, a);
+  return e32 + store(::fabs(a.o) * (1 + 0x1p-9) + e32);
 }
 
 }  // namespace assay::ref

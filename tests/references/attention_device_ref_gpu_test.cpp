@@ -9,7 +9,9 @@
 //    sum_j P_j |v_j| + |O|, LSE within (Sk + 8) ulps of |LSE| + 2L + 1 (L = log sum exp);
 //  - the tolerances, sums of non-negative terms of those quantities, agree to 1e-9
 //    relative (+Inf and 0, on fully masked rows, exactly);
-//  - the NaN / Inf pattern (LSE = -inf on masked rows) is the same.
+//  - the NaN / Inf pattern (LSE = -inf on masked rows) is the same;
+// for fp32, fp16 and bf16 cases alike (Q, K, V read widened exactly; a narrow O's tolerance
+// carries its store rounding, the same harness/ulp_core.h function on both sides).
 // Then the engine: the flash kernel passes such cases with the verdict naming the device
 // reference.
 #include <gtest/gtest.h>
@@ -82,6 +84,9 @@ TEST(AttentionDeviceRefGpu, MatchesTheHostReferenceAndBound) {
   EXPECT_GT(gqa, 0);
   test_util::DeviceRefStats st;
   check_cases(cases, st, fast);
+  EXPECT_GT(st.by_dtype[0], 0);
+  EXPECT_GT(st.by_dtype[1], 0) << "no fp16 case";
+  EXPECT_GT(st.by_dtype[2], 0) << "no bf16 case";
   std::printf("[ measured ] %s (%lld causal, %lld masked, %lld GQA, %lld under fast-math kv_tile 32)\n",
               st.summary("attention").c_str(), static_cast<long long>(causal), static_cast<long long>(mask),
               static_cast<long long>(gqa), static_cast<long long>(fast));
@@ -104,6 +109,18 @@ TEST(AttentionDeviceRefGpu, EngineTakesTheDevicePathAndTheFlashKernelPasses) {
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
   test_util::expect_engine_device_path(test_util::model_op("attention"), {find_variant("attention", "flash")},
                                        device_cases(60, 23, 512, int64_t{1} << 24, 1, 400000), 50);
+}
+
+// Small cases just above the device threshold (B H Sq Sk D in [4096, 16384), every dtype): the
+// printed device-path and host-path times per case say whether the threshold
+// (properties/attention.cpp kDeviceRefWork) sits where the two paths cost the same.
+TEST(AttentionDeviceRefGpu, EngineTimesBothPathsNearTheThreshold) {
+  auto nd = gpu::device_count();
+  if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
+  const std::vector<Case> cases = device_cases(80, 29, 64, int64_t{1} << 14, 1, 400000);
+  ASSERT_GE(cases.size(), 40u);
+  test_util::expect_engine_device_path(test_util::model_op("attention"), {find_variant("attention", "flash")}, cases,
+                                       30);
 }
 
 }  // namespace

@@ -1,10 +1,11 @@
 // The attention forward's device reference (references/device/attention_f64_row.h, whose
 // phases the GPU kernel runs one block per query row) run on the CPU, phase by phase in the
-// kernel's sequence, over the engine's own fp32 images (offsets and padded rows included) for
-// generated cases the device path takes, under the flash kernel's declared arithmetic and under
-// fast-math with kv_tile 32: O, LSE and their tolerances bit for bit equal to the host
-// reference and bound (properties/attention.cpp). On the CPU both use the same exp and log, so
-// nothing may differ; on the GPU only CUDA's exp and log may (attention_device_ref_gpu_test.cpp).
+// kernel's sequence, over the engine's own images (Q, K, V in fp32, fp16 or bf16, the mask
+// fp32; offsets and padded rows included) for generated cases the device path takes, under the
+// flash kernel's declared arithmetic and under fast-math with kv_tile 32: O, LSE and their
+// tolerances (a narrow O's store rounding included) bit for bit equal to the host reference and
+// bound (properties/attention.cpp). On the CPU both use the same exp and log, so nothing may
+// differ; on the GPU only CUDA's exp and log may (attention_device_ref_gpu_test.cpp).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -64,7 +65,8 @@ TEST(AttentionDeviceRef, KernelPhasesAreTheHostReferenceAndBoundBitForBit) {
   const Contract flash = test_util::variant_contract("attention", "flash");
   const Contract fast = Contract().fast_math().tile("kv_tile", 32);
   int64_t cases = 0, elements = 0, masked_rows = 0, causal = 0, mask = 0, gqa = 0, padded = 0;
-  for (int64_t idx = 0; cases < 120 && idx < 20000; ++idx) {
+  int64_t per_dtype[3] = {0, 0, 0};  // fp32, fp16, bf16
+  for (int64_t idx = 0; cases < 150 && idx < 20000; ++idx) {
     const Case c = generate_case(*spec, GenPlan{9, GenConfig{128}}, idx);
     const Params prm(c.params);
     if (!op.device_reference.when(prm)) continue;
@@ -72,6 +74,7 @@ TEST(AttentionDeviceRef, KernelPhasesAreTheHostReferenceAndBoundBitForBit) {
     if (d.B * d.H * d.Sq * d.Sk * d.D > (int64_t{1} << 20)) continue;  // the host reference's time
     const Contract& k = cases % 2 == 0 ? flash : fast;
     ++cases;
+    ++per_dtype[d.dt == DType::kF16 ? 1 : d.dt == DType::kBF16 ? 2 : 0];
     causal += d.causal ? 1 : 0;
     mask += d.has_mask ? 1 : 0;
     gqa += d.H > d.Hkv ? 1 : 0;
@@ -80,17 +83,19 @@ TEST(AttentionDeviceRef, KernelPhasesAreTheHostReferenceAndBoundBitForBit) {
       const auto& desc = c.tensors[t].desc;
       const View2D v = view_of(desc);
       padded += v.ld > v.cols ? 1 : 0;
-      return device_ref::F32Rows{reinterpret_cast<const float*>(h.images[t].data()) + desc.offset, v.cols, v.ld};
+      return device_ref::input_rows(h.images[t].data() + desc.offset * static_cast<int64_t>(dtype_size(desc.dtype)),
+                                    v.cols, v.ld, desc.dtype);
     };
     device_ref::AttentionF64Problem p;
     p.B = d.B, p.H = d.H, p.Hkv = d.Hkv, p.Sq = d.Sq, p.Sk = d.Sk, p.D = d.D;
     p.causal = d.causal, p.has_mask = d.has_mask, p.scale = d.scale;
     p.key_tile = k.arithmetic().tile("kv_tile", kernels::attention::kFwdKeyTile);
     SoftmaxModel m;
-    m.in = DType::kF32;
+    m.in = d.dt;
     m.n = d.Sk;
     m.fast_math = k.arithmetic().fast_math;
     p.soft = softmax_scalars(m);
+    p.store = store_rounding_for(d.dt);
     const int64_t rows_n = d.B * d.H * d.Sq;
     std::vector<double> o_ref(static_cast<size_t>(rows_n * d.D), -1), o_tol(o_ref.size(), -1),
         l_ref(static_cast<size_t>(rows_n), -1), l_tol(l_ref.size(), -1);
@@ -110,23 +115,30 @@ TEST(AttentionDeviceRef, KernelPhasesAreTheHostReferenceAndBoundBitForBit) {
             << " tol " << vt;
       }
   }
-  EXPECT_GE(cases, 100);
+  EXPECT_GE(cases, 120);
+  EXPECT_GT(per_dtype[0], 0);
+  EXPECT_GT(per_dtype[1], 0) << "no fp16 case";
+  EXPECT_GT(per_dtype[2], 0) << "no bf16 case";
   EXPECT_GT(causal, 0);
   EXPECT_GT(mask, 0);
   EXPECT_GT(gqa, 0);
   EXPECT_GT(padded, 0);
-  std::printf("[ measured ] attention device phases: %lld cases, %lld elements bit for bit (%lld rows fully masked "
-              "by -inf mask entries)\n",
-              static_cast<long long>(cases), static_cast<long long>(elements), static_cast<long long>(masked_rows));
+  std::printf(
+      "[ measured ] attention device phases: %lld cases (fp32 %lld, fp16 %lld, bf16 %lld), %lld elements bit "
+      "for bit (%lld rows fully masked by -inf mask entries)\n",
+      static_cast<long long>(cases), static_cast<long long>(per_dtype[0]), static_cast<long long>(per_dtype[1]),
+      static_cast<long long>(per_dtype[2]), static_cast<long long>(elements), static_cast<long long>(masked_rows));
 }
 
-TEST(AttentionDeviceRef, TakesFp32CasesWithoutPreparedMaskRows) {
+TEST(AttentionDeviceRef, TakesEveryDtypeWithoutPreparedMaskRows) {
   const OpDef& op = test_util::model_op("attention");
   nlohmann::json p = {{"dtype", "fp32"}, {"D", 64}, {"Hkv", 1}, {"G", 1},        {"B", 1},
                       {"Sq", 16},        {"Sk", 16}, {"causal", false}, {"mask", false}};
   EXPECT_TRUE(op.device_reference.when(Params(p)));  // 16 * 16 * 64 = 16384
   p["dtype"] = "bf16";
-  EXPECT_FALSE(op.device_reference.when(Params(p))) << "only fp32 tensors are drawn on the device";
+  EXPECT_TRUE(op.device_reference.when(Params(p))) << "bf16 tensors are drawn on the device too";
+  p["dtype"] = "fp16";
+  EXPECT_TRUE(op.device_reference.when(Params(p))) << "fp16 tensors are drawn on the device too";
   p["dtype"] = "fp32";
   p["mask"] = true;
   EXPECT_TRUE(op.device_reference.when(Params(p))) << "a mask as drawn (with -inf entries) is read as given";

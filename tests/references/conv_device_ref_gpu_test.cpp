@@ -4,8 +4,10 @@
 // order, fp32 products exact in fp64, no contracted multiply-adds) and the same
 // dot_element_tol, so the references agree to within 4 ulps of the magnitude sum of |terms|
 // (bit for bit in fact; the summary line gives the bitwise share) and the tolerances to 1e-12
-// relative, with the same NaN / Inf pattern and exact-tier flag. Then the engine itself: the
-// direct and implicit-GEMM kernels pass such cases with the verdict naming the device reference.
+// relative, with the same NaN / Inf pattern and exact-tier flag; for fp32, fp16 and bf16 cases
+// alike (a narrow case's inputs are read widened, its tolerance carries the output's store
+// rounding). Then the engine itself: the direct and implicit-GEMM kernels pass such cases, of
+// every dtype, with the verdict naming the device reference.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -50,6 +52,9 @@ TEST_P(ConvDeviceRefGpu, MatchesTheHostReferenceAndBound) {
     ASSERT_NO_FATAL_FAILURE(test_util::check_device_reference(op, c, Contract(), 4, mag, 1e-12, st));
     if (HasFailure()) break;
   }
+  EXPECT_GT(st.by_dtype[0], 0);
+  EXPECT_GT(st.by_dtype[1], 0) << "no fp16 case";
+  EXPECT_GT(st.by_dtype[2], 0) << "no bf16 case";
   std::printf("[ measured ] %s\n", st.summary(name).c_str());
 }
 
@@ -60,6 +65,29 @@ TEST_P(ConvDeviceRefGpu, EngineTakesTheDevicePathAndCorrectKernelsPass) {
   test_util::expect_engine_device_path(test_util::model_op(name),
                                        {find_variant(name, "direct"), find_variant(name, "implicit_gemm")},
                                        device_cases(name, 40, 12), 60);
+}
+
+// Small cases just above the device threshold (2048 to 8192 multiply-adds, every dtype): the
+// printed device-path and host-path times per case say whether the threshold
+// (properties/conv.cpp kDeviceRefMacs) sits where the two paths cost the same.
+TEST_P(ConvDeviceRefGpu, EngineTimesBothPathsNearTheThreshold) {
+  auto nd = gpu::device_count();
+  if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
+  const std::string name = conv::conv_op_name(GetParam());
+  const OpSpec* spec = find_spec(name);
+  const OpDef& op = test_util::model_op(name);
+  ASSERT_NE(spec, nullptr);
+  std::vector<Case> cases;
+  for (int64_t i = 0; cases.size() < 60 && i < 200000; ++i) {
+    Case c = generate_case(*spec, GenPlan{13, GenConfig{64}}, i);
+    const Params p(c.params);
+    const ref::Conv2dGeometry g = conv::conv_geometry(p);
+    const int64_t macs = g.n * g.k * g.out_h() * g.out_w() * g.fwd_reduction();
+    if (op.device_reference.when(p) && macs < 8192) cases.push_back(std::move(c));
+  }
+  ASSERT_GE(cases.size(), 20u);
+  test_util::expect_engine_device_path(test_util::model_op(name),
+                                       {find_variant(name, "direct"), find_variant(name, "implicit_gemm")}, cases, 40);
 }
 
 INSTANTIATE_TEST_SUITE_P(Passes, ConvDeviceRefGpu,

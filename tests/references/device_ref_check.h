@@ -1,9 +1,9 @@
 // Compares an op's device reference (OpDef::device_reference) with its host reference and
 // bound on one case, as the engine would use either: the host side through
 // test_util::model_host_run (materialise, prepare, reference, bound, NaN tolerances as
-// +Inf), the device side on the same fp32 images uploaded with their offsets and padded
-// rows, outputs holding their poison. Each output's device `mag` holds the tolerance
-// outright (rel_out = 0, rel_mag = 1, floor = 0), which is what the ops under test declare.
+// +Inf), the device side on the same images, in each tensor's own dtype (fp32, fp16, bf16),
+// uploaded byte for byte with their offsets and padded rows, outputs holding their poison. Each output's device `mag`
+// holds the tolerance outright (rel_out = 0, rel_mag = 1, floor = 0), which is what the ops under test declare.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -33,11 +33,14 @@ struct DeviceRefStats {
   int64_t ref_bitwise = 0, tol_bitwise = 0;  ///< elements whose device value has the host's bits
   double worst_ref = 0;  ///< max |ref_dev - ref_host| / (scale * 2^-52): fp64 ulps of the magnitude
   double worst_tol = 0;  ///< max |tol_dev - tol_host| / tol_host
+  int64_t by_dtype[3] = {0, 0, 0};  ///< cases whose first tensor is fp32, fp16, bf16
   std::string summary(const std::string& op) const {
     return fmt::format(
-        "{} device reference: {} cases, {} elements; ref bitwise equal {:.4f}%, tol bitwise equal {:.4f}%; worst ref "
-        "difference {:.3g} ulps of the magnitude, worst tol difference {:.3g} relative",
-        op, cases, elements, 100.0 * static_cast<double>(ref_bitwise) / static_cast<double>(std::max<int64_t>(elements, 1)),
+        "{} device reference: {} cases (fp32 {}, fp16 {}, bf16 {}), {} elements; ref bitwise equal {:.4f}%, tol "
+        "bitwise equal {:.4f}%; worst ref difference {:.3g} ulps of the magnitude, worst tol difference {:.3g} "
+        "relative",
+        op, cases, by_dtype[0], by_dtype[1], by_dtype[2], elements,
+        100.0 * static_cast<double>(ref_bitwise) / static_cast<double>(std::max<int64_t>(elements, 1)),
         100.0 * static_cast<double>(tol_bitwise) / static_cast<double>(std::max<int64_t>(elements, 1)), worst_ref,
         worst_tol);
   }
@@ -86,6 +89,8 @@ inline void check_device_reference(const OpDef& op, const Case& c, const Contrac
   ASSERT_TRUE(s.ok()) << c.summary() << ": " << s.message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.summary();
   ++stats.cases;
+  const DType dt0 = c.tensors.front().desc.dtype;
+  ++stats.by_dtype[dt0 == DType::kF16 ? 1 : dt0 == DType::kBF16 ? 2 : 0];
   for (size_t o = 0; o < douts.size(); ++o) {
     const DeviceOutput& d = douts[o];
     const OutputRef& r = h.refs[o];

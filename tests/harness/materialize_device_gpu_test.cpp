@@ -1,0 +1,155 @@
+// harness/gpu/materialize_device.h for fp16 and bf16 (and fp32 beside them): a tensor drawn on
+// the device has exactly the bytes the host's materialize() writes (the value at every covered
+// element rounded as store_as rounds it, the dtype's own gap canary in the gaps), and
+// materialize_output_device the bytes of materialize_output() (the dtype's poison). Views with
+// an offset, padded rows, an odd extent (a 16-bit image that ends mid-word) and a permuted
+// (non-row-major) rank-3 layout; every value class, with the dtype-dependent ones (near-overflow:
+// the dtype's max; subnormal: its subnormal range) and injected NaN, +-Inf and -0 among them.
+// A CPU-only machine skips the suite visibly; materialize_device_supports is checked on the CPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "harness/gpu/lane.h"
+#include "harness/gpu/materialize_device.h"
+#include "harness/values.h"
+
+namespace assay {
+namespace {
+
+std::vector<TensorDesc> views(DType t) {
+  std::vector<TensorDesc> v;
+  TensorDesc padded;  // 37 x 29 rows of stride 33 after an offset of 3: extent odd for 16-bit images
+  padded.dtype = t, padded.shape = {37, 29}, padded.strides = {33, 1}, padded.offset = 3;
+  v.push_back(padded);
+  TensorDesc dense;  // 1-D, odd length
+  dense.dtype = t, dense.shape = {1001}, dense.strides = {1}, dense.offset = 0;
+  v.push_back(dense);
+  TensorDesc permuted;  // [4, 6, 5] stored with the last two dims swapped, offset 1
+  permuted.dtype = t, permuted.shape = {4, 6, 5}, permuted.strides = {30, 1, 6}, permuted.offset = 1;
+  v.push_back(permuted);
+  return v;
+}
+
+std::vector<ValueRecipe> recipes() {
+  std::vector<ValueRecipe> out;
+  uint64_t seed = 100;
+  for (ValueClass c : kAllValueClasses) {
+    ValueRecipe r;
+    r.cls = c;
+    r.seed = ++seed;
+    r.scale = 3.0;
+    if (c == ValueClass::kLogUniform) r.exp_min = -30, r.exp_max = 20;  // past fp16's range both ways
+    if (c == ValueClass::kMeanSpread) r.mean = 1000.5, r.spread = 0.75;
+    if (c == ValueClass::kSmallInt) r.int_range = 300;  // exact in fp16; bf16 (8 bits) rounds the odd ones above 256
+    out.push_back(r);
+    ValueRecipe inj = r;  // the same class with every special injected
+    inj.seed = ++seed;
+    inj.inject.kinds = kSpecialAll;
+    inj.inject.rate = 0.05;
+    inj.inject.at = kAtFirst | kAtLast | kAtTile;
+    inj.inject.tile = 8;
+    out.push_back(inj);
+  }
+  return out;
+}
+
+class MaterializeDeviceGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto n = gpu::device_count();
+    if (!n.ok()) GTEST_SKIP() << "GPU test skipped: " << n.status().message();
+    ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
+  }
+  void TearDown() override {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  /// The device image of `desc` (values under `r`, or the output poison when r is null), copied back.
+  std::vector<unsigned char> draw(const TensorDesc& desc, const ValueRecipe* r) {
+    const size_t bytes = static_cast<size_t>(desc.extent()) * dtype_size(desc.dtype);
+    std::vector<unsigned char> out(bytes);
+    void* dev = nullptr;
+    EXPECT_EQ(cudaMalloc(&dev, bytes), cudaSuccess);
+    const Status s = r != nullptr ? gpu::materialize_device(desc, *r, fnv1a64("X", 1), dev, stream_)
+                                  : gpu::materialize_output_device(desc, dev, stream_);
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    EXPECT_EQ(cudaMemcpyAsync(out.data(), dev, bytes, cudaMemcpyDeviceToHost, stream_), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    cudaFree(dev);
+    return out;
+  }
+
+  cudaStream_t stream_ = nullptr;
+};
+
+/// Elements whose bytes differ between two images of `desc`.
+int64_t differing(const TensorDesc& desc, const std::vector<unsigned char>& a, const std::vector<unsigned char>& b) {
+  const size_t es = dtype_size(desc.dtype);
+  int64_t n = 0;
+  for (int64_t e = 0; e < desc.extent(); ++e) n += std::memcmp(a.data() + e * es, b.data() + e * es, es) != 0 ? 1 : 0;
+  return n;
+}
+
+TEST_F(MaterializeDeviceGpu, HalfAndFp32ImagesAreTheHostsBytes) {
+  int64_t images = 0, elements = 0;
+  for (DType t : {DType::kF16, DType::kBF16, DType::kF32})
+    for (const TensorDesc& d : views(t)) {
+      ASSERT_TRUE(gpu::materialize_device_supports(d));
+      for (const ValueRecipe& r : recipes()) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + " " + std::string(value_class_name(r.cls)) +
+                     (r.inject.active() ? " with injection" : "") + " shape rank " + std::to_string(d.rank()));
+        const std::vector<unsigned char> dev = draw(d, &r);
+        std::vector<unsigned char> host(dev.size());
+        materialize(d, r, fnv1a64("X", 1), host.data());
+        ASSERT_EQ(differing(d, dev, host), 0) << "device image differs from the host's";
+        ASSERT_EQ(dev, draw(d, &r)) << "two device draws differ";
+        ++images;
+        elements += d.extent();
+      }
+      const std::vector<unsigned char> dev = draw(d, nullptr);
+      std::vector<unsigned char> host(dev.size());
+      materialize_output(d, host.data());
+      ASSERT_EQ(differing(d, dev, host), 0) << dtype_name(t) << ": output poison / gap canary differ from the host's";
+    }
+  std::printf("[ measured ] materialize_device: %lld images (%lld elements) byte for byte the host's\n",
+              static_cast<long long>(images), static_cast<long long>(elements));
+}
+
+TEST_F(MaterializeDeviceGpu, Fp16ImageHoldsTheRecipesValuesRoundedToFp16) {
+  // Independent of materialize(): each element decodes to the recipe's value rounded to fp16.
+  TensorDesc d;
+  d.dtype = DType::kF16, d.shape = {4096}, d.strides = {1};
+  ValueRecipe r;
+  r.cls = ValueClass::kUniform, r.seed = 3;
+  const std::vector<unsigned char> dev = draw(d, &r);
+  ASSERT_EQ(dev.size(), 4096u * 2);
+  int64_t nonzero = 0;
+  for (int64_t e = 0; e < 4096; ++e) {
+    const double v = load_as_double(DType::kF16, dev.data() + 2 * e);
+    nonzero += v != 0 ? 1 : 0;
+    ASSERT_LE(std::fabs(v), 1.0);
+    ASSERT_EQ(v,
+              static_cast<double>(round_to(DType::kF16, static_cast<float>(recipe_value(r, d, fnv1a64("X", 1), e)))));
+  }
+  EXPECT_GT(nonzero, 4000);
+}
+
+TEST(MaterializeDeviceSupports, Fp32Fp16Bf16WithoutOverlap) {
+  TensorDesc d;
+  d.shape = {4, 4}, d.strides = {4, 1};
+  for (DType t : kAllDTypes) {
+    d.dtype = t;
+    EXPECT_EQ(gpu::materialize_device_supports(d), t == DType::kF32 || t == DType::kF16 || t == DType::kBF16)
+        << dtype_name(t);
+  }
+  d.dtype = DType::kF16, d.strides = {0, 1};  // a broadcast view: the write order is not defined
+  EXPECT_FALSE(gpu::materialize_device_supports(d));
+}
+
+}  // namespace
+}  // namespace assay
