@@ -806,7 +806,11 @@ void FaReport::merge(const FaReport& o) {
   seconds_wait += o.seconds_wait;
   seconds_launch += o.seconds_launch;
   shards.insert(shards.end(), o.shards.begin(), o.shards.end());
-  device = device.empty() ? o.device : device + "; " + o.device;
+  // Several shards on one GPU describe it once.
+  if (device.empty())
+    device = o.device;
+  else if (("; " + device + "; ").find("; " + o.device + "; ") == std::string::npos)
+    device += "; " + o.device;
   ref_check.cases += o.ref_check.cases;
   ref_check.elements += o.ref_check.elements;
   ref_check.identical += o.ref_check.identical;

@@ -6,6 +6,8 @@
 // softmax) is tests/properties/vendor_relative_gpu_test.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,10 @@
 #include "harness/cli/reports.h"
 #include "harness/op_model.h"
 #include "harness/worker.h"
+#include "harness/executor.h"
+#include "harness/spec.h"
+#include "harness/values.h"
+#include "tests/properties/model_host.h"
 #include "references/library/cudnn.h"
 
 namespace assay {
@@ -49,6 +55,61 @@ TEST(VendorColumns, EveryOpWithAVendorCounterpartDeclaresOne) {
     if (d == nullptr) continue;  // an op of another build configuration
     EXPECT_FALSE(d->vendor.defined()) << op << " has no vendor library here";
   }
+}
+
+// Each vendor library is also a variant of its op (register_op binds it): named after the
+// column, marked vendor, under the vendor's declared contract, and left out of the variants a
+// campaign runs by default, as mutants are.
+TEST(VendorColumns, EveryVendorIsAVariantFuzzedOnlyWhenNamed) {
+  for (const char* name : {"gemm", "softmax", "softmax_bwd", "activation", "conv2d", "attention", "gemm_bias_act",
+                           "gemm_batched", "gemm_tc"}) {
+    const OpDef* d = find_op(name);
+    const OpSpec* spec = find_spec(name);
+    ASSERT_NE(d, nullptr) << name;
+    ASSERT_NE(spec, nullptr) << name;
+    const VariantDef* v = find_variant(name, d->vendor.name);
+    ASSERT_NE(v, nullptr) << name << ": no variant " << d->vendor.name;
+    EXPECT_TRUE(v->vendor) << name;
+    EXPECT_FALSE(v->mutant) << name;
+    EXPECT_EQ(v->contract.arithmetic(), d->vendor.contract.arithmetic()) << name;
+    EXPECT_EQ(v->contract.conventions(), d->vendor.contract.conventions()) << name;
+    const auto defaults = spec->default_variants();
+    EXPECT_EQ(std::count(defaults.begin(), defaults.end(), d->vendor.name), 0) << name;
+    EXPECT_FALSE(defaults.empty()) << name;
+  }
+  EXPECT_TRUE(find_op("softmax")->vendor.contract.arithmetic().narrow_intermediates);
+  EXPECT_TRUE(find_op("gemm")->vendor.contract.has_convention("skips_product_when_alpha0"));
+}
+
+// gemm's BLAS rule (skips_product_when_alpha0, cuBLAS's declared convention): with alpha = 0
+// the reference is beta*C, so NaN in A or B does not reach it; without the convention
+// 0 * NaN is NaN, the IEEE result a kernel that computes the product must give.
+TEST(VendorColumns, GemmAlphaZeroUnderTheBlasRuleIgnoresAAndB) {
+  const OpDef* op = find_op("gemm");
+  const OpSpec* spec = find_spec("gemm");
+  ASSERT_NE(op, nullptr);
+  ASSERT_NE(spec, nullptr);
+  int64_t checked = 0;
+  for (int64_t i = 0; i < 4000 && checked < 20; ++i) {
+    Case c = generate_case(*spec, GenPlan{41, GenConfig{24}}, i);
+    if (Params(c.params).r("alpha", 1) != 0 || Params(c.params).r("beta", 0) == 0) continue;
+    c.tensors[0].values.inject.kinds = kSpecialNaN;  // a NaN in A's first element
+    c.tensors[0].values.inject.at = kAtFirst;
+    c.tensors[2].values = ValueRecipe{};  // C finite
+    const auto blas = test_util::model_host_run(*op, c, Contract().convention("skips_product_when_alpha0"));
+    const auto ieee = test_util::model_host_run(*op, c);
+    const Params p(c.params);
+    const double beta = p.r("beta", 0);
+    const std::vector<double> cc = blas.dense(2);
+    bool ieee_nan = false;
+    for (size_t l = 0; l < blas.refs[0].ref.size(); ++l) {
+      EXPECT_EQ(blas.refs[0].ref[l], beta * cc[l]) << c.summary() << " element " << l;
+      ieee_nan = ieee_nan || std::isnan(ieee.refs[0].ref[l]);
+    }
+    EXPECT_TRUE(ieee_nan || p.i("k") == 0) << c.summary() << ": 0 * NaN without the convention";
+    ++checked;
+  }
+  EXPECT_GE(checked, 10);
 }
 
 TEST(VendorColumns, RegisterOpRejectsAVendorNamingNoOutputOrAWarnRatioBelowOne) {

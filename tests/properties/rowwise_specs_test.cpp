@@ -796,5 +796,91 @@ TEST(SoftmaxBound, OncePerRowIsTheSameAsPerElement) {
   EXPECT_GT(logs, 40);
 }
 
+
+// The softmax model of a kernel that declares narrow_intermediates (cuDNN's fp16/bf16 path:
+// harness/bounds.h narrow_softmax_tol) holds the evaluation order it allows, emulated here:
+// t = x - max and e = expf(t) in fp32, e rounded to the storage type, Z the fp32 sum of the
+// rounded e, y = e / Z in fp32, stored. The fp32 model alone (one rounding at the store) does
+// not hold it on every element: the count beyond it shows the model is needed.
+TEST(SoftmaxBound, NarrowIntermediatesHoldTheRoundedExponentialsOrder) {
+  const OpDef* op = find_op("softmax");
+  ASSERT_NE(op, nullptr);
+  Arithmetic narrow;
+  narrow.narrow_intermediates = true;
+  int64_t elements = 0, beyond_plain = 0;
+  double worst = 0;
+  auto rounded = [](DType t, double v) {
+    unsigned char b[8];
+    store_as(t, v, b);
+    return load_as_double(t, b);
+  };
+  for (DType dt : {DType::kF16, DType::kBF16})
+    for (int64_t n : {7, 33, 100, 1000, 4000})
+      for (uint64_t seed : {1u, 2u, 3u}) {
+        ValueRecipe r;
+        r.cls = ValueClass::kNormal;
+        r.seed = seed;
+        r.scale = 3;
+        const Case c = model_case(
+            "softmax", {{"dtype", std::string(dtype_name(dt))}, {"n", n}, {"rows", 6}, {"log", false}}, {r}, 0, 0);
+        HostRun plain, h;
+        ASSERT_NO_FATAL_FAILURE(run_reference(*op, c, plain));
+        ASSERT_NO_FATAL_FAILURE(run_reference(*op, c, h, narrow));
+        const HostTensor& x = h.hv[0];
+        for (int64_t row = 0; row < x.v.rows; ++row) {
+          float mx = -INFINITY;
+          for (int64_t j = 0; j < n; ++j) mx = std::max(mx, static_cast<float>(x.at(row, j)));
+          std::vector<float> e(static_cast<size_t>(n));
+          float z = 0;
+          for (int64_t j = 0; j < n; ++j) {
+            e[static_cast<size_t>(j)] =
+                static_cast<float>(rounded(dt, std::exp(static_cast<float>(static_cast<float>(x.at(row, j)) - mx))));
+            z += e[static_cast<size_t>(j)];
+          }
+          for (int64_t j = 0; j < n; ++j) {
+            const size_t l = static_cast<size_t>(row * n + j);
+            const double y = rounded(dt, static_cast<double>(e[static_cast<size_t>(j)] / z));
+            const double err = std::fabs(y - h.refs[0].ref[l]);
+            ASSERT_LE(err, h.refs[0].tol[l]) << dtype_name(dt) << " n " << n << " row " << row << " element " << j;
+            ASSERT_GE(h.refs[0].tol[l], plain.refs[0].tol[l]);
+            worst = std::max(worst, err / h.refs[0].tol[l]);
+            beyond_plain += err > plain.refs[0].tol[l] ? 1 : 0;
+            ++elements;
+          }
+        }
+      }
+  std::printf("[ measured ] rounded-exponential softmax: %lld elements, worst error / narrow ceiling %.3f, %lld beyond "
+              "the fp32 model's ceiling\n",
+              static_cast<long long>(elements), worst, static_cast<long long>(beyond_plain));
+  EXPECT_GT(beyond_plain, 0) << "the emulation never leaves the fp32 model: it does not exercise the narrow one";
+}
+
+// Under the masked-attention convention a row of -inf only gives 0 (log-softmax -inf) exactly;
+// without it, max-first's NaN.
+TEST(SoftmaxConvention, MaskedRowsZeroGivesZeroOrMinusInfinity) {
+  const OpDef* op = find_op("softmax");
+  ASSERT_NE(op, nullptr);
+  for (const bool log : {false, true})
+    for (const bool declared : {false, true}) {
+      ValueRecipe r;
+      nlohmann::json p = {{"dtype", "fp32"}, {"n", 9}, {"rows", 6}, {"log", log}, {"masked_every", 2}};
+      if (declared) p["conventions"] = {"masked_rows_zero"};
+      const Case c = model_case("softmax", p, {r}, 1, 0);
+      HostRun h;
+      ASSERT_NO_FATAL_FAILURE(run_reference(*op, c, h));
+      for (int64_t row = 0; row < 6; ++row)
+        for (int64_t j = 0; j < 9; ++j) {
+          const double y = h.refs[0].ref[static_cast<size_t>(row * 9 + j)];
+          if (row % 2 != 0) {
+            EXPECT_TRUE(std::isfinite(y)) << "an unmasked row";
+          } else if (!declared) {
+            EXPECT_TRUE(std::isnan(y)) << "masked row " << row << " without the convention";
+          } else {
+            EXPECT_EQ(y, log ? -INFINITY : 0.0) << "masked row " << row << " under the convention";
+          }
+        }
+    }
+}
+
 }  // namespace
 }  // namespace assay

@@ -91,7 +91,12 @@ TEST_P(VendorCeilingGpu, TheLibraryPassesTheOpsCeilingUnderItsDeclaredContract) 
 
 INSTANTIATE_TEST_SUITE_P(
     Ops, VendorCeilingGpu,
-    ::testing::Values(VendorOp{"softmax"}, VendorOp{"softmax_bwd"}, VendorOp{"conv2d"}, VendorOp{"conv2d_bwd_data"},
+    ::testing::Values(VendorOp{"softmax",
+                               "cuDNN's fully masked rows come out NaN in some cases and 0 in others (no one "
+                               "convention), and a row of -FLT_MAX only came out 1/8 for n = 5 (a cuDNN defect)"},
+                      VendorOp{"softmax_bwd"}, VendorOp{"conv2d"},
+                      VendorOp{"conv2d_bwd_data", "cuDNN's fp16 backward-data: 2 of 885 cases beyond the fp32-"
+                                                  "accumulation ceiling (6x) or overflowed, an fp16 intermediate"},
                       VendorOp{"conv2d_bwd_filter"}, VendorOp{"activation"},
                       VendorOp{"attention", "cuDNN SDPA's P rounded to fp16/bf16 before P*V"}, VendorOp{"gemm"},
                       VendorOp{"gemm_bias_act", "cuBLASLt's fp16/bf16 epilogue order and its GELU"},
