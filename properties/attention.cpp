@@ -851,7 +851,15 @@ OpDef make(bool fwd) {
     op.backward = "attention_bwd";
     op.device_reference.when = device_when;
     op.device_reference.compute = device_compute_fwd;
-    op.vendor = {.name = "cudnn-sdpa", .run = cudnn_attention, .contract = Contract().dtypes({DType::kF16, DType::kBF16})};
+    // What the SDPA graph cudnn_attention builds takes (its checks above say why).
+    op.vendor = {.name = "cudnn-sdpa",
+                 .run = cudnn_attention,
+                 .contract = Contract()
+                                 .dtypes({DType::kF16, DType::kBF16})
+                                 .only("mask", {false})
+                                 .only("G", {1})
+                                 .multiple_of("D", 8)
+                                 .aligned(16)};
   }
   return op;
 }

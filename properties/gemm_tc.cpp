@@ -435,8 +435,12 @@ OpDef make() {
   op.transform = transform;
   op.relate = relate;
   op.self_check = self_check;
-  // alpha*A*B rounded to a bf16/fp16 output before beta*C: cuBLAS's measured order.
-  op.vendor = {.name = "cublaslt", .run = cublaslt_tc, .contract = Contract().narrow_intermediates()};
+  // alpha*A*B rounded to a bf16/fp16 output before beta*C: cuBLAS's measured order. The
+  // launcher hands cuBLASLt alpha and beta from the params (host pointer mode), so the alpha2
+  // relation, which doubles them in the device scalars, cannot reach it: outside its contract.
+  op.vendor = {.name = "cublaslt",
+               .run = cublaslt_tc,
+               .contract = Contract().narrow_intermediates().only("relation", {"permute_rows", "transpose"})};
   return op;
 }
 

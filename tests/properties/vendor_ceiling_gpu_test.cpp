@@ -100,7 +100,9 @@ INSTANTIATE_TEST_SUITE_P(
                       VendorOp{"conv2d_bwd_filter"}, VendorOp{"activation"},
                       VendorOp{"attention", "cuDNN SDPA's P rounded to fp16/bf16 before P*V"}, VendorOp{"gemm"},
                       VendorOp{"gemm_bias_act", "cuBLASLt's fp16/bf16 epilogue order and its GELU"},
-                      VendorOp{"gemm_batched"}, VendorOp{"gemm_tc"}),
+                      VendorOp{"gemm_batched"},
+                      VendorOp{"gemm_tc", "cuBLASLt gave Inf/NaN on 1 of 67 bf16 near-overflow cases where B is all "
+                                          "zeros and the result is beta*C (not explained)"}),
     [](const auto& i) { return std::string(i.param.op); });
 
 }  // namespace
