@@ -414,10 +414,20 @@ std::pair<double, double> ref_tol_at(const Setup& s, size_t o, int64_t i, gpu::L
 }
 
 /// Runs the op's vendor launcher (VendorDef::run or launch).
+/// The thread's last CUDA error is cleared after it: a library that tries configurations until
+/// one runs (cuDNN's SDPA engines) leaves the failed tries' launch errors ("too many resources
+/// requested for launch", "invalid argument") behind, and the variant's launcher, which reads
+/// the last error after its own launch, reported them as its own (24 of 219,342 attention cases
+/// on an H100). A sticky error is not cleared by this and still fails what follows.
 Status call_vendor(const OpDef& op, const Params& p, const std::vector<DevTensor>& t, cudaStream_t stream) {
-  if (op.vendor.run) return op.vendor.run(p, t, stream);
-  const cudaError_t e = op.vendor.launch(p, t, stream);
-  return e == cudaSuccess ? ok_status() : unavailable(cudaGetErrorString(e));
+  Status st = ok_status();
+  if (op.vendor.run) {
+    st = op.vendor.run(p, t, stream);
+  } else if (const cudaError_t e = op.vendor.launch(p, t, stream); e != cudaSuccess) {
+    st = unavailable(cudaGetErrorString(e));
+  }
+  (void)cudaGetLastError();
+  return st;
 }
 
 /// The vendor column on the current setup, before the setup's first variant runs: one launch,

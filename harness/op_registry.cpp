@@ -208,11 +208,13 @@ VariantDef vendor_variant(const OpDef& op) {
   if (vd.launch) {
     v.launch = vd.launch;
   } else {
-    v.launch = [run = vd.run, name = vd.name](const Params& p, const std::vector<DevTensor>& t, cudaStream_t s) {
+    v.launch = [run = vd.run](const Params& p, const std::vector<DevTensor>& t, cudaStream_t s) {
       const Status st = run(p, t, s);
+      // The status says how the call went; the last error holds only what the library's
+      // dropped tries left behind (see the engine's call_vendor), cleared here.
+      (void)cudaGetLastError();
       if (st.ok()) return cudaSuccess;
-      const cudaError_t e = cudaGetLastError();  // clears a sticky launch error the library left
-      return e != cudaSuccess ? e : (st.code() == StatusCode::kUnavailable ? cudaErrorNotSupported : cudaErrorUnknown);
+      return st.code() == StatusCode::kUnavailable ? cudaErrorNotSupported : cudaErrorUnknown;
     };
   }
   return v;
