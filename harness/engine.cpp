@@ -414,11 +414,11 @@ std::pair<double, double> ref_tol_at(const Setup& s, size_t o, int64_t i, gpu::L
 }
 
 /// Runs the op's vendor launcher (VendorDef::run or launch).
-/// The thread's last CUDA error is cleared after it: a library that tries configurations until
-/// one runs (cuDNN's SDPA engines) leaves the failed tries' launch errors ("too many resources
-/// requested for launch", "invalid argument") behind, and the variant's launcher, which reads
-/// the last error after its own launch, reported them as its own (24 of 219,342 attention cases
-/// on an H100). A sticky error is not cleared by this and still fails what follows.
+/// The thread's last CUDA error is cleared after it: the library's status says how the call
+/// went, and a library that tries configurations until one runs (cuDNN's engine lists) may leave
+/// a dropped try's launch error behind, which the next variant's launcher, reading the last
+/// error after its own launch, would report as its own. A sticky error is not cleared by this
+/// and still fails what follows.
 Status call_vendor(const OpDef& op, const Params& p, const std::vector<DevTensor>& t, cudaStream_t stream) {
   Status st = ok_status();
   if (op.vendor.run) {

@@ -266,11 +266,12 @@ struct BwdLaunch {
                    lddk,
                    lddv};
     const size_t smem = bwd_smem_bytes(static_cast<int>(s.d));
-    cudaError_t e = cudaFuncSetAttribute(flash_bwd_dkdv_kernel<T, NC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem));
+    // The instantiation's largest size, the same from every thread (flash_fwd.cu says why).
+    const int cap = static_cast<int>(bwd_smem_bytes(32 * NC));
+    cudaError_t e =
+        cudaFuncSetAttribute(flash_bwd_dkdv_kernel<T, NC>, cudaFuncAttributeMaxDynamicSharedMemorySize, cap);
     if (e == cudaSuccess)
-      e = cudaFuncSetAttribute(flash_bwd_dq_kernel<T, NC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(smem));
+      e = cudaFuncSetAttribute(flash_bwd_dq_kernel<T, NC>, cudaFuncAttributeMaxDynamicSharedMemorySize, cap);
     if (e != cudaSuccess) return e;
     if (s.sk > 0) {
       const dim3 grid(static_cast<unsigned>((s.sk + kBwdBlock - 1) / kBwdBlock),

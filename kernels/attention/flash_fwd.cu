@@ -149,8 +149,12 @@ struct FwdLaunch {
                    ldm,
                    ldo};
     const size_t smem = fwd_smem_bytes(static_cast<int>(s.d));
+    // The cap is the function's, shared by every thread and stream: set per launch to this d's
+    // size, one thread's smaller cap landed between another's setting and its launch ("invalid
+    // argument", "too many resources requested for launch": 1 case in 10^4 under 8 lanes). Every
+    // launch sets the instantiation's largest size (d = 32 NC), the same value from every thread.
     cudaError_t e = cudaFuncSetAttribute(flash_fwd_kernel<T, NC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem));
+                                         static_cast<int>(fwd_smem_bytes(32 * NC)));
     if (e != cudaSuccess) return e;
     const dim3 grid(static_cast<unsigned>((s.sq + kFwdBq - 1) / kFwdBq), static_cast<unsigned>(s.batch * s.heads));
     flash_fwd_kernel<T, NC><<<grid, kFwdWarps * 32, smem, stream>>>(p);
