@@ -41,6 +41,7 @@
 #include "harness/corpus.h"
 #include "properties/studies/false_alarm.h"
 #include "harness/gpu/lane.h"
+#include "harness/op_model.h"
 #include "harness/spec.h"
 #include "harness/triage.h"
 #include "properties/studies/detection.h"
@@ -873,6 +874,75 @@ int cmd_exhaustive(const ExhaustiveArgs& a) {
 
 }  // namespace
 
+/// false-alarm --ops: each named op's vendor library (OpDef::vendor, bound as a variant by
+/// register_op) fuzzed under its declared contract for `seconds`, in worker processes on `gpus`;
+/// one CheckCase per op in `rep`, a Markdown table on stdout and in OUT/vendor-ops.md. Returns the
+/// exit code of its part (kExitFail where a library was outside a ceiling).
+StatusOr<int> vendor_ops_campaigns(const std::string& list, double seconds, uint64_t seed, const std::vector<int>& gpus,
+                                   const std::string& out, CheckReport& rep) {
+  std::vector<std::string> names;
+  if (list == "all") {
+    for (const OpSpec* s : all_specs())
+      if (const OpDef* d = find_op(s->name()); d != nullptr && d->vendor.defined()) names.push_back(s->name());
+  } else {
+    std::stringstream ss(list);
+    for (std::string n; std::getline(ss, n, ',');)
+      if (!n.empty()) names.push_back(n);
+  }
+  int rc = kExitPass;
+  std::string md = fmt::format(
+      "\n## Vendor libraries under their declared contracts ({:.0f} s each, seed {})\n\n"
+      "| op | library | contract | cases | not applicable | failures | max error/ceiling | first failure |\n"
+      "|---|---|---|---:|---:|---:|---:|---|\n",
+      seconds, seed);
+  for (const std::string& name : names) {
+    const OpDef* d = find_op(name);
+    const OpSpec* spec = find_spec(name);
+    if (d == nullptr || spec == nullptr) return invalid_argument(fmt::format("--ops: no op '{}'", name));
+    if (!d->vendor.defined()) return invalid_argument(fmt::format("--ops: op '{}' has no vendor library", name));
+    CampaignOptions o;
+    o.variants = {d->vendor.name};
+    o.max_seconds = seconds;
+    o.seed = seed;
+    o.lanes = 8;
+    o.devices = gpus;
+    o.worker_binary = self_path();
+    o.keep_going = true;
+    o.max_shrink_seconds = std::min(10.0, seconds / 4);
+    o.corpus_dir = out.empty() ? "" : out + "/corpus";
+    ASSAY_ASSIGN_OR_RETURN(CampaignReport r, run_campaign(*spec, o));
+    const auto it = r.per_variant.find(d->vendor.name);
+    const VariantStats st = it == r.per_variant.end() ? VariantStats{} : it->second;
+    std::string contract = fmt::format("{}", fmt::join(d->vendor.contract.describe(), "; "));
+    if (contract.empty()) contract = "IEEE";
+    const std::string first = r.failures.empty() ? "" : r.failures.front().shrunk.summary() + ": " +
+                                                            r.failures.front().verdict.summary();
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {:.4g} | {} |\n", name, d->vendor.name, contract, st.cases,
+                      st.not_applicable, st.failures, st.max_ratio, first.substr(0, 300));
+    CheckCase c;
+    c.name = fmt::format("{}:{}", name, d->vendor.name);
+    c.cases = st.cases;
+    c.seconds = r.seconds;
+    c.output = fmt::format("{} cases under its contract ({}), max error/ceiling {:.4g}", st.cases, contract, st.max_ratio);
+    if (st.failures > 0) {
+      c.failure = fmt::format("{} case(s) outside the ceiling", st.failures);
+      for (const auto& f : r.failures) c.detail += f.shrunk.summary() + ": " + f.verdict.summary() + "\n";
+      rc = kExitFail;
+    } else if (!r.infra.ok()) {
+      c.failure = r.infra.message();
+      if (rc == kExitPass) rc = kExitInfra;
+    }
+    rep.cases.push_back(std::move(c));
+    rep.fields["vendor_ops"][name] = {{"library", d->vendor.name}, {"contract", contract}, {"cases", st.cases},
+                                      {"not_applicable", st.not_applicable}, {"failures", st.failures},
+                                      {"max_ratio", st.max_ratio}, {"first_failure", first}};
+    if (stop_signal() != 0) break;
+  }
+  fmt::print("{}", md);
+  if (!out.empty()) ASSAY_RETURN_IF_ERROR(write_file_atomic(out + "/vendor-ops.md", md));
+  return rc;
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"assay: proves or disproves the numerical correctness of custom GPU kernels"};
   app.require_subcommand(1);
@@ -1007,8 +1077,9 @@ int main(int argc, char** argv) {
   FaOptions fao;
   std::string fa_out = "false-alarm-results";
   int fa_device = 0;
-  std::string fa_devices, fa_seed = "rotate";
+  std::string fa_devices, fa_seed = "rotate", fa_ops;
   int fa_shards_per_device = 4;
+  double fa_ops_seconds = 30;
   bool fa_host_reference = false;
   int64_t fa_batch_mb = 256;
   auto* false_alarm_cmd = app.add_subcommand(
@@ -1044,6 +1115,13 @@ int main(int argc, char** argv) {
                               "Shards on each GPU (each its own stream, handles and host thread): one host thread "
                               "cannot enqueue the small vendor calls as fast as a GPU runs them")
       ->check(CLI::Range(1, 64));
+  false_alarm_cmd->add_option("--ops", fa_ops,
+                              "Also fuzz these ops' vendor libraries (a list, or 'all': every op with one: cuDNN "
+                              "softmax, convolution, SiLU and SDPA, cuBLASLt's epilogues, batched and tc GEMMs) as "
+                              "variants under their declared contracts, in worker processes; shrunk failures go to "
+                              "OUT/corpus");
+  false_alarm_cmd->add_option("--ops-seconds", fa_ops_seconds, "Seconds per op of --ops")
+      ->check(CLI::PositiveNumber);
   false_alarm_cmd->add_option("--check-every", fao.check_every,
                               "Host fp64 reference beside the device's for every case whose index is a multiple of "
                               "this (0: none); a disagreement stops the campaign")
@@ -1252,6 +1330,14 @@ int main(int argc, char** argv) {
         if (rc == kExitPass) rc = kExitInfra;
       }
       rep.cases.push_back(std::move(c));
+    }
+    if (!fa_ops.empty() && stop_signal() == 0) {
+      std::vector<int> gpus = devices;
+      std::sort(gpus.begin(), gpus.end());
+      gpus.erase(std::unique(gpus.begin(), gpus.end()), gpus.end());
+      auto section = vendor_ops_campaigns(fa_ops, fa_ops_seconds, fao.seed, gpus, fa_out, rep);
+      if (!section.ok()) return error(section.status());
+      if (*section != kExitPass && rc == kExitPass) rc = *section;
     }
     if (stop_signal() != 0 && rc == kExitPass) rc = 128 + stop_signal();
     return write_or_error(rep, fa_reports, rc);

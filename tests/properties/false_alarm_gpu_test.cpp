@@ -286,6 +286,31 @@ TEST(FalseAlarmGpu, CommandWritesItsReportsAndExitsZero) {
   std::filesystem::remove(dir + ".log");
 }
 
+// --ops: other ops' vendor libraries fuzzed as variants under their declared contracts, one
+// report case each: softmax_bwd's cuDNN (inside its ceiling on an H100) passes and is counted;
+// gemm_bias_act's cuBLASLt epilogue (its fp16/bf16 order is not modelled) is reported outside
+// the ceiling, with exit 1 and its shrunk case stored.
+TEST(FalseAlarmGpu, OpsFuzzTheVendorLibrariesUnderTheirContracts) {
+  SKIP_WITHOUT_GPU();
+  const std::string dir = std::filesystem::temp_directory_path() / ("assay-fa-ops-" + std::to_string(::getpid()));
+  const std::string cmd = assay_binary() + " false-alarm --cases 36 --max-k 512 --ops softmax_bwd,gemm_bias_act " +
+                          "--ops-seconds 4 --out " + dir + " > " + dir + ".log 2>&1";
+  const int rc = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(rc));
+  std::ifstream log(dir + ".log");
+  std::stringstream text;
+  text << log.rdbuf();
+  EXPECT_EQ(WEXITSTATUS(rc), 1) << text.str();
+  std::ifstream md(dir + "/vendor-ops.md");
+  std::stringstream mds;
+  mds << md.rdbuf();
+  EXPECT_NE(mds.str().find("| softmax_bwd | cudnn-softmax |"), std::string::npos) << mds.str();
+  EXPECT_NE(mds.str().find("| gemm_bias_act | cublaslt-epilogue |"), std::string::npos) << mds.str();
+  EXPECT_TRUE(std::filesystem::exists(dir + "/corpus/gemm_bias_act")) << "the epilogue's shrunk failure is stored";
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove(dir + ".log");
+}
+
 // ---- the cuBLASLt wrapper directly ---------------------------------------------------------------
 
 struct DevBuf {
