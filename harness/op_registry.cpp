@@ -203,6 +203,12 @@ VariantDef vendor_variant(const OpDef& op) {
   v.name = vd.name;
   v.description = fmt::format("the vendor library {} under its declared contract (fuzzed only when named)", vd.name);
   v.contract = vd.contract;
+  // Outputs the library does not compute (VendorDef::outputs) keep their poison, unchecked.
+  for (const auto& t : op.tensors)
+    if (t.role != Role::kIn && !vd.outputs.empty() &&
+        std::find(vd.outputs.begin(), vd.outputs.end(), t.name) == vd.outputs.end())
+      v.contract.writes_only(t.name, [](const Params&, int64_t, int64_t) { return false; },
+                             fmt::format("no element ({} does not compute it)", vd.name));
   v.deterministic = vd.deterministic;
   v.vendor = true;
   if (vd.launch) {
