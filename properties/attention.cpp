@@ -374,7 +374,18 @@ SoftmaxScalars fwd_softmax(const AttnDims& d, bool fast_math) {
 
 /// Steps 3 to 5: O's and LSE's tolerances for `key_tile` keys per tile under `fast_math`
 /// (references/host/attention.h, the device reference's arithmetic too).
-void fwd_tol(const AttnDims& d, int64_t key_tile, bool fast_math, OutputRef& o, OutputRef& lse) {
+/// P rounded to the data's dtype before P V (Arithmetic::narrow_intermediates; fp32: no term).
+ref::AttnNarrowP narrow_p(const AttnDims& d, bool declared) {
+  ref::AttnNarrowP n;
+  if (!declared || d.dt == DType::kF32) return n;
+  n.u = unit_roundoff(d.dt);
+  n.half_sub = 0.5 * min_subnormal(d.dt);
+  n.keys = d.Sk;
+  return n;
+}
+
+void fwd_tol(const AttnDims& d, int64_t key_tile, bool fast_math, const ref::AttnNarrowP& narrow, OutputRef& o,
+             OutputRef& lse) {
   const int64_t rows = d.B * d.H * d.Sq;
   const SoftmaxScalars soft = fwd_softmax(d, fast_math);
   const StoreRounding store = store_rounding_for(d.dt);  // O's dtype; the device reference's too
@@ -396,7 +407,7 @@ void fwd_tol(const AttnDims& d, int64_t key_tile, bool fast_math, OutputRef& o, 
       ref::AttnOSums a;
       a.o = o.ref[l];
       a.a0 = o.aux[kA0][l], a.a1 = o.aux[kA1][l], a.a2 = o.aux[kA2][l], a.a3 = o.aux[kA3][l], a.pv = o.aux[kPv][l];
-      o.tol[l] = ref::attn_o_tol(rb, a, store);
+      o.tol[l] = ref::attn_o_tol(rb, a, store, narrow);
     }
     lse.tol[rl] = rb.lse_tol;
   }
@@ -411,7 +422,9 @@ Status reference_fwd(const Case& c, const std::vector<HostTensor>& t, std::vecto
 }
 
 Status bound_fwd(const Case& c, const Arithmetic& a, const std::vector<HostTensor>&, std::vector<OutputRef>& out) {
-  fwd_tol(dims_of(Params(c.params)), a.tile("kv_tile", kernels::attention::kFwdKeyTile), a.fast_math, out[0], out[1]);
+  const AttnDims d = dims_of(Params(c.params));
+  fwd_tol(d, a.tile("kv_tile", kernels::attention::kFwdKeyTile), a.fast_math, narrow_p(d, a.narrow_intermediates),
+          out[0], out[1]);
   return ok_status();
 }
 
@@ -606,6 +619,7 @@ Status device_compute_fwd(const Case& c, const Arithmetic& a, const std::vector<
   p.key_tile = a.tile("kv_tile", kernels::attention::kFwdKeyTile);
   p.soft = fwd_softmax(d, a.fast_math);
   p.store = store_rounding_for(d.dt);
+  p.narrow = narrow_p(d, a.narrow_intermediates);
   const auto rows = [](const DevTensor& x) { return device_ref::input_rows(x.ptr, x.v.cols, x.v.ld, x.dtype); };
   device_ref::AttentionF64Io io;
   io.q = rows(t[0]), io.k = rows(t[1]), io.v = rows(t[2]), io.mask = rows(t[3]);
@@ -856,6 +870,7 @@ OpDef make(bool fwd) {
                  .run = cudnn_attention,
                  .contract = Contract()
                                  .dtypes({DType::kF16, DType::kBF16})
+                                 .narrow_intermediates()
                                  .only("mask", {false})
                                  .only("G", {1})
                                  .multiple_of("D", 8)
@@ -888,7 +903,7 @@ ASSAY_REGISTER(add_variant(
 void attention_fwd_reference(const AttnDims& d, const HostTensor& q, const HostTensor& k, const HostTensor& v,
                              const HostTensor* mask, OutputRef& o, OutputRef& lse, int64_t key_tile, bool fast_math) {
   fwd_ref(d, q, k, v, mask, o, lse);
-  fwd_tol(d, key_tile, fast_math, o, lse);
+  fwd_tol(d, key_tile, fast_math, ref::AttnNarrowP{}, o, lse);
 }
 
 }  // namespace assay::attention

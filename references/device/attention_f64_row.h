@@ -28,6 +28,7 @@ struct AttentionF64Problem {
   int64_t key_tile = 64;  ///< the variant's declared kv_tile (the bound's rescales)
   SoftmaxScalars soft;    ///< the case's softmax model (n = Sk, fast-math as declared)
   StoreRounding store;    ///< O's store rounding (its dtype's; none for fp32)
+  ref::AttnNarrowP narrow;  ///< P rounded to the storage type (narrow_intermediates; u = 0: no)
 };
 
 /// The inputs (Q, K, V in the case's dtype, the mask fp32; padded rows) and the outputs (dense
@@ -163,7 +164,7 @@ ASSAY_HD inline ref::AttnRowBound attn_phase_row(const AttentionF64Problem& p, c
 /// Over c < D: O's reference and tolerance (ref::attn_o_tol with O's store rounding; NaN as +Inf).
 ASSAY_HD inline void attn_phase_o_out(const AttentionF64Problem& p, const AttentionF64Io& io, const AttnRowCtx& x,
                                       const ref::AttnRowBound& b, const ref::AttnOSums& a, int64_t c) {
-  const double t = ref::attn_o_tol(b, a, p.store);
+  const double t = ref::attn_o_tol(b, a, p.store, p.narrow);
   io.o_ref[x.row * p.D + c] = a.o;
   io.o_tol[x.row * p.D + c] = t != t ? HUGE_VAL : t;
 }

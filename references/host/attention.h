@@ -116,12 +116,39 @@ ASSAY_HD inline double attn_o_e32(const AttnRowBound& b, const AttnOSums& a) {
   return (err + b.gO * amag + b.floor) * kAttnRefSlack;
 }
 
-/// O's tolerance at one element: e32 plus the store's rounding into O's dtype at
-/// |ref| (1 + 2^-9) + e32 (`store`: harness/ulp_core.h StoreRounding, none for fp32): the
-/// host bound (properties/attention.cpp fwd_tol) and the device reference both call this.
+/// P in the storage type (Arithmetic::narrow_intermediates, fp16/bf16 data): the probabilities
+/// are rounded to Q's dtype before the P V product, as FlashAttention-2 does for its second
+/// matmul and cuDNN's SDPA was measured to (50x the fp32-P ceiling). Either the unnormalised
+/// w_j = exp(s_j - max) <= 1 or the normalised P_j is rounded: w~_j = w_j (1 + d_j) + h_j,
+/// |d_j| <= u, |h_j| <= s/2 (u the dtype's unit roundoff, s its smallest subnormal). The
+/// numerator sum_j w~_j v_j moves by at most u sum_j w_j |v_j| + (s/2) sum_j |v_j|; divided by
+/// l >= 1 (its largest term is exp(0)), that is u sum_j P'_j |v_j| + (s/2) sum_j |v_j|, with
+/// P'_j the computed probabilities, sum_j P'_j |v_j| <= a1 (step 3). Where the denominator is the
+/// sum of the rounded w~_j too, l~ = l (1 + t), |t| <= u_z = u + n s / 2 (n keys, l >= 1), which
+/// moves O' by |O'| u_z / (1 - u_z) and the numerator's share by 1 / (1 - u_z). So
+///   |O~ - O'| <= (u a1 + (s/2) a3 + u_z (|o| + e32)) / (1 - u_z),
+/// |O'| <= |o| + e32, added to e32 before the store. u = 0: P stays fp32 (no term).
+struct AttnNarrowP {
+  double u = 0;         ///< unit roundoff of P's storage type (0: fp32 P)
+  double half_sub = 0;  ///< half its smallest subnormal
+  int64_t keys = 0;     ///< n: the keys a row sums (Sk)
+};
+
+ASSAY_HD inline double attn_narrow_p_err(const AttnNarrowP& n, const AttnOSums& a, double e32) {
+  if (n.u == 0) return 0;
+  const double uz = n.u + static_cast<double>(n.keys) * n.half_sub;
+  return (n.u * a.a1 + n.half_sub * a.a3 + uz * (::fabs(a.o) + e32)) / (1 - uz) * kAttnRefSlack;
+}
+
+/// O's tolerance at one element: e32 (plus the rounded-P term under `narrow`) plus the store's
+/// rounding into O's dtype at |ref| (1 + 2^-9) + e32 (`store`: harness/ulp_core.h StoreRounding,
+/// none for fp32): the host bound (properties/attention.cpp fwd_tol) and the device reference
+/// both call this.
 template <typename Store>
-ASSAY_HD double attn_o_tol(const AttnRowBound& b, const AttnOSums& a, const Store& store) {
-  const double e32 = attn_o_e32(b, a);
+ASSAY_HD double attn_o_tol(const AttnRowBound& b, const AttnOSums& a, const Store& store,
+                           const AttnNarrowP& narrow = AttnNarrowP{}) {
+  double e32 = attn_o_e32(b, a);
+  e32 += attn_narrow_p_err(narrow, a, e32);
   return e32 + store(::fabs(a.o) * (1 + 0x1p-9) + e32);
 }
 

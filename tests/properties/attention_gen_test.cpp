@@ -167,9 +167,10 @@ struct HostRun {
 
 /// prepare, reference and bound of `op` as the engine runs them, under the arithmetic the
 /// "flash" variant declares (its key tile).
-void run_reference(const std::string& op, const Case& c, HostRun& h) {
+void run_reference(const std::string& op, const Case& c, HostRun& h, bool narrow_p = false) {
   const OpDef& def = *find_op(op);
-  const Arithmetic arith = find_variant(op, "flash")->contract.arithmetic();
+  Arithmetic arith = find_variant(op, "flash")->contract.arithmetic();
+  arith.narrow_intermediates = narrow_p;
   h.bytes.assign(c.tensors.size(), {});
   h.img.clear();
   for (size_t t = 0; t < c.tensors.size(); ++t) {
@@ -253,7 +254,7 @@ enum class FwdBug { kNone, kTailGuard, kCausalOffByOne, kNoRescale };
 /// max_rise (may be null): the largest rise of a row's running max after its first tile with a
 /// visible key (what the rescale bug needs).
 void emulate_fwd(const Case& c, const std::vector<HostTensor>& t, FwdBug bug, std::vector<double>& O,
-                 std::vector<double>& LSE, double* max_rise = nullptr) {
+                 std::vector<double>& LSE, double* max_rise = nullptr, bool narrow_p = false) {
   const Dims d = dims(c);
   const HostTensor &q = t[0], &k = t[1], &v = t[2];
   const HostTensor* m = d.mask ? &t[3] : nullptr;
@@ -306,7 +307,10 @@ void emulate_fwd(const Case& c, const std::vector<HostTensor>& t, FwdBug bug, st
             for (int64_t jl = 0; jl < T; ++jl) {
               const int64_t j = t0 + jl;
               const float vv = j < d.Sk ? static_cast<float>(v.at(kb + j, cc)) : 0.f;
-              acc = std::fma(p[static_cast<size_t>(jl)], vv, acc);
+              // narrow_p: P in the data's dtype for the P V product (FlashAttention-2's order).
+              const float pj =
+                  narrow_p ? static_cast<float>(stored_as(d.dt, p[static_cast<size_t>(jl)])) : p[static_cast<size_t>(jl)];
+              acc = std::fma(pj, vv, acc);
             }
             o[static_cast<size_t>(cc)] = acc;
           }
@@ -449,6 +453,42 @@ TEST(AttentionBound, AcceptsFloatFlashEmulationAndRejectsTheMutantFormulas) {
   EXPECT_EQ(causal_caught, causal_exposed);
   EXPECT_GE(tail_caught * 4, tail_exposed * 3);
   EXPECT_GE(resc_caught * 10, resc_exposed * 8);
+}
+
+// P rounded to fp16/bf16 before P V (narrow_intermediates: references/host/attention.h
+// AttnNarrowP): the emulated kernel with that order stays inside the ceiling it declares, and
+// outside the fp32-P ceiling on some elements, which is why the model is needed.
+TEST(AttentionBound, NarrowPHoldsTheRoundedProbabilitiesOrder) {
+  const OpSpec* spec = find_spec("attention");
+  ASSERT_NE(spec, nullptr);
+  int64_t checked = 0, elements = 0, beyond_plain = 0;
+  double worst = 0;
+  for (int64_t idx = 0; checked < 120 && idx < 4000; ++idx) {
+    const Case c = generate_case(*spec, GenPlan{23, GenConfig{256}}, idx);
+    if (work(c) > kEmuWork || dims(c).dt == DType::kF32) continue;
+    ++checked;
+    HostRun plain, narrow;
+    ASSERT_NO_FATAL_FAILURE(run_reference("attention", c, plain));
+    ASSERT_NO_FATAL_FAILURE(run_reference("attention", c, narrow, true));
+    std::vector<double> O, L;
+    emulate_fwd(c, narrow.hv, FwdBug::kNone, O, L, nullptr, true);
+    std::string first;
+    ASSERT_EQ(violations(narrow.refs[0], O, &first), 0) << c.summary() << " O: " << first;
+    for (size_t l = 0; l < O.size(); ++l) {
+      const double ref = narrow.refs[0].ref[l], tol = narrow.refs[0].tol[l];
+      if (!std::isfinite(ref) || !(tol > 0) || !std::isfinite(tol)) continue;
+      ++elements;
+      ASSERT_GE(tol, plain.refs[0].tol[l]) << c.summary();
+      worst = std::max(worst, std::fabs(O[l] - ref) / tol);
+      beyond_plain += std::fabs(O[l] - ref) > plain.refs[0].tol[l] ? 1 : 0;
+    }
+  }
+  std::printf("[ measured ] attention with P rounded to fp16/bf16: %lld cases, %lld elements, worst |O - ref| / tol "
+              "%.3g, %lld beyond the fp32-P ceiling\n",
+              static_cast<long long>(checked), static_cast<long long>(elements), worst,
+              static_cast<long long>(beyond_plain));
+  EXPECT_GE(checked, 100);
+  EXPECT_GT(beyond_plain, 0) << "the emulation never leaves the fp32-P ceiling: it does not exercise the model";
 }
 
 TEST(AttentionBound, BackwardAcceptsFloatEmulationAndRejectsTheWrongDoRow) {
