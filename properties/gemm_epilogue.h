@@ -68,7 +68,9 @@ std::vector<OutputRef> forward_reference(const ref::EpilogueProblem& p, const do
                                          const double* bias);
 /// Their ceilings. int_range >= 0: A, B and bias are integers in [-int_range, int_range]; act none /
 /// relu are then exact when every partial sum is (gemm_exact_tier_holds, k + 1 terms).
-void forward_bound(const ref::EpilogueProblem& p, DType dt, int64_t int_range, std::vector<OutputRef>& out);
+/// `narrow`: the product sum rounded to dt before the bias (Arithmetic::narrow_intermediates).
+void forward_bound(const ref::EpilogueProblem& p, DType dt, int64_t int_range, std::vector<OutputRef>& out,
+                   bool narrow);
 /// Both, for the tests.
 std::vector<OutputRef> forward_refs(const ref::EpilogueProblem& p, DType dt, const double* a, const double* b,
                                     const double* bias, int64_t int_range);
