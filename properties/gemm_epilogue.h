@@ -68,9 +68,10 @@ std::vector<OutputRef> forward_reference(const ref::EpilogueProblem& p, const do
                                          const double* bias);
 /// Their ceilings. int_range >= 0: A, B and bias are integers in [-int_range, int_range]; act none /
 /// relu are then exact when every partial sum is (gemm_exact_tier_holds, k + 1 terms).
-/// `narrow`: the product sum rounded to dt before the bias (Arithmetic::narrow_intermediates).
+/// `narrow`: the product sum rounded to dt before the bias (Arithmetic::narrow_intermediates);
+/// `fast_math`: GELU's tanh is __tanhf (Arithmetic::fast_math).
 void forward_bound(const ref::EpilogueProblem& p, DType dt, int64_t int_range, std::vector<OutputRef>& out,
-                   bool narrow);
+                   bool narrow, bool fast_math);
 /// Both, for the tests.
 std::vector<OutputRef> forward_refs(const ref::EpilogueProblem& p, DType dt, const double* a, const double* b,
                                     const double* bias, int64_t int_range);
@@ -88,7 +89,7 @@ std::vector<OutputRef> backward_refs(const ref::EpilogueProblem& p, DType dt, co
 
 /// Bound pieces (fp32 evaluation, u = 2^-24), exposed for the CPU tests: the GELU (tanh form)
 /// kernel's evaluation error at an fp32 argument x whose exact GELU is y, and that of GELU' at x.
-double gelu_eval_error(double x, double y);
+double gelu_eval_error(double x, double y, bool fast_math = false);
 double gelu_grad_eval_error(double x);
 /// max |GELU'| over the reals (tanh form): the Lipschitz constant the forward bound uses.
 inline constexpr double kGeluLipschitz = 1.13;

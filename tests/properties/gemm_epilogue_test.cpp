@@ -261,13 +261,16 @@ TEST(EpiBound, GeluPiecesAreSmallAndGrowAsDerived) {
 }
 
 // ---- float emulation of the kernels, and of the planted bugs ---------------------------------------
-/// kRoundSum is no bug: the order narrow_intermediates declares (the sum rounded to dt before the bias).
-enum class Bug { kNone, kBiasAfterAct, kDbiasOverwrite, kGeluHalf, kReluAtZero, kRoundSum };
+/// kRoundSum and kFastTanh are no bugs: the orders narrow_intermediates (the sum rounded to dt
+/// before the bias) and fast_math (a tanh off by __tanhf's documented 2^-11 relative) declare.
+enum class Bug { kNone, kBiasAfterAct, kDbiasOverwrite, kGeluHalf, kReluAtZero, kRoundSum, kFastTanh };
 
-float act_f(Activation a, float x) {
+/// fast_tanh: tanh moved by 2^-11 of itself, up or down (`up`), as far as __tanhf may.
+float act_f(Activation a, float x, bool fast_tanh = false, bool up = true) {
   if (a == Activation::kRelu) return x > 0 ? x : 0.0f;
   if (a == Activation::kGeluTanh) {
-    const float t = std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x));
+    float t = std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x));
+    if (fast_tanh) t = std::clamp(t * (up ? 1.0f + 0x1p-11f : 1.0f - 0x1p-11f), -1.0f, 1.0f);
     return 0.5f * x * (1.0f + t);
   }
   return x;
@@ -317,7 +320,9 @@ std::vector<std::vector<double>> emulate(const Case& c, const std::vector<HostTe
         if (bug == Bug::kRoundSum) acc = static_cast<float>(rnd(acc));
         const float b = static_cast<float>(d[2][static_cast<size_t>(j)]), zv = acc + b;
         z[static_cast<size_t>(i * p.n + j)] = rnd(zv);
-        y[static_cast<size_t>(i * p.n + j)] = rnd(bug == Bug::kBiasAfterAct ? act_f(p.act, acc) + b : act_f(p.act, zv));
+        y[static_cast<size_t>(i * p.n + j)] =
+            rnd(bug == Bug::kBiasAfterAct ? act_f(p.act, acc) + b
+                                          : act_f(p.act, zv, bug == Bug::kFastTanh, (i + j) % 2 == 0));
       }
     return {y, z};
   }
@@ -429,6 +434,40 @@ TEST(EpiNarrow, RoundedSumBeforeTheBiasHoldsItsCeiling) {
               static_cast<long long>(beyond_plain));
   EXPECT_GE(cases, 100);
   EXPECT_GT(beyond_plain, 0) << "the emulation never leaves the plain ceiling: it does not exercise the model";
+}
+
+// GELU's tanh as __tanhf (fast_math, cuBLASLt's declared arithmetic): the emulated kernel with
+// tanh moved by its documented 2^-11 relative stays inside the fast-math ceiling, and outside the
+// tanhf one on some elements.
+TEST(EpiNarrow, FastTanhGeluHoldsTheFastMathCeiling) {
+  const OpSpec* spec = find_spec("gemm_bias_act");
+  ASSERT_NE(spec, nullptr);
+  int64_t cases = 0, elements = 0, beyond_plain = 0;
+  double worst = 0;
+  for (int64_t i = 0; i < 2000 && cases < 150; ++i) {
+    const Case c = generate_case(*spec, GenPlan{37, GenConfig{256}}, i);
+    if (Params(c.params).s("act") != "gelu") continue;
+    ++cases;
+    const auto fast = materialise(c, Contract().fast_math());
+    const auto plain = materialise(c);
+    const auto out = emulate(c, fast.hv, Bug::kFastTanh);
+    const size_t y = 0;  // Y: Z has no activation
+    for (size_t e = 0; e < out[y].size(); ++e) {
+      const double ref = fast.refs[y].ref[e], err = std::fabs(out[y][e] - ref), tol = fast.refs[y].tol[e];
+      if (!std::isfinite(ref) || !std::isfinite(tol)) continue;
+      ++elements;
+      ASSERT_LE(err, tol) << c.summary() << " element " << e;
+      ASSERT_GE(tol, plain.refs[y].tol[e]);
+      if (tol > 0) worst = std::max(worst, err / tol);
+      beyond_plain += err > plain.refs[y].tol[e] ? 1 : 0;
+    }
+  }
+  std::printf("[ measured ] GELU with a __tanhf-accurate tanh: %lld cases, %lld elements of Y, worst err / ceiling "
+              "%.3g, %lld beyond the tanhf ceiling\n",
+              static_cast<long long>(cases), static_cast<long long>(elements), worst,
+              static_cast<long long>(beyond_plain));
+  EXPECT_GE(cases, 100);
+  EXPECT_GT(beyond_plain, 0) << "the emulation never leaves the tanhf ceiling: it does not exercise the model";
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, EpiEmulation, ::testing::Values(EpiPass::kFwd, EpiPass::kBwd),
