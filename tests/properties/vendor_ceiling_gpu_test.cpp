@@ -100,8 +100,8 @@ INSTANTIATE_TEST_SUITE_P(
                       VendorOp{"conv2d_bwd_filter"}, VendorOp{"activation"},
                       VendorOp{"attention", "cuDNN SDPA (up to 50x the fp32-P ceiling before P rounded to fp16/bf16 "
                                                       "was modelled; not yet measured under that model)"}, VendorOp{"gemm"},
-                      VendorOp{"gemm_bias_act", "cuBLASLt's GELU (8.5x the tanh-form ceiling in fp32); its sum rounded "
-                                                "before the bias is modelled, not yet measured"},
+                      VendorOp{"gemm_bias_act", "cuBLASLt's epilogue (up to 450x before its sum rounded before the bias "
+                                                "and its fast tanh were modelled; not yet measured under those models)"},
                       VendorOp{"gemm_batched"},
                       VendorOp{"gemm_tc", "cuBLASLt gave Inf/NaN on 1 of 67 bf16 near-overflow cases where B is all "
                                           "zeros and the result is beta*C (not explained)"}),
