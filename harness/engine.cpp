@@ -438,10 +438,6 @@ Status launch_vendor(const OpDef& op, Setup& s, gpu::Lane& lane, int slot, bool&
   launched = false;
   ASSAY_RETURN_IF_ERROR(lane.restore());
   const Status st = call_vendor(op, Params(s.c.params), dev_views(s.c, s.views, lane), lane.stream());
-  // A library may leave a launch error behind, also when it succeeds (cuDNN tries engines that
-  // cannot launch before one that can: "too many resources requested for launch", measured on
-  // an H100 with cuDNN 9.14's SDPA); the variant's launcher must not read it as its own.
-  (void)cudaGetLastError();
   if (!st.ok()) {
     s.vendor_note = fmt::format("vendor column ({}) not run: {}", op.vendor.name, st.message());
     return ok_status();
@@ -597,13 +593,15 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
     if (!every) not_run.push_back("determinism not rerun, vendor column not run (sampled)");
     cudaError_t launch_err = cudaSuccess;
     std::vector<gpu::CheckParams> checks;
-    // The vendor column first, once per setup: its kept outputs serve every variant's ratio.
-    const bool vendor_now = op.vendor.defined() && every && !probe && !s.vendor_done;
+    // The vendor column first, once per setup: its kept outputs serve every variant's ratio. Not
+    // for the vendor itself run as a variant: its verdict already judges the library.
+    const bool column = op.vendor.defined() && every && !probe && !v->vendor;
+    const bool vendor_now = column && !s.vendor_done;
     bool vendor_launched = false;
     std::optional<PhaseTimer> launch_timer(std::in_place, Phase::kLaunchCheck);  // the vendor's launch too
     if (vendor_now) ASSAY_RETURN_IF_ERROR(launch_vendor(op, s, lane, runs, vendor_launched));
     const int vendor_regions = vendor_launched ? lane.check_params().nregions : 0;
-    const bool vendor_rel = op.vendor.defined() && every && !probe && s.vendor_kept;
+    const bool vendor_rel = column && s.vendor_kept;
     const auto dv = dev_views(cv, views, lane);
     for (int rep = 1; rep < lane.options.repeat; ++rep) {  // a kernel that degrades after N calls
       ASSAY_RETURN_IF_ERROR(lane.restore());
@@ -635,7 +633,7 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
       s.vendor_done = true;
       if (vendor_launched) read_vendor(op, s, lane.result(runs), vendor_regions);
     }
-    if (op.vendor.defined() && every && !probe) {
+    if (column) {
       verdict.metrics.vendor_max_ratio = s.vendor_ratio;
       // The column is judged only under the vendor's own declared arithmetic and conventions.
       verdict.metrics.vendor_violations = s.key == setup_key(op.vendor.contract) ? s.vendor_violations : -1;

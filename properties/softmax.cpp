@@ -105,6 +105,7 @@ Status reference_fwd(const Case& c, const std::vector<HostTensor>& t, std::vecto
   else
     ref::softmax_reference<double>(t[0].data, rows, n, t[0].v.ld, y.ref.data(), y.aux[0].data(), st.data());
   const bool masked_zero = Params(c.params).convention(kMaskedZero);
+  const double masked_value = Params(c.params).b("log") ? -INFINITY : 0.0;
   for (int64_t r = 0; r < rows; ++r) {
     // A row of -inf only has no softmax (0/0: NaN, what max-first gives); under the
     // masked-attention convention its output is 0 (log-softmax: -inf), exactly.
@@ -114,7 +115,7 @@ Status reference_fwd(const Case& c, const std::vector<HostTensor>& t, std::vecto
       const auto& s = st[static_cast<size_t>(r)];
       y.aux[1][l] = std::isfinite(s.weighted_dev) ? s.weighted_dev : 0;
       y.aux[2][l] = std::isfinite(s.log_sum_exp) ? s.log_sum_exp : 0;
-      if (masked) y.ref[l] = Params(c.params).b("log") ? -INFINITY : 0.0, y.aux[0][l] = 0;
+      if (masked) y.ref[l] = masked_value, y.aux[0][l] = 0;
     }
   }
   out = {std::move(y)};

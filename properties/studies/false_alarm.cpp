@@ -778,6 +778,24 @@ void FaTable::merge(const FaTable& o) {
   for (size_t i = 0; i < rows.size(); ++i) rows[i].merge(o.rows[i]);
 }
 
+void FaPhaseSeconds::add(const FaPhaseSeconds& o) {
+  seconds_inputs += o.seconds_inputs;
+  seconds_inputs_device += o.seconds_inputs_device;
+  seconds_reference += o.seconds_reference;
+  seconds_reference_device += o.seconds_reference_device;
+  seconds_vendor += o.seconds_vendor;
+  seconds_judge += o.seconds_judge;
+  seconds_wait += o.seconds_wait;
+  seconds_launch += o.seconds_launch;
+}
+
+nlohmann::json FaPhaseSeconds::json() const {
+  return {{"inputs", seconds_inputs},       {"inputs_device", seconds_inputs_device},
+          {"reference", seconds_reference}, {"reference_device", seconds_reference_device},
+          {"vendor", seconds_vendor},       {"launch", seconds_launch},
+          {"judge", seconds_judge},         {"wait", seconds_wait}};
+}
+
 void FaReport::merge(const FaReport& o) {
   table.merge(o.table);
   failures.insert(failures.end(), o.failures.begin(), o.failures.end());
@@ -797,14 +815,7 @@ void FaReport::merge(const FaReport& o) {
   cases += o.cases;
   planted += o.planted;
   seconds = std::max(seconds, o.seconds);
-  seconds_inputs += o.seconds_inputs;
-  seconds_inputs_device += o.seconds_inputs_device;
-  seconds_reference += o.seconds_reference;
-  seconds_reference_device += o.seconds_reference_device;
-  seconds_vendor += o.seconds_vendor;
-  seconds_judge += o.seconds_judge;
-  seconds_wait += o.seconds_wait;
-  seconds_launch += o.seconds_launch;
+  add(o);
   shards.insert(shards.end(), o.shards.begin(), o.shards.end());
   // Several shards on one GPU describe it once.
   if (device.empty())
@@ -1014,14 +1025,7 @@ nlohmann::json fa_json(const FaReport& r, const FaOptions& o) {
   j["max_seconds"] = o.max_seconds;
   j["stopped"] = r.stopped;
   j["cases_per_second"] = r.seconds > 0 ? static_cast<double>(r.table.total().cases) / r.seconds : 0.0;
-  j["seconds_phases"] = {{"inputs", r.seconds_inputs},
-                         {"inputs_device", r.seconds_inputs_device},
-                         {"reference", r.seconds_reference},
-                         {"reference_device", r.seconds_reference_device},
-                         {"vendor", r.seconds_vendor},
-                         {"launch", r.seconds_launch},
-                         {"judge", r.seconds_judge},
-                         {"wait", r.seconds_wait}};
+  j["seconds_phases"] = r.json();
   nlohmann::json shards = nlohmann::json::array();
   for (const FaShard& h : r.shards)
     shards.push_back({{"device", h.device},
@@ -1029,15 +1033,7 @@ nlohmann::json fa_json(const FaReport& r, const FaOptions& o) {
                       {"seconds", h.seconds},
                       {"cases_per_second", h.seconds > 0 ? static_cast<double>(h.cases) / h.seconds : 0.0},
                       {"device_reference", h.device_reference},
-                      {"seconds_phases",
-                       {{"inputs", h.seconds_inputs},
-                        {"inputs_device", h.seconds_inputs_device},
-                        {"reference", h.seconds_reference},
-                        {"reference_device", h.seconds_reference_device},
-                        {"vendor", h.seconds_vendor},
-                        {"launch", h.seconds_launch},
-                        {"judge", h.seconds_judge},
-                        {"wait", h.seconds_wait}}}});
+                      {"seconds_phases", h.json()}});
   j["shards"] = shards;
   j["reference"] = {{"device", !r.shards.empty() && r.shards.front().device_reference},
                     {"check_every", o.check_every},
@@ -1914,17 +1910,10 @@ StatusOr<FaReport> run_shard(const FaOptions& o, const std::vector<int>& sel, Fa
   report.seconds = since(t_start);
   report.cases = report.table.total().cases;
   FaShard sh;
+  static_cast<FaPhaseSeconds&>(sh) = report;
   sh.device = report.device;
   sh.cases = report.cases;
   sh.seconds = report.seconds;
-  sh.seconds_inputs = report.seconds_inputs;
-  sh.seconds_inputs_device = report.seconds_inputs_device;
-  sh.seconds_reference = report.seconds_reference;
-  sh.seconds_reference_device = report.seconds_reference_device;
-  sh.seconds_vendor = report.seconds_vendor;
-  sh.seconds_judge = report.seconds_judge;
-  sh.seconds_wait = report.seconds_wait;
-  sh.seconds_launch = report.seconds_launch;
   sh.device_reference = device_ref;
   report.shards = {sh};
   return report;

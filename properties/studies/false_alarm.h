@@ -238,12 +238,23 @@ struct FaTable {
   void merge(const FaTable& o);
 };
 
+/// Seconds per phase of a campaign or of one shard (host phases: wall of the shard's host
+/// thread, inputs being the batch layout and buffers, reference the sampled cases' inputs and
+/// references; inputs_device, reference_device and vendor: device time from events where the
+/// backend has them, else vendor is the wall of launch; launch: the host enqueuing a batch's
+/// device work). A report sums its shards'.
+struct FaPhaseSeconds {
+  double seconds_inputs = 0, seconds_inputs_device = 0, seconds_reference = 0, seconds_reference_device = 0,
+         seconds_vendor = 0, seconds_judge = 0, seconds_wait = 0, seconds_launch = 0;
+  void add(const FaPhaseSeconds& o);
+  nlohmann::json json() const;  ///< {"inputs": ..., "inputs_device": ..., ...}
+};
+
 /// One shard of a campaign (one backend, one GPU): its share and its times.
-struct FaShard {
+struct FaShard : FaPhaseSeconds {
   std::string device;
   int64_t cases = 0;  ///< cases it ran (the library declined none of them)
-  double seconds = 0, seconds_inputs = 0, seconds_inputs_device = 0, seconds_reference = 0,
-         seconds_reference_device = 0, seconds_vendor = 0, seconds_judge = 0, seconds_wait = 0, seconds_launch = 0;
+  double seconds = 0;
   bool device_reference = false;  ///< ref and mag from the device; the host computed a sample
 };
 
@@ -254,20 +265,14 @@ struct FaRefCheck {
   double max_diff = 0;    ///< max |ref_dev - ref_host| / (2^-53 mag), finite elements
 };
 
-struct FaReport {
+struct FaReport : FaPhaseSeconds {
   FaTable table;
   std::vector<FaFailure> failures;          ///< sorted by case index, at most 1000
   std::vector<std::string> not_run_reason;  ///< per config: the first reason a case did not run
   std::vector<int64_t> not_run_case;        ///< per config: that case's index (-1: none)
   std::vector<int> configs;                 ///< the selected configs
   int64_t cases = 0, planted = 0;
-  /// Wall seconds; each phase summed over the shards (host phases: wall of the shard's host
-  /// thread, inputs being the batch layout and buffers, reference the sampled cases' inputs
-  /// and references; inputs_device, reference_device and vendor: device time from events where
-  /// the backend has them, else vendor is the wall of launch; launch: the host enqueuing a
-  /// batch's device work).
-  double seconds = 0, seconds_inputs = 0, seconds_inputs_device = 0, seconds_reference = 0,
-         seconds_reference_device = 0, seconds_vendor = 0, seconds_judge = 0, seconds_wait = 0, seconds_launch = 0;
+  double seconds = 0;  ///< wall; the phases (FaPhaseSeconds) are summed over the shards
   std::string device;
   /// Why the run stopped before `cases` ("" when it ran them all): the time budget or a signal.
   std::string stopped;
