@@ -738,6 +738,7 @@ char* assay_run_campaign(const char* op, const char* options_json, assay_fork_fn
         o.keep_going = j.value("keep_going", false);
         o.case_timeout_s = j.value("case_timeout", 60.0);
         o.run.repeat = j.value("repeat", 1);
+        o.run.vendor_share = j.value("vendor_share", RunOptions{}.vendor_share);
         o.max_shrink_evals = j.value("max_shrink_evals", 4000);
         o.max_shrink_seconds = j.value("max_shrink_seconds", 120.0);
         o.fork_worker = fork_hook(fork_fn, fork_user);
@@ -834,6 +835,7 @@ int assay_worker_serve(const char* op, const char* plan_json, int device, int in
           cfg.plan.targets = spec->default_variants();
         cfg.lanes = j.value("lanes", 2);
         cfg.run.repeat = j.value("repeat", 1);
+        cfg.run.vendor_share = j.value("vendor_share", RunOptions{}.vendor_share);
         cfg.device = device;
         cfg.in_fd = in_fd;
         cfg.out_fd = out_fd;

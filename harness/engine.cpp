@@ -100,12 +100,6 @@ bool overwritten(const OpDef& op, const Case& c, int t) {
   return T.role == Role::kInOut && op.overwrites && op.overwrites(Params(c.params), T.name);
 }
 
-/// True where the op's vendor column computes output `tensor` (VendorDef::outputs, empty: all).
-bool vendor_computes(const OpDef& op, const std::string& tensor) {
-  const auto& names = op.vendor.outputs;
-  return op.vendor.defined() && (names.empty() || std::find(names.begin(), names.end(), tensor) != names.end());
-}
-
 bool on_device(const OpDef& op, const Case& c) {
   return op.device_reference.when && op.device_reference.when(Params(c.params));
 }
@@ -245,7 +239,7 @@ Status build_setup(const OpDef& op, const VariantDef& v, const Case& c0, gpu::La
   }
   // The vendor's outputs are kept beside the variant's, for every variant of the setup.
   for (int t : s.outs) {
-    const bool computed = vendor_computes(op, T[t].name);
+    const bool computed = op.vendor.computes(T[t].name);
     s.vendor_off.push_back(computed ? scratch : -1);
     if (computed) scratch += round256(T[t].desc.extent() * static_cast<int64_t>(dtype_size(T[t].desc.dtype)));
   }
@@ -563,6 +557,45 @@ View2D view_of(const TensorDesc& d) {
   return v;
 }
 
+/// The vendor column's host time on this thread (one lane per thread) against the time since
+/// the thread's first case: the column runs while its share stays at or under `share`. Only
+/// its host time counts (plans, graphs, heuristics, launches, the warning's read-back): that is
+/// what makes a library slow per small case; its kernels overlap the lane's other work.
+namespace {
+
+struct VendorClock {
+  bool started = false;
+  std::chrono::steady_clock::time_point t0;
+  double vendor_s = 0;
+};
+thread_local VendorClock vendor_clock;
+
+bool vendor_within_share(double share) {
+  if (share >= 1) return true;
+  const auto now = std::chrono::steady_clock::now();
+  if (!vendor_clock.started) {
+    vendor_clock.started = true;
+    vendor_clock.t0 = now;
+    return true;  // the first case measures the library's cost
+  }
+  return vendor_clock.vendor_s <= share * std::chrono::duration<double>(now - vendor_clock.t0).count();
+}
+
+/// Adds its lifetime to the vendor column's phase and to this thread's vendor clock.
+class VendorTimer {
+ public:
+  VendorTimer() : t0_(std::chrono::steady_clock::now()) {}
+  ~VendorTimer() { vendor_clock.vendor_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
+  VendorTimer(const VendorTimer&) = delete;
+  VendorTimer& operator=(const VendorTimer&) = delete;
+
+ private:
+  PhaseTimer phase_{Phase::kVendor};
+  std::chrono::steady_clock::time_point t0_;
+};
+
+}  // namespace
+
 StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<const VariantDef*>& variants, const Case& c,
                                          gpu::Lane& lane, bool probe) {
   const auto& T = c.tensors;
@@ -596,10 +629,20 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
     // The vendor column first, once per setup: its kept outputs serve every variant's ratio. Not
     // for the vendor itself run as a variant: its verdict already judges the library.
     const bool column = op.vendor.defined() && every && !probe && !v->vendor;
+    if (column && !s.vendor_done && !vendor_within_share(lane.options.vendor_share)) {
+      s.vendor_done = true;  // for every variant of this case
+      s.vendor_violations = -1;
+      s.vendor_note = fmt::format("vendor-relative ratio not measured on this case ({} is held to {:.0f}% of the "
+                                  "lane's time: --vendor-share)",
+                                  op.vendor.name, 100 * lane.options.vendor_share);
+    }
     const bool vendor_now = column && !s.vendor_done;
     bool vendor_launched = false;
-    std::optional<PhaseTimer> launch_timer(std::in_place, Phase::kLaunchCheck);  // the vendor's launch too
-    if (vendor_now) ASSAY_RETURN_IF_ERROR(launch_vendor(op, s, lane, runs, vendor_launched));
+    if (vendor_now) {
+      const VendorTimer timer;
+      ASSAY_RETURN_IF_ERROR(launch_vendor(op, s, lane, runs, vendor_launched));
+    }
+    std::optional<PhaseTimer> launch_timer(std::in_place, Phase::kLaunchCheck);
     const int vendor_regions = vendor_launched ? lane.check_params().nregions : 0;
     const bool vendor_rel = column && s.vendor_kept;
     const auto dv = dev_views(cv, views, lane);
@@ -627,8 +670,11 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
                                      T[outs[o]].desc.extent() * static_cast<int64_t>(dtype_size(T[outs[o]].desc.dtype)),
                                      cudaMemcpyDeviceToDevice, lane.stream()));
     }
-    ASSAY_RETURN_IF_ERROR(lane.fetch_results(runs + (vendor_launched ? 1 : 0)));
     launch_timer.reset();
+    {
+      const PhaseTimer timer(Phase::kWait);
+      ASSAY_RETURN_IF_ERROR(lane.fetch_results(runs + (vendor_launched ? 1 : 0)));
+    }
     if (vendor_now) {
       s.vendor_done = true;
       if (vendor_launched) read_vendor(op, s, lane.result(runs), vendor_regions);
@@ -639,8 +685,10 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
       verdict.metrics.vendor_violations = s.key == setup_key(op.vendor.contract) ? s.vendor_violations : -1;
       if (!s.vendor_note.empty()) not_run.push_back(s.vendor_note);
     }
-    if (vendor_rel && s.vendor_kept && launch_err == cudaSuccess)
+    if (vendor_rel && s.vendor_kept && launch_err == cudaSuccess) {
+      const VendorTimer timer;
       ASSAY_RETURN_IF_ERROR(vendor_relative(op, s, lane, lane.result(0), verdict.metrics));
+    }
     if (s.on_device && !params.s("relation").empty())
       not_run.push_back(fmt::format("relation '{}' not run ({} reference: no host inputs)", params.s("relation"),
                                     op.device_reference.name));
@@ -731,6 +779,7 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
     // ---- properties and metamorphic relations (cases that name one) -------------------------
     const std::string relation = params.s("relation");
     if (!relation.empty() && !s.on_device && (op.properties || s.transformed)) {
+      const PhaseTimer timer(Phase::kProperties);
       auto read_outputs = [&](const std::vector<const unsigned char*>& dev, std::vector<std::vector<double>>& store,
                               std::vector<HostTensor>& view) -> Status {
         store.assign(outs.size(), {});
@@ -865,7 +914,7 @@ StatusOr<Inspection> inspect_model(const OpDef& op, const VariantDef& v, const C
     in.tol_expected = s.refs.front().expected;
     in.reference = "host-f64";
   }
-  if (vendor_computes(op, c.tensors[static_cast<size_t>(t)].name)) {
+  if (op.vendor.computes(c.tensors[static_cast<size_t>(t)].name)) {
     ASSAY_RETURN_IF_ERROR(lane.restore());
     if (call_vendor(op, Params(s.c.params), dev_views(s.c, s.views, lane), lane.stream()).ok()) {
       std::vector<unsigned char> vraw(raw.size());

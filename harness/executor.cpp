@@ -76,6 +76,7 @@ class InProcessExecutor final : public Executor {
     for (;;) {
       Job j;
       {
+        const PhaseTimer timer(Phase::kQueue);
         std::unique_lock lk(mu_);
         cv_jobs_.wait(lk, [&] { return stop_ || !jobs_.empty(); });
         if (stop_) return;

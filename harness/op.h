@@ -19,6 +19,7 @@
 // `assay fuzz --probe-contract` steps just outside each rule on purpose.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -380,6 +381,10 @@ struct VendorDef {
   Contract contract;
   bool deterministic = true;  ///< false: its determinism rerun may differ (atomics, split reductions)
   bool defined() const { return static_cast<bool>(launch) || static_cast<bool>(run); }
+  /// True where the library computes output `tensor` (`outputs` empty: every output).
+  bool computes(const std::string& tensor) const {
+    return defined() && (outputs.empty() || std::find(outputs.begin(), outputs.end(), tensor) != outputs.end());
+  }
 };
 
 /// Where an element of a metamorphic launch's output comes from in the original launch.

@@ -205,8 +205,7 @@ VariantDef vendor_variant(const OpDef& op) {
   v.contract = vd.contract;
   // Outputs the library does not compute (VendorDef::outputs) keep their poison, unchecked.
   for (const auto& t : op.tensors)
-    if (t.role != Role::kIn && !vd.outputs.empty() &&
-        std::find(vd.outputs.begin(), vd.outputs.end(), t.name) == vd.outputs.end())
+    if (t.role != Role::kIn && !vd.computes(t.name))
       v.contract.writes_only(t.name, [](const Params&, int64_t, int64_t) { return false; },
                              fmt::format("no element ({} does not compute it)", vd.name));
   v.deterministic = vd.deterministic;

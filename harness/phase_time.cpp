@@ -26,8 +26,16 @@ std::string_view phase_name(Phase p) {
       return "device reference";
     case Phase::kUpload:
       return "upload";
+    case Phase::kVendor:
+      return "vendor column";
     case Phase::kLaunchCheck:
       return "launch + check";
+    case Phase::kWait:
+      return "wait";
+    case Phase::kProperties:
+      return "properties and relations";
+    case Phase::kQueue:
+      return "waiting for a case";
     case Phase::kCount:
       break;
   }

@@ -17,7 +17,11 @@ enum class Phase : int {
   kBound,            ///< the op's host bound and the engine's accumulate/partial terms
   kDeviceReference,  ///< inputs drawn and the fp64 reference computed on the device (launches)
   kUpload,           ///< host images and references copied to the lane's device memory
-  kLaunchCheck,      ///< the variant's and the vendor's launches, the device checks and waiting for them
+  kVendor,           ///< the vendor column's host work: plans, graphs and its launches (its GPU time is in kWait)
+  kLaunchCheck,      ///< the variant's launches, restores and device checks, enqueued
+  kWait,             ///< waiting for the case's GPU work: the kernel, the vendor and the checks
+  kProperties,       ///< the op's host properties and metamorphic relations (read-backs included)
+  kQueue,            ///< a lane waiting for its next case
   kCount
 };
 

@@ -348,7 +348,8 @@ class ProcessExecutor final : public Executor {
     }
     args.insert(args.end(), {opts_.binary, "worker", "--op", op_, "--seed", std::to_string(plan_.seed), "--max-dim",
                              std::to_string(plan_.gen.max_dim), "--lanes", std::to_string(opts_.lanes), "--device",
-                             std::to_string(w.device), "--repeat", std::to_string(opts_.run.repeat)});
+                             std::to_string(w.device), "--repeat", std::to_string(opts_.run.repeat),
+                             "--vendor-share", fmt::format("{}", opts_.run.vendor_share)});
     if (!plan_.targets.empty()) {
       std::string t;
       for (const auto& v : plan_.targets) t += (t.empty() ? "" : ",") + v;

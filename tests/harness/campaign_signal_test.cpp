@@ -253,10 +253,11 @@ TEST_F(CampaignSignalTest, WatchdogCatchesOneHungLaneWhileOthersProgress) {
 }
 
 TEST_F(CampaignSignalTest, UnusableGpuAfterAKernelIsThatKernelsFailure) {
-  // Case 4 "corrupts the GPU": its worker dies and no worker can start after it.
+  // Case 4 "corrupts the GPU": its worker dies and no worker can start after it (one worker on
+  // the device: the fake GPU stays usable for a second worker that had started before).
   const std::string marker = (dir_ / "gpu_lost").string();
   start({{"FAKE_FAIL_FROM", "1000000"}, {"FAKE_CONTEXT_INDEX", "4"}, {"FAKE_CONTEXT_FILE", marker}},
-        {"--lanes", "1", "--cases", "30", "--variant", "tiled"});
+        {"--lanes", "1", "--workers-per-gpu", "1", "--cases", "30", "--variant", "tiled"});
   finish(60);
   EXPECT_EQ(run_.exit_code, 1) << "a lost GPU after a find is the kernel's failure, not exit 3" << diag();
   const auto es = entries();

@@ -88,6 +88,35 @@ TEST_F(VendorRelativeGpu, FastExpSoftmaxPassesItsCeilingButIsWarnedAbout) {
   EXPECT_LT(k.vendor_rel_max, m.vendor_rel_max);
 }
 
+// --vendor-share: the column is held to its share of a lane's time. At 0 only a lane's first
+// case measures the library; at 1 every case does. One lane, so the count is exact.
+TEST_F(VendorRelativeGpu, VendorShareHoldsTheColumnToItsShareOfTheLanesTime) {
+  const OpSpec* spec = find_spec("softmax");
+  ASSERT_NE(spec, nullptr);
+  auto run = [&](double share) {
+    CampaignOptions o;
+    o.variants = {"online"};
+    o.max_cases = 40;
+    o.lanes = 1;
+    o.gen.max_dim = 256;
+    o.corpus_dir = "";
+    o.keep_going = true;
+    o.run.vendor_share = share;
+    return run_campaign(*spec, o);
+  };
+  auto none = run(0), every = run(1);
+  ASSERT_TRUE(none.ok()) << none.status().to_string();
+  ASSERT_TRUE(every.ok()) << every.status().to_string();
+  const int64_t measured_none = none->per_variant["online"].vendor_rel_cases;
+  const int64_t measured_every = every->per_variant["online"].vendor_rel_cases;
+  std::printf("[ measured ] softmax/online, 40 cases, one lane: vendor-relative ratio measured on %lld cases at "
+              "--vendor-share 0, %lld at 1\n",
+              static_cast<long long>(measured_none), static_cast<long long>(measured_every));
+  if (measured_every == 0) GTEST_SKIP() << "the cuDNN softmax column did not run: " << every->per_variant["online"].vendor_not_run;
+  EXPECT_LE(measured_none, 1);
+  EXPECT_GE(measured_every, 30);  // cases whose output has a finite element the ratio can use
+}
+
 /// Every op with a vendor column: its default (correct) variants stay quiet.
 class VendorRelativeGpuOps : public ::testing::TestWithParam<VendorOp> {
  protected:
