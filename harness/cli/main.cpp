@@ -486,8 +486,8 @@ struct BenchArgs {
   std::string peer;
   bool split = false;  ///< the small class once more in-process, its lane time split by phase
   /// Worker processes on GPU 0, each with its own lanes (host threads) and generator lock: for
-  /// ops whose host work per case, not the GPU, sets the rate.
-  int workers_per_gpu = 1;
+  /// ops whose host work per case, not the GPU, sets the rate (2: as `assay fuzz`).
+  int workers_per_gpu = 2;
   double vendor_share = kCampaignVendorShare;
 };
 
@@ -543,7 +543,7 @@ int cmd_bench(const BenchArgs& a) {
                   gpu::describe_device(0), a.lanes, 100 * std::min(a.vendor_share, 1.0), a.ops.empty() ? "" : " --ops ",
                   fmt::join(a.ops, ","), a.seconds, a.lanes, a.per_variant ? " --per-variant" : "",
                   a.skip_mutants ? " --skip-mutants" : "", a.skip_large ? " --skip-large" : "",
-                  a.workers_per_gpu > 1 ? fmt::format(" --workers-per-gpu {}", a.workers_per_gpu) : "",
+                  fmt::format(" --workers-per-gpu {}", a.workers_per_gpu),
                   a.split ? " --split" : "", a.vendor_share) +
       (a.peer.empty() ? "" : fmt::format("Peer: `{}`.\n\n", a.peer));
   for (const OpSpec* spec : specs) {
@@ -1193,7 +1193,7 @@ int main(int argc, char** argv) {
   bench->add_flag("--per-variant", ba.per_variant, "Also each correct variant alone, per size class");
   bench->add_flag("--skip-mutants", ba.skip_mutants, "No time-to-detect runs of the planted mutants");
   bench->add_flag("--skip-large", ba.skip_large, "No large-case breakdown");
-  bench->add_option("--workers-per-gpu", ba.workers_per_gpu, "Worker processes on the GPU (throughput runs)")
+  bench->add_option("--workers-per-gpu", ba.workers_per_gpu, "Worker processes on the GPU (throughput runs; default 2)")
       ->check(CLI::Range(1, 16));
   bench->add_option("--vendor-share", ba.vendor_share,
                     fmt::format("Most of a lane's time the vendor column (the vendor-relative ratio) may take; 1: "
