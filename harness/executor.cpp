@@ -26,6 +26,7 @@ class InProcessExecutor final : public Executor {
  public:
   InProcessExecutor(const OpSpec& spec, const GenPlan& plan, int lanes, int device, const RunOptions& run)
       : spec_(spec), plan_(plan), lanes_(lanes), run_(run) {
+    threads_.emplace_back([this] { generate(); });
     for (int i = 0; i < lanes; ++i) threads_.emplace_back([this, device] { work(device); });
   }
   ~InProcessExecutor() override {
@@ -34,6 +35,7 @@ class InProcessExecutor final : public Executor {
       stop_ = true;
     }
     cv_jobs_.notify_all();
+    cv_ready_.notify_all();
     for (auto& t : threads_) t.join();
   }
   void submit(Job j) override {
@@ -70,6 +72,30 @@ class InProcessExecutor final : public Executor {
   void set_device(std::string d) { device_ = std::move(d); }
 
  private:
+  // Case generation is serialised in a process (generate_case), so one thread draws the
+  // queued jobs' cases ahead of the lanes instead of every lane waiting its turn for the lock.
+  void generate() {
+    for (;;) {
+      Job j;
+      {
+        std::unique_lock lk(mu_);
+        cv_jobs_.wait(lk, [&] { return stop_ || !jobs_.empty(); });
+        if (stop_) return;
+        j = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      if (j.gen_index) {
+        j.c = generate_case(spec_, plan_, *j.gen_index);
+        j.gen_index.reset();
+      }
+      {
+        std::lock_guard lk(mu_);
+        ready_.push_back(std::move(j));
+      }
+      cv_ready_.notify_one();
+    }
+  }
+
   void work(int device) {
     auto lane = gpu::Lane::create(device);
     if (lane.ok()) (*lane)->options = run_;
@@ -78,17 +104,17 @@ class InProcessExecutor final : public Executor {
       {
         const PhaseTimer timer(Phase::kQueue);
         std::unique_lock lk(mu_);
-        cv_jobs_.wait(lk, [&] { return stop_ || !jobs_.empty(); });
+        cv_ready_.wait(lk, [&] { return stop_ || !ready_.empty(); });
         if (stop_) return;
-        j = std::move(jobs_.front());
-        jobs_.pop_front();
+        j = std::move(ready_.front());
+        ready_.pop_front();
       }
       JobResult r;
       r.id = j.id;
       if (!lane.ok()) {
         r.status = lane.status();
       } else {
-        const Case c = j.gen_index ? generate_case(spec_, plan_, *j.gen_index) : j.c;
+        const Case& c = j.c;
         auto v = spec_.run(c, j.variants, **lane);
         if (v.ok())
           r.verdicts = std::move(v).value();
@@ -109,8 +135,9 @@ class InProcessExecutor final : public Executor {
   RunOptions run_;
   std::string device_;
   mutable std::mutex mu_;
-  std::condition_variable cv_jobs_, cv_results_;
-  std::deque<Job> jobs_;
+  std::condition_variable cv_jobs_, cv_ready_, cv_results_;
+  std::deque<Job> jobs_;   ///< submitted
+  std::deque<Job> ready_;  ///< with their cases drawn, for the lanes
   std::deque<JobResult> results_;
   int64_t outstanding_ = 0;
   bool stop_ = false;

@@ -11,7 +11,7 @@
 namespace assay {
 
 enum class Phase : int {
-  kGenerate,         ///< drawing the case's params and recipes (generate_case)
+  kGenerate,         ///< drawing the case's params and recipes (generate_case), by one thread ahead of the lanes
   kInputs,           ///< host inputs: materialise, prepare, decode to fp64
   kReference,        ///< the op's host fp64 reference
   kBound,            ///< the op's host bound and the engine's accumulate/partial terms

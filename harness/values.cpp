@@ -328,8 +328,14 @@ void walk_view(const TensorDesc& desc, int64_t l0, int64_t l1, Visit visit) {
 // function of its index).
 template <typename Body>
 void parallel_ranges(int64_t n, Body body) {
-  const int64_t threads = std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), 32);
-  if (n < (int64_t{1} << 20) || threads <= 1) {
+  if (n < (int64_t{1} << 20)) {
+    body(int64_t{0}, n);
+    return;
+  }
+  // Asked once: glibc reads /sys for it (three system calls, ~6 us), and small tensors are
+  // materialised by the thousand per second.
+  static const int64_t threads = std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), 32);
+  if (threads <= 1) {
     body(int64_t{0}, n);
     return;
   }
