@@ -210,6 +210,13 @@ void forward_bound(const ref::EpilogueProblem& p, DType dt, int64_t int_range, s
   for (size_t e = 0; e < z.size(); ++e) {
     const double az = std::fabs(z[e]), ay = std::fabs(y[e]);
     double e32 = ceil.tol(az, mag[e]);
+    if (round_sum && mag[e] + e32 >= max_finite(dt)) {
+      // The rounded sum may pass dt's largest finite value (|s^| <= mag + e32): it is then +-Inf,
+      // Z = +-Inf + bias and Y = act(+-Inf), which GELU's x Phi(x) makes NaN at -Inf (cuBLASLt's
+      // fp16 GELU epilogue, measured: NaN where the exact Y is -0). That order allows any value.
+      out[0].tol[e] = out[1].tol[e] = INFINITY;
+      continue;
+    }
     if (round_sum) e32 += (u_dt * (mag[e] + e32) + half_sub) * (1 + 0x1p-20);
     out[1].tol[e] = stored(az, e32, dt);
     const double ey = gelu ? kGeluLipschitz * e32 + gelu_eval_error(az + e32, ay + kGeluLipschitz * e32, fast_math)

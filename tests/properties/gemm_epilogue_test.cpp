@@ -436,6 +436,43 @@ TEST(EpiNarrow, RoundedSumBeforeTheBiasHoldsItsCeiling) {
   EXPECT_GT(beyond_plain, 0) << "the emulation never leaves the plain ceiling: it does not exercise the model";
 }
 
+// The same order where the product sum leaves fp16's range (uniform inputs of +-400, k = 5:
+// |s| up to 8e5): the rounded sum is +-Inf where the exact one is finite, and GELU(-Inf) is NaN in
+// the emulated kernel (x Phi(x) = -Inf * 0), as cuBLASLt's fp16 GELU epilogue gave. The narrow
+// ceiling leaves every such element unchecked; without the overflow rule it checks some of them
+// (Y = -0 there, a tolerance of a few hundred), which is the false alarm it raised.
+TEST(EpiNarrow, AnOverflowedRoundedSumIsLeftUnchecked) {
+  int64_t nonfinite = 0, plain_checked = 0;
+  for (uint64_t seed = 100; seed < 140; ++seed) {
+    nlohmann::json p = {{"m", 9}, {"n", 7}, {"k", 5}, {"trans_a", true}, {"trans_b", false}, {"dtype", "fp16"},
+                        {"act", "gelu"}};
+    std::vector<ValueRecipe> r(3);
+    for (size_t t = 0; t < r.size(); ++t) {
+      r[t].cls = t < 2 ? ValueClass::kUniform : ValueClass::kNormal;
+      r[t].scale = t < 2 ? 400 : 1;
+      r[t].seed = seed * 8 + t;
+    }
+    const Case c = make_epi(EpiPass::kFwd, p, r, 1, 2);
+    ASSERT_TRUE(find_spec("gemm_bias_act")->validate(c).ok());
+    const auto narrow = materialise(c, Contract().narrow_intermediates());
+    const auto out = emulate(c, narrow.hv, Bug::kRoundSum);
+    for (size_t o = 0; o < out.size(); ++o)
+      for (size_t e = 0; e < out[o].size(); ++e) {
+        if (std::isfinite(out[o][e])) continue;
+        ++nonfinite;
+        EXPECT_TRUE(std::isinf(narrow.refs[o].tol[e])) << c.summary() << " output " << o << " element " << e
+                                                       << " (reference " << narrow.refs[o].ref[e] << ", tolerance "
+                                                       << narrow.refs[o].tol[e] << ")";
+        plain_checked += o == 0 && std::fabs(narrow.refs[o].ref[e]) < 1 ? 1 : 0;
+      }
+  }
+  std::printf("[ measured ] rounded sum past fp16's range: %lld non-finite outputs, %lld of them Y of a GELU whose "
+              "exact value is within 1 of 0\n",
+              static_cast<long long>(nonfinite), static_cast<long long>(plain_checked));
+  EXPECT_GT(nonfinite, 0);
+  EXPECT_GT(plain_checked, 0) << "no NaN where Y is near 0: the test does not exercise the rule";
+}
+
 // GELU's tanh as __tanhf (fast_math, cuBLASLt's declared arithmetic): the emulated kernel with
 // tanh moved by its documented 2^-11 relative stays inside the fast-math ceiling, and outside the
 // tanhf one on some elements.
