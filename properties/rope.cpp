@@ -113,23 +113,48 @@ struct RopeAngle {
   double host_err = 0;  ///< bound on |theta^ - theta_h|
 };
 
-RopeAngle rope_angle(int64_t t, int64_t i, int64_t d, double base) {
+/// The position-free part of pair i's angle: the powers (three pow calls, the costly part)
+/// are the same at every position, so a case computes them once per pair.
+struct RopeFreq {
+  bool zero = false;  ///< i == 0: pow(x, -0) = 1 exactly (C F.10.4.4, which CUDA's powf follows)
+  double p = 0;       ///< base^(-2i/d), double
+  double dp = 0;      ///< bound on |powf^ - p|
+  double ulp_p = 0;   ///< ulp of the fp32 power
+  float ph = 0;       ///< the host's powf with the kernel's rounded exponent
+};
+
+RopeFreq rope_freq(int64_t i, int64_t d, double base) {
+  RopeFreq f;
+  if (i == 0) {
+    f.zero = true;
+    return f;
+  }
+  const float ef = -static_cast<float>(2 * i) / static_cast<float>(d);  // the kernel's exponent, rounded once
+  f.p = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+  const double ps = std::pow(base, static_cast<double>(ef));
+  f.ulp_p = ulp32(ps);
+  f.dp = std::fabs(ps - f.p) + 4 * u64 * f.p + (pow_ulps() + 0.5) * f.ulp_p;  // |powf^ - p|
+  f.ph = std::pow(static_cast<float>(base), ef);
+  return f;
+}
+
+std::vector<RopeFreq> rope_freqs(int64_t half, int64_t d, double base) {
+  std::vector<RopeFreq> v;
+  for (int64_t i = 0; i < half; ++i) v.push_back(rope_freq(i, d, base));
+  return v;
+}
+
+RopeAngle rope_angle(int64_t t, const RopeFreq& f) {
   RopeAngle a;
-  if (i == 0) {  // pow(x, -0) = 1 exactly (C F.10.4.4, which CUDA's powf follows): theta = t, exact in fp32
+  if (f.zero) {  // theta = t, exact in fp32
     a.theta = a.host = static_cast<double>(t);
     return a;
   }
-  const float ef = -static_cast<float>(2 * i) / static_cast<float>(d);  // the kernel's exponent, rounded once
-  const double p = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
-  const double ps = std::pow(base, static_cast<double>(ef));
   const double tt = static_cast<double>(t);
-  const double ulp_p = ulp32(ps);
-  const double dp = std::fabs(ps - p) + 4 * u64 * p + (pow_ulps() + 0.5) * ulp_p;  // |powf^ - p|
-  a.theta = tt * p;
-  a.err = tt * dp + 0.5 * ulp32(tt * (p + dp)) + 4 * u64 * a.theta;
-  const float ph = std::pow(static_cast<float>(base), ef);
-  a.host = static_cast<double>(static_cast<float>(t) * ph);
-  a.host_err = tt * (pow_ulps() + 0.5 + kHostPowUlps + 0.5) * ulp_p + ulp32(tt * (p + dp));
+  a.theta = tt * f.p;
+  a.err = tt * f.dp + 0.5 * ulp32(tt * (f.p + f.dp)) + 4 * u64 * a.theta;
+  a.host = static_cast<double>(static_cast<float>(t) * f.ph);
+  a.host_err = tt * (pow_ulps() + 0.5 + kHostPowUlps + 0.5) * f.ulp_p + ulp32(tt * (f.p + f.dp));
   return a;
 }
 
@@ -188,8 +213,9 @@ Status bound(const Case& c, const Arithmetic& arith, const std::vector<HostTenso
   y.tol.assign(y.ref.size(), 0.0);
   if (rows == 0 || d == 0) return ok_status();
   std::vector<RopeAngle> ang(static_cast<size_t>(half));
+  const std::vector<RopeFreq> freq = rope_freqs(half, d, s.base);
   for (int64_t tok = 0; tok < s.tokens; ++tok) {
-    for (int64_t i = 0; i < half; ++i) ang[static_cast<size_t>(i)] = rope_angle(tok, i, d, s.base);
+    for (int64_t i = 0; i < half; ++i) ang[static_cast<size_t>(i)] = rope_angle(tok, freq[static_cast<size_t>(i)]);
     for (int64_t h = 0; h < s.heads; ++h) {
       const int64_t r = tok * s.heads + h;
       for (int64_t i = 0; i < half; ++i) {
@@ -234,8 +260,9 @@ void properties(const Case& c, const std::vector<HostTensor>& in, const std::vec
   int64_t bad = 0;
   std::string first;
   std::vector<RopeAngle> ang(static_cast<size_t>(half));
+  const std::vector<RopeFreq> freq = rope_freqs(half, d, s.base);
   for (int64_t tok = 0; tok < s.tokens; ++tok) {
-    for (int64_t i = 0; i < half; ++i) ang[static_cast<size_t>(i)] = rope_angle(tok, i, d, s.base);
+    for (int64_t i = 0; i < half; ++i) ang[static_cast<size_t>(i)] = rope_angle(tok, freq[static_cast<size_t>(i)]);
     for (int64_t h = 0; h < s.heads; ++h) {
       const int64_t r = tok * s.heads + h;
       for (int64_t i = 0; i < half; ++i) {
