@@ -174,12 +174,14 @@ double gelu_eval_error(double x, double y, bool fast_math) {
   return (0.5 * ax * (dt + kU) + kU * ay) * kSlop + kF32Floor;
 }
 
-double gelu_grad_eval_error(double x) {
+double gelu_grad_eval_error(double x, bool fast_math) {
   const double ax = std::fabs(x);
   const double k = std::sqrt(2 / M_PI), c = 0.044715;
   const double wp = k * (1 + 3 * c * ax * ax), t = std::tanh(k * (ax + c * ax * ax * ax));
   const double M = 0.5 * (1 + std::fabs(t)) + 0.5 * ax * (1 - t * t) * wp;
-  return ((0.5 + ax * wp) * (tanh_err().dt + kU) + 12 * kU * M) * kSlop + kF32Floor;
+  // An error dt in t moves GELU' = 0.5 (1 + t) + 0.5 x (1 - t^2) w' by at most (0.5 + |x| w') dt.
+  const double dt = fast_math ? fast_tanh_err().dt : tanh_err().dt;
+  return ((0.5 + ax * wp) * (dt + kU) + 12 * kU * M) * kSlop + kF32Floor;
 }
 
 std::vector<OutputRef> forward_reference(const ref::EpilogueProblem& p, const double* a, const double* b,
@@ -240,37 +242,46 @@ std::vector<OutputRef> backward_reference(const ref::EpilogueProblem& p, const d
   const int64_t m = p.m, n = p.n, k = p.k, la = ref::lda_of(p), lb = ref::ldb_of(p);
   const bool gelu = p.act == ref::Activation::kGeluTanh;
   // dz's error per element (0 for none / relu: a product by 1 or 0), propagated through the sums.
-  std::vector<double> prop_a(g.da.size(), 0.0), prop_b(g.db.size(), 0.0), prop_bias(g.dbias.size(), 0.0);
+  // Per output: [0] with tanhf's error, [1] with __tanhf's (the bound picks by fast_math).
+  std::vector<double> prop_a[2], prop_b[2], prop_bias[2];
+  for (int f = 0; f < 2; ++f) {
+    prop_a[f].assign(g.da.size(), 0.0), prop_b[f].assign(g.db.size(), 0.0);
+    prop_bias[f].assign(g.dbias.size(), 0.0);
+  }
   if (gelu) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         const int64_t e = i * n + j;
-        const double ed = std::fabs(dy[e]) * gelu_grad_eval_error(z[e]);
-        const double d = ed + kU * (std::fabs(g.dz[static_cast<size_t>(e)]) + ed) + 0x1p-149;
-        prop_bias[static_cast<size_t>(j)] += d;
-        for (int64_t q = 0; q < k; ++q) {
-          const size_t ia = static_cast<size_t>(p.trans_a ? q * la + i : i * la + q);
-          const size_t ib = static_cast<size_t>(p.trans_b ? j * lb + q : q * lb + j);
-          prop_a[ia] += d * std::fabs(b[ib]);
-          prop_b[ib] += std::fabs(a[ia]) * d;
+        for (int f = 0; f < 2; ++f) {
+          const double ed = std::fabs(dy[e]) * gelu_grad_eval_error(z[e], f == 1);
+          const double d = ed + kU * (std::fabs(g.dz[static_cast<size_t>(e)]) + ed) + 0x1p-149;
+          prop_bias[f][static_cast<size_t>(j)] += d;
+          for (int64_t q = 0; q < k; ++q) {
+            const size_t ia = static_cast<size_t>(p.trans_a ? q * la + i : i * la + q);
+            const size_t ib = static_cast<size_t>(p.trans_b ? j * lb + q : q * lb + j);
+            prop_a[f][ia] += d * std::fabs(b[ib]);
+            prop_b[f][ib] += std::fabs(a[ia]) * d;
+          }
         }
       }
   }
   std::vector<OutputRef> out(3);
-  out[0].ref = g.da, out[0].aux = {g.mag_da, std::move(prop_a)};
-  out[1].ref = g.db, out[1].aux = {g.mag_db, std::move(prop_b)};
-  out[2].ref = g.dbias, out[2].aux = {g.mag_dbias, std::move(prop_bias)};
+  out[0].ref = g.da, out[0].aux = {g.mag_da, std::move(prop_a[0]), std::move(prop_a[1])};
+  out[1].ref = g.db, out[1].aux = {g.mag_db, std::move(prop_b[0]), std::move(prop_b[1])};
+  out[2].ref = g.dbias, out[2].aux = {g.mag_dbias, std::move(prop_bias[0]), std::move(prop_bias[1])};
   return out;
 }
 
-void backward_bound(const ref::EpilogueProblem& p, DType dt, int64_t int_range, std::vector<OutputRef>& out) {
+void backward_bound(const ref::EpilogueProblem& p, DType dt, int64_t int_range, std::vector<OutputRef>& out,
+                    bool fast_math) {
   const int64_t terms[3] = {p.n, p.m, p.m};  // dA sums over n, dB and dbias over m
   for (size_t o = 0; o < 3; ++o) {
     OutputRef& r = out[o];
     const ElementBound ceil = gemm_ceiling(model(DType::kF32, terms[o]));
+    const std::vector<double>& props = r.aux[fast_math ? 2 : 1];
     r.tol.resize(r.ref.size());
     for (size_t e = 0; e < r.ref.size(); ++e) {
-      const double ae = std::fabs(r.ref[e]), prop = r.aux[1][e];
+      const double ae = std::fabs(r.ref[e]), prop = props[e];
       const double e32 = ceil.tol(ae, r.aux[0][e] + prop) + prop;
       // dA is stored as computed; dB and dbias are accumulated (every variant, the op's +=): their
       // store rounds prefill + sum, which the engine's accumulation accounts for.
@@ -323,7 +334,7 @@ Status bound(EpiPass pass, const Case& c, const Arithmetic& a, std::vector<Outpu
   if (pass == EpiPass::kFwd)
     forward_bound(p, dt, int_range_of(c), out, a.narrow_intermediates, a.fast_math);
   else
-    backward_bound(p, dt, int_range_of(c), out);
+    backward_bound(p, dt, int_range_of(c), out, a.fast_math);
   return ok_status();
 }
 

@@ -77,12 +77,14 @@ std::vector<OutputRef> forward_refs(const ref::EpilogueProblem& p, DType dt, con
                                     const double* bias, int64_t int_range);
 
 /// Backward references {dA, dB, dbias} of the gradients alone (dense; dB in B's storage layout),
-/// aux [0] = the magnitude of each sum, [1] = the propagated error of dz (gelu).
+/// aux [0] = the magnitude of each sum, [1] = the propagated error of dz (gelu), [2] = the same
+/// under fast math (tanhf as __tanhf).
 std::vector<OutputRef> backward_reference(const ref::EpilogueProblem& p, const double* a, const double* b,
                                           const double* z, const double* dy);
 /// Their ceilings (the engine adds the prefill of the accumulated dB and dbias). int_range over
 /// every input as above: dA exact when its n-term sums are.
-void backward_bound(const ref::EpilogueProblem& p, DType dt, int64_t int_range, std::vector<OutputRef>& out);
+void backward_bound(const ref::EpilogueProblem& p, DType dt, int64_t int_range, std::vector<OutputRef>& out,
+                    bool fast_math = false);
 /// Both, for the tests.
 std::vector<OutputRef> backward_refs(const ref::EpilogueProblem& p, DType dt, const double* a, const double* b,
                                      const double* z, const double* dy, int64_t int_range);
@@ -90,7 +92,7 @@ std::vector<OutputRef> backward_refs(const ref::EpilogueProblem& p, DType dt, co
 /// Bound pieces (fp32 evaluation, u = 2^-24), exposed for the CPU tests: the GELU (tanh form)
 /// kernel's evaluation error at an fp32 argument x whose exact GELU is y, and that of GELU' at x.
 double gelu_eval_error(double x, double y, bool fast_math = false);
-double gelu_grad_eval_error(double x);
+double gelu_grad_eval_error(double x, bool fast_math = false);
 /// max |GELU'| over the reals (tanh form): the Lipschitz constant the forward bound uses.
 inline constexpr double kGeluLipschitz = 1.13;
 
