@@ -12,6 +12,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -64,6 +65,29 @@ inline int64_t op_index(const Case& c, size_t t, bool trans, int64_t r, int64_t 
   const int64_t entry = d.rank() >= 3 ? z * d.strides[0] : 0;
   return d.offset + entry + (trans ? q * v.ld + r : r * v.ld + q);
 }
+
+/// Where alpha * op(A) * op(B) may be evaluated with an operand scaled by alpha first (BLAS fixes
+/// no order: cuBLAS and cuBLASLt do so, measured: NaN = (1.5 a) * 0 with a near FLT_MAX and B all
+/// zeros), |alpha a| can pass FLT_MAX although every product and sum of the other orders stays
+/// finite: the element may then be Inf or NaN. Per row i of op(A) and column j of op(B) (m x k,
+/// k x n), max |x|, and whether |alpha| times either reaches FLT_MAX.
+struct AlphaScaledOperands {
+  double alpha_abs = 0;
+  std::vector<double> row_a, col_b;
+  template <typename OpA, typename OpB>
+  AlphaScaledOperands(double alpha, int64_t m, int64_t n, int64_t k, OpA op_a, OpB op_b) : alpha_abs(std::fabs(alpha)) {
+    if (!(alpha_abs > 1)) return;  // |alpha x| <= |x| <= FLT_MAX
+    row_a.assign(static_cast<size_t>(m), 0.0), col_b.assign(static_cast<size_t>(n), 0.0);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t q = 0; q < k; ++q) row_a[static_cast<size_t>(i)] = std::max(row_a[static_cast<size_t>(i)], std::fabs(op_a(i, q)));
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t q = 0; q < k; ++q) col_b[static_cast<size_t>(j)] = std::max(col_b[static_cast<size_t>(j)], std::fabs(op_b(q, j)));
+  }
+  bool may_overflow(int64_t i, int64_t j) const {
+    return !row_a.empty() &&
+           alpha_abs * std::max(row_a[static_cast<size_t>(i)], col_b[static_cast<size_t>(j)]) >= FLT_MAX;
+  }
+};
 
 /// Dense copy of a host tensor's rows x cols elements.
 inline std::vector<double> dense(const HostTensor& h) {

@@ -171,12 +171,20 @@ void gemm_tc_bound(const TcProblem& p, bool exact, OutputRef& out) {
   const ElementBound prod = p.product_to_out && p.beta != 0
                                 ? product_to_out_terms(p.out, DType::kF32, 1 + bound.rel_mag)
                                 : ElementBound{};
+  const gemm_common::AlphaScaledOperands scaled(
+      p.alpha, p.m, p.n, p.k,
+      [&](int64_t i, int64_t q) { return p.a[p.trans_a ? q * p.lda + i : i * p.lda + q]; },
+      [&](int64_t q, int64_t j) { return p.b[p.trans_b ? j * p.ldb + q : q * p.ldb + j]; });
   out.tol.resize(out.ref.size());
   for (size_t l = 0; l < out.ref.size(); ++l) {
     const double a = std::fabs(out.ref[l]), mag = out.aux[0][l], dmag = out.aux[1][l];
     const double e32 = bound.tol(a, mag) + prod.rel_mag * mag + prod.floor;
     const double tol = e32 + rowwise::store_rounding(a + e32, p.out);
-    out.tol[l] = a + tol >= top || mag >= top32 || dmag >= top32 || !std::isfinite(mag) ? INFINITY : tol;
+    const int64_t n = std::max<int64_t>(p.n, 1);
+    out.tol[l] = a + tol >= top || mag >= top32 || dmag >= top32 || !std::isfinite(mag) ||
+                         scaled.may_overflow(static_cast<int64_t>(l) / n, static_cast<int64_t>(l) % n)
+                     ? INFINITY
+                     : tol;
   }
   out.exact = exact;
 }

@@ -482,6 +482,38 @@ TEST(GemmTcBound, OverflowingElementsAreUnchecked) {
   EXPECT_TRUE(std::isinf(gemm_tc::gemm_tc_expected(p, false).tol[0]));
 }
 
+// alpha applied to an operand before the products (cuBLAS and cuBLASLt, measured: NaN = (1.5 a) * 0
+// with a near FLT_MAX and B all zeros, where the exact result is 0): where |alpha| times an
+// operand element an output reads reaches FLT_MAX the element is unchecked, in gemm and gemm_tc;
+// with |alpha| <= 1, or operands far from overflow, it stays checked.
+TEST(GemmBound, AnOperandThatAlphaScalesPastFltMaxLeavesItsElementsUnchecked) {
+  ValueRecipe big, zero, normal;
+  big.cls = ValueClass::kNearOverflow;
+  big.overflow_factor = 1.2;  // every |a| >= max / 1.2: 1.5 |a| > FLT_MAX (bf16's max is 3.39e38)
+  zero.cls = ValueClass::kSignedZero;
+  normal.cls = ValueClass::kNormal;
+  big.seed = 7, zero.seed = 8, normal.seed = 9;
+  auto run = [&](const std::string& op, double alpha, const ValueRecipe& a, const ValueRecipe& b) {
+    nlohmann::json p = {{"m", 3}, {"n", 4}, {"k", 5}, {"trans_a", true}, {"trans_b", false}, {"alpha", alpha},
+                        {"beta", 0.0}};
+    std::vector<ValueRecipe> r = {a, b, normal};
+    if (op == "gemm_tc") p["dtype"] = "bf16", p["out_dtype"] = "fp32", r.push_back(normal);
+    auto c = build_case(model_op(op), p, r, std::vector<Layout>(r.size(), Layout{1, 2}));  // one per tensor
+    EXPECT_TRUE(c.ok()) << c.status().message();
+    const auto h = model_host_run(model_op(op), *c);
+    int64_t unchecked = 0;
+    for (double t : h.refs[0].tol) unchecked += std::isinf(t) ? 1 : 0;
+    return std::pair<int64_t, size_t>{unchecked, h.refs[0].tol.size()};
+  };
+  for (const char* op : {"gemm", "gemm_tc"}) {
+    const auto a_big = run(op, 1.5, big, zero), b_big = run(op, -2.0, zero, big);
+    EXPECT_EQ(a_big.first, static_cast<int64_t>(a_big.second)) << op << ": alpha 1.5, A near overflow, B zero";
+    EXPECT_EQ(b_big.first, static_cast<int64_t>(b_big.second)) << op << ": alpha -2, B near overflow, A zero";
+    EXPECT_EQ(run(op, 1.0, big, zero).first, 0) << op << ": alpha 1 scales nothing past FLT_MAX";
+    EXPECT_EQ(run(op, 1.5, normal, normal).first, 0) << op << ": operands far from overflow";
+  }
+}
+
 TEST(GemmTcBound, DeclaredProductToOutputOrderIsBounded) {
   // A kernel that rounds alpha*acc to its bf16/fp16 output before adding beta*C (the cuBLAS
   // order) declares Contract().narrow_intermediates(); emulated here on cancelling and random
