@@ -208,6 +208,8 @@ double table_ulps(const char* name, double dflt) {
 
 /// The library functions' accuracy under the declared arithmetic, from the [CUDA] tables
 /// (harness/bounds.h): precise functions, or the fast-math intrinsics.
+constexpr const char* kSiluGradFromOutput = "silu_grad_from_output";
+
 struct Lib {
   bool fast = false, ftz = false;
   double n_erf = 2, n_erfc = 4, n_tanh = 2, n_exp = 2;  // ulps vs the correctly rounded result
@@ -388,6 +390,23 @@ double fwd_error(const Lib& L, Act act, double x, double y) {
   return e;
 }
 
+/// The convention kSiluGradFromOutput: SiLU' evaluated from the saved output as
+/// g = y^ + s^ (1 - y^), y^ = silu(x) as computed and stored in the data type (cuDNN's backward
+/// takes y; algebraically s + x s (1 - s)). y^ errs by |y| E_y, E_y the forward's relative error
+/// and the store's u_dt; 1 - y^ and the product round once each, s^ by e_sig; the sum rounds
+/// once and may cancel (y ~ x and s (1 - y) ~ -x at large x: nothing is left of g = 1 but the
+/// roundings of terms near |x|, an absolute error of order u |x|):
+/// With d_y = |y| E_y + half dt's smallest subnormal (a y stored below dt's smallest normal
+/// rounds to an absolute grid):
+///   |g^ - g| <= d_y (1 + s) + ((1 + e_sig)(1 + u)^3 - 1)(s (1 + |y| + d_y) + |y| + d_y).
+double e32_silu_grad_from_output(const Lib& L, double x, DType dt) {
+  const double s = sig(x), ay = std::fabs(x) * s;
+  const double e_y = (1 + L.e_sig(x)) * (1 + kU) * (1 + unit_roundoff(dt)) - 1;
+  const double d_y = ay * e_y + 0.5 * min_subnormal(dt) + 0.5 * min_subnormal(DType::kF32);
+  const double r = (1 + L.e_sig(x)) * pw(1 + kU, 3) - 1;
+  return (d_y * (1 + s) + r * (s * (1 + ay + d_y) + ay + d_y)) * (1 + 0x1p-20);
+}
+
 double bwd_error(const Lib& L, Act act, double x, double dy, double mag, double dx) {
   const double ady = std::fabs(dy), f = underflow_floor(), mn = min_normal(DType::kF32);
   double e = ady * (e32_grad(L, act, x, mag) + f) * (1 + kU) + kU * std::fabs(dx) + f;
@@ -471,12 +490,15 @@ Status bound_bwd(const Case& c, const Arithmetic& a, const std::vector<HostTenso
   const Act act = act_of(c);
   const DType dt = p.dt("dtype");
   const Lib L(a);
+  const bool from_output = act == Act::kSilu && p.convention(kSiluGradFromOutput);
   OutputRef& dx = out[0];
   dx.tol.assign(dx.ref.size(), 0.0);
   for (size_t i = 0; i < dx.ref.size(); ++i) {
     const double x = t[0].at(0, static_cast<int64_t>(i)), dy = t[1].at(0, static_cast<int64_t>(i)), r = dx.ref[i];
     if (!std::isfinite(r) || !std::isfinite(x) || !std::isfinite(dy)) continue;
-    dx.tol[i] = finish(std::fabs(r), bwd_error(L, act, x, dy, dx.aux[0][i], r), dt);
+    double e = bwd_error(L, act, x, dy, dx.aux[0][i], r);
+    if (from_output) e = std::max(e, std::fabs(dy) * e32_silu_grad_from_output(L, x, dt) * (1 + kU) + kU * std::fabs(r));
+    dx.tol[i] = finish(std::fabs(r), e, dt);
   }
   return ok_status();
 }
@@ -555,11 +577,18 @@ OpDef make(bool fwd) {
     op.bound = bound_bwd;
     op.bound_name = "activation-backward ceiling";
   }
+  // cuDNN's activation API has no GELU; its backward takes the saved output y.
+  Contract vendor_contract = Contract().only("act", {"silu"});
+  if (!fwd) {
+    op.conventions[kSiluGradFromOutput] =
+        "SiLU' from the saved output, y + sigmoid(x) (1 - y) with y = silu(x) stored in the data type";
+    vendor_contract.convention(kSiluGradFromOutput);
+  }
   op.vendor = {.name = "cudnn-activation",
                .run = [fwd](const Params& p, const std::vector<DevTensor>& t, cudaStream_t st) {
                  return cudnn_activation(fwd, p, t, st);
                },
-               .contract = Contract().only("act", {"silu"})};  // cuDNN's activation API has no GELU
+               .contract = vendor_contract};
   op.prepare = scale_x;
   op.self_check = [fwd](std::string& r) { return self_check(!fwd, r); };
   return op;

@@ -569,6 +569,59 @@ TEST(ActivationFastMath, FlushToZeroIsAdmittedOnlyUnderAnFtzContract) {
   }
 }
 
+// cuDNN's SiLU backward works from the saved output (convention silu_grad_from_output):
+// g = y + s (1 - y), which cancels at large |x| (y ~ x, s (1 - y) ~ -x). Emulated in fp32 over the
+// dense sweep, and in fp16 / bf16 over every finite input (y stored in the data type), it stays
+// inside the ceiling under the convention and leaves the plain one at large |x|: measured on an
+// H100, cuDNN gave 0 for dx = dy at x near FLT_MAX.
+TEST(ActivationConvention, SiluGradFromTheSavedOutputHoldsItsCeiling) {
+  const OpDef* op = find_op("activation_bwd");
+  ASSERT_NE(op, nullptr);
+  ASSERT_TRUE(op->conventions.count("silu_grad_from_output"));
+  ASSERT_TRUE(op->vendor.contract.has_convention("silu_grad_from_output"));
+  int64_t elements = 0, beyond_plain = 0;
+  for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
+    std::vector<float> inputs = dt == DType::kF32 ? fp32_sweep() : std::vector<float>();
+    for (uint32_t b = 0; dt != DType::kF32 && b < 0x10000; ++b)
+      inputs.push_back(dt == DType::kF16 ? f16_bits_to_f32(static_cast<uint16_t>(b))
+                                         : bf16_bits_to_f32(static_cast<uint16_t>(b)));
+    std::vector<double> xs, dys;
+    for (float x : inputs) {
+      const float xr = static_cast<float>(round_to_dt(dt, x));
+      if (!std::isfinite(xr)) continue;
+      for (float dy : {1.0f, -3.5f, 0.25f}) xs.push_back(xr), dys.push_back(dy);
+    }
+    const int64_t n = static_cast<int64_t>(xs.size());
+    const nlohmann::json params = {{"dtype", std::string(dtype_name(dt))}, {"act", "silu"}, {"count", n}};
+    auto c = build_case(*op, params, {ValueRecipe{}, ValueRecipe{}}, std::vector<Layout>(3));
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    const std::vector<HostTensor> t = {{xs.data(), {1, n, n}}, {dys.data(), {1, n, n}}};
+    std::vector<OutputRef> plain, conv;
+    ASSERT_TRUE(op->reference(*c, t, plain).ok());
+    conv = plain;
+    ASSERT_TRUE(op->bound(*c, Arithmetic{}, t, plain).ok());
+    Case cc = *c;
+    cc.params["conventions"] = {"silu_grad_from_output"};
+    ASSERT_TRUE(op->bound(cc, Arithmetic{}, t, conv).ok());
+    for (int64_t i = 0; i < n; ++i) {
+      const float x = static_cast<float>(xs[static_cast<size_t>(i)]), dy = static_cast<float>(dys[static_cast<size_t>(i)]);
+      const float s = 1.0f / (1.0f + std::exp(-x));
+      const float y = static_cast<float>(round_to_dt(dt, x * s));
+      const float g = y + s * (1.0f - y);
+      const double dx = round_to_dt(dt, dy * g);
+      const double ref = conv[0].ref[static_cast<size_t>(i)], tol = conv[0].tol[static_cast<size_t>(i)];
+      if (!std::isfinite(ref) || std::isinf(tol) || !std::isfinite(dx)) continue;
+      ++elements;
+      ASSERT_LE(std::fabs(dx - ref), tol) << dtype_name(dt) << " x = " << x << " dy = " << dy << ": dx " << dx;
+      beyond_plain += std::fabs(dx - ref) > plain[0].tol[static_cast<size_t>(i)] ? 1 : 0;
+    }
+  }
+  std::printf("[ measured ] SiLU' from the saved output: %lld elements inside the convention's ceiling, %lld "
+              "beyond the plain one\n",
+              static_cast<long long>(elements), static_cast<long long>(beyond_plain));
+  EXPECT_GT(beyond_plain, 0) << "the emulation never leaves the plain ceiling: it does not exercise the model";
+}
+
 TEST(ActivationFastMath, VariantsDeclaringFastMathGetTheLooserCeilingThroughTheEngine) {
   // The op's bound reads the Arithmetic the engine passes from the variant's contract.
   const OpDef* op = find_op("activation");
