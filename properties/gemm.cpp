@@ -46,7 +46,8 @@
 // overflow is excused (the generator keeps near-overflow data away from it). An order may
 // also scale an operand by alpha before the products (cuBLAS does): with |alpha| > 1, where
 // |alpha| times an element of the row of op(A) or column of op(B) an output reads reaches
-// FLT_MAX, that output is unchecked too (gemm_common::AlphaScaledOperands). Host path only:
+// FLT_MAX, that output is unchecked too, and alpha a rounded on the subnormal grid adds half a
+// subnormal spacing per product (gemm_common::AlphaScaledOperands). Host path only:
 // the device reference does not carry it yet, so a case above the device threshold with
 // alpha = 1.5 and near-overflow operands can still flag such an order.
 //
@@ -249,10 +250,12 @@ Status bound(const Case& c, const Arithmetic&, const std::vector<HostTensor>& t,
   y.expected.resize(y.ref.size());
   for (size_t l = 0; l < y.ref.size(); ++l) {
     const double mag = y.aux[0][l];
-    const bool scaled_over = scaled.may_overflow(static_cast<int64_t>(l) / std::max<int64_t>(n, 1),
-                                                 static_cast<int64_t>(l) % std::max<int64_t>(n, 1));
-    y.tol[l] = mag * (1.0 + b.rel_mag) + b.floor < limit && !scaled_over ? b.tol(std::fabs(y.ref[l]), mag) : INFINITY;
-    y.expected[l] = e.tol(std::fabs(y.ref[l]), mag);
+    const int64_t i = static_cast<int64_t>(l) / std::max<int64_t>(n, 1), j = static_cast<int64_t>(l) % std::max<int64_t>(n, 1);
+    const double slack = scaled.underflow_slack(i, j);
+    y.tol[l] = mag * (1.0 + b.rel_mag) + b.floor < limit && !scaled.may_overflow(i, j)
+                   ? b.tol(std::fabs(y.ref[l]), mag) + slack
+                   : INFINITY;
+    y.expected[l] = e.tol(std::fabs(y.ref[l]), mag) + slack;
   }
   y.exact = exact_tier(c);
   return ok_status();

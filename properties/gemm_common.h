@@ -68,24 +68,43 @@ inline int64_t op_index(const Case& c, size_t t, bool trans, int64_t r, int64_t 
 
 /// Where alpha * op(A) * op(B) may be evaluated with an operand scaled by alpha first (BLAS fixes
 /// no order: cuBLAS and cuBLASLt do so, measured: NaN = (1.5 a) * 0 with a near FLT_MAX and B all
-/// zeros), |alpha a| can pass FLT_MAX although every product and sum of the other orders stays
-/// finite: the element may then be Inf or NaN. Per row i of op(A) and column j of op(B) (m x k,
-/// k x n), max |x|, and whether |alpha| times either reaches FLT_MAX.
+/// zeros), two things the other orders never do can happen to an output (i, j):
+/// - |alpha a| can pass FLT_MAX although every product and sum stays finite: with |alpha| > 1,
+///   where |alpha| times an element of row i of op(A) or column j of op(B) reaches FLT_MAX, the
+///   output may be Inf or NaN (may_overflow);
+/// - alpha a rounds on fp32's subnormal grid where it falls below the smallest normal (half a
+///   subnormal spacing, absolute; measured: alpha = 1.5, A subnormal, B near FLT_MAX), and the
+///   product carries it times |b|: with alpha not in {0, +-1}, at most half the smallest
+///   subnormal times the larger of sum_q |op(A)(i, q)| and sum_q |op(B)(q, j)| (underflow_slack;
+///   the relative part of that rounding is one of the ceiling's gamma_{k+2}).
 struct AlphaScaledOperands {
   double alpha_abs = 0;
-  std::vector<double> row_a, col_b;
+  std::vector<double> max_a, max_b, sum_a, sum_b;  // per row i of op(A), per column j of op(B)
   template <typename OpA, typename OpB>
   AlphaScaledOperands(double alpha, int64_t m, int64_t n, int64_t k, OpA op_a, OpB op_b) : alpha_abs(std::fabs(alpha)) {
-    if (!(alpha_abs > 1)) return;  // |alpha x| <= |x| <= FLT_MAX
-    row_a.assign(static_cast<size_t>(m), 0.0), col_b.assign(static_cast<size_t>(n), 0.0);
+    if (alpha_abs == 0 || alpha_abs == 1) return;  // no rounding of alpha x
+    max_a.assign(static_cast<size_t>(m), 0.0), sum_a.assign(static_cast<size_t>(m), 0.0);
+    max_b.assign(static_cast<size_t>(n), 0.0), sum_b.assign(static_cast<size_t>(n), 0.0);
     for (int64_t i = 0; i < m; ++i)
-      for (int64_t q = 0; q < k; ++q) row_a[static_cast<size_t>(i)] = std::max(row_a[static_cast<size_t>(i)], std::fabs(op_a(i, q)));
+      for (int64_t q = 0; q < k; ++q) {
+        const double v = std::fabs(op_a(i, q));
+        max_a[static_cast<size_t>(i)] = std::max(max_a[static_cast<size_t>(i)], v);
+        sum_a[static_cast<size_t>(i)] += v;
+      }
     for (int64_t j = 0; j < n; ++j)
-      for (int64_t q = 0; q < k; ++q) col_b[static_cast<size_t>(j)] = std::max(col_b[static_cast<size_t>(j)], std::fabs(op_b(q, j)));
+      for (int64_t q = 0; q < k; ++q) {
+        const double v = std::fabs(op_b(q, j));
+        max_b[static_cast<size_t>(j)] = std::max(max_b[static_cast<size_t>(j)], v);
+        sum_b[static_cast<size_t>(j)] += v;
+      }
   }
   bool may_overflow(int64_t i, int64_t j) const {
-    return !row_a.empty() &&
-           alpha_abs * std::max(row_a[static_cast<size_t>(i)], col_b[static_cast<size_t>(j)]) >= FLT_MAX;
+    return alpha_abs > 1 && !max_a.empty() &&
+           alpha_abs * std::max(max_a[static_cast<size_t>(i)], max_b[static_cast<size_t>(j)]) >= FLT_MAX;
+  }
+  double underflow_slack(int64_t i, int64_t j) const {
+    if (sum_a.empty()) return 0;
+    return 0.5 * FLT_TRUE_MIN * std::max(sum_a[static_cast<size_t>(i)], sum_b[static_cast<size_t>(j)]) * (1 + 0x1p-20);
   }
 };
 

@@ -177,12 +177,11 @@ void gemm_tc_bound(const TcProblem& p, bool exact, OutputRef& out) {
       [&](int64_t q, int64_t j) { return p.b[p.trans_b ? j * p.ldb + q : q * p.ldb + j]; });
   out.tol.resize(out.ref.size());
   for (size_t l = 0; l < out.ref.size(); ++l) {
+    const int64_t n = std::max<int64_t>(p.n, 1), i = static_cast<int64_t>(l) / n, j = static_cast<int64_t>(l) % n;
     const double a = std::fabs(out.ref[l]), mag = out.aux[0][l], dmag = out.aux[1][l];
-    const double e32 = bound.tol(a, mag) + prod.rel_mag * mag + prod.floor;
+    const double e32 = bound.tol(a, mag) + prod.rel_mag * mag + prod.floor + scaled.underflow_slack(i, j);
     const double tol = e32 + rowwise::store_rounding(a + e32, p.out);
-    const int64_t n = std::max<int64_t>(p.n, 1);
-    out.tol[l] = a + tol >= top || mag >= top32 || dmag >= top32 || !std::isfinite(mag) ||
-                         scaled.may_overflow(static_cast<int64_t>(l) / n, static_cast<int64_t>(l) % n)
+    out.tol[l] = a + tol >= top || mag >= top32 || dmag >= top32 || !std::isfinite(mag) || scaled.may_overflow(i, j)
                      ? INFINITY
                      : tol;
   }

@@ -6,6 +6,7 @@
 // exact tier, and rejects simulated fp16 / bf16 accumulators.
 #include <gtest/gtest.h>
 
+#include <cfloat>
 #include <cmath>
 #include <random>
 #include <set>
@@ -16,6 +17,7 @@
 #include "harness/dtype.h"
 #include "harness/executor.h"
 #include "harness/op_model.h"
+#include "properties/gemm_common.h"
 #include "harness/spec.h"
 #include "harness/values.h"
 #include "properties/gemm_tc.h"
@@ -512,6 +514,38 @@ TEST(GemmBound, AnOperandThatAlphaScalesPastFltMaxLeavesItsElementsUnchecked) {
     EXPECT_EQ(run(op, 1.0, big, zero).first, 0) << op << ": alpha 1 scales nothing past FLT_MAX";
     EXPECT_EQ(run(op, 1.5, normal, normal).first, 0) << op << ": operands far from overflow";
   }
+}
+
+// The same order on a subnormal A and a near-overflow B (measured on cuBLAS: alpha = 1.5, its
+// result 2e-7 off where the ceiling without the subnormal grid was 2e-11): gemm's C emulated as
+// sum_q fl(fl(alpha a) b) in fp32 stays inside the ceiling.
+TEST(GemmBound, AlphaScaledSubnormalOperandStaysInsideTheCeiling) {
+  ValueRecipe sub, big, normal;
+  sub.cls = ValueClass::kSubnormal, sub.seed = 11;
+  big.cls = ValueClass::kNearOverflow, big.seed = 12, big.overflow_factor = 16;
+  normal.cls = ValueClass::kNormal, normal.seed = 13;
+  int64_t elements = 0;
+  for (double alpha : {1.5, 0.5, -0.75}) {
+    const nlohmann::json p = {{"m", 4}, {"n", 5}, {"k", 3}, {"trans_a", false}, {"trans_b", true}, {"alpha", alpha},
+                              {"beta", 0.0}};
+    auto c = build_case(model_op("gemm"), p, {sub, big, normal}, std::vector<Layout>(3, Layout{1, 2}));
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    const auto h = model_host_run(model_op("gemm"), *c);
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < 5; ++j) {
+        float acc = 0;
+        for (int64_t q = 0; q < 3; ++q) {
+          const float sa = static_cast<float>(alpha) * static_cast<float>(gemm_common::op_at(h.hv[0], false, i, q));
+          acc = std::fma(sa, static_cast<float>(gemm_common::op_at(h.hv[1], true, q, j)), acc);
+        }
+        const size_t l = static_cast<size_t>(i * 5 + j);
+        const double ref = h.refs[0].ref[l], tol = h.refs[0].tol[l];
+        if (std::isinf(tol)) continue;
+        ++elements;
+        EXPECT_LE(std::fabs(acc - ref), tol) << "alpha " << alpha << " C[" << i << "][" << j << "]";
+      }
+  }
+  EXPECT_GT(elements, 30);
 }
 
 TEST(GemmTcBound, DeclaredProductToOutputOrderIsBounded) {
