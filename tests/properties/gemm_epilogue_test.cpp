@@ -11,6 +11,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -406,38 +408,67 @@ TEST_P(EpiEmulation, CeilingAcceptsTheFloatKernelOnGeneratedCases) {
   EXPECT_GT(relation_cases, 10);
 }
 
+/// What an emulated evaluation order did against the ceiling of the contract that declares it.
+struct ModelRun {
+  int64_t cases = 0, elements = 0, beyond_plain = 0;
+  double worst = 0;  ///< largest |err| / ceiling
+};
+
+/// Up to 150 generated cases of `op` (seed, max dim 256) that `take` accepts, emulated with `order`
+/// (an order `declared` allows): every element with a finite reference and ceiling inside the
+/// declared ceiling, which is never below the plain one (the tiled kernel's contract); counts
+/// those beyond the plain one. `only` limits the comparison to one output.
+ModelRun emulate_under(const char* op, uint64_t seed, const std::function<bool(const Case&)>& take,
+                       const Contract& declared, Bug order, std::optional<size_t> only = std::nullopt) {
+  const OpSpec* spec = find_spec(op);
+  ModelRun r;
+  if (spec == nullptr) {
+    ADD_FAILURE() << "no op " << op;
+    return r;
+  }
+  for (int64_t i = 0; i < 2000 && r.cases < 150; ++i) {
+    const Case c = generate_case(*spec, GenPlan{seed, GenConfig{256}}, i);
+    if (!take(c)) continue;
+    ++r.cases;
+    const auto model = materialise(c, declared);
+    const auto plain = materialise(c);
+    const auto out = emulate(c, model.hv, order);
+    for (size_t o = 0; o < out.size(); ++o) {
+      if (only && o != *only) continue;
+      for (size_t e = 0; e < out[o].size(); ++e) {
+        const double ref = model.refs[o].ref[e], tol = model.refs[o].tol[e];
+        if (!std::isfinite(ref) || !std::isfinite(tol)) continue;
+        const double err = std::fabs(out[o][e] - ref);
+        ++r.elements;
+        if (!(err <= tol) || !(tol >= plain.refs[o].tol[e])) {
+          ADD_FAILURE() << c.summary() << " output " << o << " element " << e << ": |err| " << err << ", ceiling "
+                        << tol << ", plain ceiling " << plain.refs[o].tol[e];
+          return r;
+        }
+        if (tol > 0) r.worst = std::max(r.worst, err / tol);
+        r.beyond_plain += err > plain.refs[o].tol[e] ? 1 : 0;
+      }
+    }
+  }
+  return r;
+}
+
+void expect_model_needed(const ModelRun& r, const char* what) {
+  std::printf("[ measured ] %s: %lld cases, %lld elements, worst err / ceiling %.3g, %lld beyond the plain ceiling\n",
+              what, static_cast<long long>(r.cases), static_cast<long long>(r.elements), r.worst,
+              static_cast<long long>(r.beyond_plain));
+  EXPECT_GE(r.cases, 100) << what;
+  EXPECT_GT(r.beyond_plain, 0) << what << ": the emulation never leaves the plain ceiling: it does not exercise the model";
+}
+
 // The product sum rounded to fp16/bf16 before the bias (narrow_intermediates, cuBLASLt's BIAS
 // epilogue order): the emulated kernel with that order stays inside the ceiling it declares, and
 // outside the plain one on some elements, which is why the model is needed.
 TEST(EpiNarrow, RoundedSumBeforeTheBiasHoldsItsCeiling) {
-  const OpSpec* spec = find_spec("gemm_bias_act");
-  ASSERT_NE(spec, nullptr);
-  int64_t cases = 0, elements = 0, beyond_plain = 0;
-  double worst = 0;
-  for (int64_t i = 0; i < 600 && cases < 150; ++i) {
-    const Case c = generate_case(*spec, GenPlan{31, GenConfig{256}}, i);
-    if (Params(c.params).dt("dtype") == DType::kF32) continue;
-    ++cases;
-    const auto narrow = materialise(c, Contract().narrow_intermediates());
-    const auto plain = materialise(c);
-    const auto out = emulate(c, narrow.hv, Bug::kRoundSum);
-    for (size_t o = 0; o < out.size(); ++o)
-      for (size_t e = 0; e < out[o].size(); ++e) {
-        const double ref = narrow.refs[o].ref[e], err = std::fabs(out[o][e] - ref), tol = narrow.refs[o].tol[e];
-        if (!std::isfinite(ref) || !std::isfinite(tol)) continue;
-        ++elements;
-        ASSERT_LE(err, tol) << c.summary() << " output " << o << " element " << e;
-        ASSERT_GE(tol, plain.refs[o].tol[e]);
-        if (tol > 0) worst = std::max(worst, err / tol);
-        beyond_plain += err > plain.refs[o].tol[e] ? 1 : 0;
-      }
-  }
-  std::printf("[ measured ] epilogue with the sum rounded before the bias: %lld cases, %lld elements, worst err / "
-              "ceiling %.3g, %lld beyond the plain ceiling\n",
-              static_cast<long long>(cases), static_cast<long long>(elements), worst,
-              static_cast<long long>(beyond_plain));
-  EXPECT_GE(cases, 100);
-  EXPECT_GT(beyond_plain, 0) << "the emulation never leaves the plain ceiling: it does not exercise the model";
+  const auto r = emulate_under(
+      "gemm_bias_act", 31, [](const Case& c) { return Params(c.params).dt("dtype") != DType::kF32; },
+      Contract().narrow_intermediates(), Bug::kRoundSum);
+  expect_model_needed(r, "epilogue with the sum rounded before the bias");
 }
 
 // The same order where the product sum leaves fp16's range (uniform inputs of +-400, k = 5:
@@ -481,70 +512,21 @@ TEST(EpiNarrow, AnOverflowedRoundedSumIsLeftUnchecked) {
 // tanh moved by its documented 2^-11 relative stays inside the fast-math ceiling, and outside the
 // tanhf one on some elements.
 TEST(EpiNarrow, FastTanhGeluHoldsTheFastMathCeiling) {
-  const OpSpec* spec = find_spec("gemm_bias_act");
-  ASSERT_NE(spec, nullptr);
-  int64_t cases = 0, elements = 0, beyond_plain = 0;
-  double worst = 0;
-  for (int64_t i = 0; i < 2000 && cases < 150; ++i) {
-    const Case c = generate_case(*spec, GenPlan{37, GenConfig{256}}, i);
-    if (Params(c.params).s("act") != "gelu") continue;
-    ++cases;
-    const auto fast = materialise(c, Contract().fast_math());
-    const auto plain = materialise(c);
-    const auto out = emulate(c, fast.hv, Bug::kFastTanh);
-    const size_t y = 0;  // Y: Z has no activation
-    for (size_t e = 0; e < out[y].size(); ++e) {
-      const double ref = fast.refs[y].ref[e], err = std::fabs(out[y][e] - ref), tol = fast.refs[y].tol[e];
-      if (!std::isfinite(ref) || !std::isfinite(tol)) continue;
-      ++elements;
-      ASSERT_LE(err, tol) << c.summary() << " element " << e;
-      ASSERT_GE(tol, plain.refs[y].tol[e]);
-      if (tol > 0) worst = std::max(worst, err / tol);
-      beyond_plain += err > plain.refs[y].tol[e] ? 1 : 0;
-    }
-  }
-  std::printf("[ measured ] GELU with a __tanhf-accurate tanh: %lld cases, %lld elements of Y, worst err / ceiling "
-              "%.3g, %lld beyond the tanhf ceiling\n",
-              static_cast<long long>(cases), static_cast<long long>(elements), worst,
-              static_cast<long long>(beyond_plain));
-  EXPECT_GE(cases, 100);
-  EXPECT_GT(beyond_plain, 0) << "the emulation never leaves the tanhf ceiling: it does not exercise the model";
+  const auto r = emulate_under(
+      "gemm_bias_act", 37, [](const Case& c) { return Params(c.params).s("act") == "gelu"; }, Contract().fast_math(),
+      Bug::kFastTanh, /*only=*/0);  // Y: Z has no activation
+  expect_model_needed(r, "GELU with a __tanhf-accurate tanh (Y)");
 }
 
 // The backward's GELU' with tanh as __tanhf: the emulated kernel stays inside the fast-math
 // ceiling of dA, dB and dbias, and outside the tanhf one on some elements.
 TEST(EpiNarrow, FastTanhGeluGradHoldsTheFastMathCeiling) {
-  const OpSpec* spec = find_spec("gemm_bias_act_bwd");
-  ASSERT_NE(spec, nullptr);
-  int64_t cases = 0, elements = 0, beyond_plain = 0;
-  double worst = 0;
-  for (int64_t i = 0; i < 2000 && cases < 150; ++i) {
-    const Case c = generate_case(*spec, GenPlan{41, GenConfig{256}}, i);
-    if (Params(c.params).s("act") != "gelu") continue;
-    ++cases;
-    Contract k = test_util::variant_contract(c.op, "tiled");  // dB and dbias accumulated
-    k.fast_math();
-    const auto fast = materialise(c, k);
-    const auto plain = materialise(c);
-    const auto out = emulate(c, fast.hv, Bug::kFastTanh);
-    for (size_t o = 0; o < out.size(); ++o)
-      for (size_t e = 0; e < out[o].size(); ++e) {
-        const double ref = fast.refs[o].ref[e], tol = fast.refs[o].tol[e];
-        if (!std::isfinite(ref) || !std::isfinite(tol)) continue;
-        const double err = std::fabs(out[o][e] - ref);
-        ++elements;
-        ASSERT_LE(err, tol) << c.summary() << " output " << o << " element " << e;
-        ASSERT_GE(tol, plain.refs[o].tol[e]);
-        if (tol > 0) worst = std::max(worst, err / tol);
-        beyond_plain += err > plain.refs[o].tol[e] ? 1 : 0;
-      }
-  }
-  std::printf("[ measured ] GELU' with a __tanhf-accurate tanh: %lld cases, %lld gradient elements, worst err / "
-              "ceiling %.3g, %lld beyond the tanhf ceiling\n",
-              static_cast<long long>(cases), static_cast<long long>(elements), worst,
-              static_cast<long long>(beyond_plain));
-  EXPECT_GE(cases, 100);
-  EXPECT_GT(beyond_plain, 0) << "the emulation never leaves the tanhf ceiling: it does not exercise the model";
+  Contract k = test_util::variant_contract("gemm_bias_act_bwd", "tiled");  // dB and dbias accumulated
+  k.fast_math();
+  const auto r = emulate_under(
+      "gemm_bias_act_bwd", 41, [](const Case& c) { return Params(c.params).s("act") == "gelu"; }, k,
+      Bug::kFastTanh);
+  expect_model_needed(r, "GELU' with a __tanhf-accurate tanh (dA, dB, dbias)");
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, EpiEmulation, ::testing::Values(EpiPass::kFwd, EpiPass::kBwd),
