@@ -35,7 +35,7 @@ struct CampaignOptions {
   double max_seconds = 0;             ///< 0: no time limit (both 0: 1000 cases)
   uint64_t seed = 1;
   int lanes = 4;                   ///< lanes per GPU
-  std::vector<int> devices = {0};  ///< one worker per GPU (in-process: the first only)
+  std::vector<int> devices = {0};  ///< one worker per entry; a GPU may repeat (in-process: the first only)
   GenConfig gen;
   int shard_index = 0;  ///< this shard runs case indices i with i % shard_count == shard_index
   int shard_count = 1;

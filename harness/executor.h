@@ -1,7 +1,9 @@
 // Executors run jobs (a case through some variants) and hand back verdicts.
 // InProcessExecutor: lanes as threads in this process (fast; a kernel fault
 // ends the process). ProcessExecutor (harness/worker.h): worker processes,
-// one per GPU, that survive faulty kernels.
+// one per entry of the device list (a GPU may appear more than once), that
+// survive faulty kernels. Both draw generated cases on one thread ahead of
+// their lanes (generation is serialised within a process).
 #pragma once
 
 #include <chrono>

@@ -48,7 +48,7 @@ Verdict unwire_verdict(const nlohmann::json& j);
 
 struct ProcessOptions {
   std::string binary;              ///< the assay executable (it has the `worker` subcommand)
-  std::vector<int> devices = {0};  ///< one worker per device
+  std::vector<int> devices = {0};  ///< one worker per entry (a device may repeat)
   int lanes = 4;                   ///< lanes per worker
   double case_timeout_s = 60;      ///< watchdog: no result for this long with jobs in flight = hang
   double start_timeout_s = 120;    ///< a worker must say READY within this
