@@ -28,6 +28,11 @@
 //   correct kernel reproduces the IEEE pattern exactly (Inf + -Inf = NaN in any order; alpha is
 //   never 0, whose 0 * Inf the BLAS convention would skip): tol 0 there, NaN where the
 //   reference is NaN, the same-signed Inf where it is Inf.
+//   An order that scales an operand by alpha before the products (cuBLAS's; properties/gemm.cpp
+//   widens gemm's ceiling for it) needs nothing here: alpha a cannot pass FLT_MAX, and its
+//   rounding on the subnormal grid, half a spacing per product (sum_q |b| min_sub / 2 <=
+//   k 2^10 2^-150), stays under the flush-to-zero floor of 2k |alpha| min_normal for every
+//   |alpha| >= 2^-14 (GemmBatchedBound.AlphaScaledSubnormalOperandStaysInsideTheCeiling).
 // Exact tier: A, B, C small integers (no injection), integer alpha, beta and
 //   gemm_exact_tier_holds(fp32, k, range, |alpha|, |beta|, range): bit-identical.
 // Properties: k == 0 cases (C = beta * C, exact tier with integer data); relation

@@ -124,6 +124,47 @@ TEST(GemmBatchedRef, EachEntryIsItsOwnGemmAndBroadcastSharesA) {
   }
 }
 
+// alpha applied to an operand before the products (cuBLAS's order, see gemm's GemmBound tests):
+// fl(alpha a) rounds on the subnormal grid, half a spacing per product. gemm widens its ceiling
+// for it; gemm_batched's value classes (|x| <= 2^10) keep that error under the flush-to-zero
+// floor, so each entry, emulated as sum_q fl(fl(alpha a) b) in fp32 with subnormal A, the
+// widest B and the smallest |alpha| of the op's params, stays inside the plain ceiling.
+TEST(GemmBatchedBound, AlphaScaledSubnormalOperandStaysInsideTheCeiling) {
+  ValueRecipe sub, wide, normal;
+  sub.cls = ValueClass::kSubnormal, sub.seed = 21;
+  wide.cls = ValueClass::kLogUniform, wide.seed = 22, wide.exp_min = 7, wide.exp_max = 8;
+  normal.cls = ValueClass::kNormal, normal.seed = 23;
+  const int64_t m = 4, n = 5, k = 96, batch = 3;
+  int64_t elements = 0;
+  double worst = 0;
+  for (bool broadcast : {false, true})
+    for (double alpha : {0.5, 1.5, -0.75}) {
+      nlohmann::json p;
+      p["m"] = m, p["n"] = n, p["k"] = k, p["batch"] = batch, p["trans_a"] = true, p["trans_b"] = false;
+      p["broadcast_a"] = broadcast, p["alpha"] = alpha, p["beta"] = 0.0;
+      auto c = build_case(model_op("gemm_batched"), p, {sub, wide, normal}, std::vector<Layout>(3, Layout{1, 2}));
+      ASSERT_TRUE(c.ok()) << c.status().message();
+      const auto h = model_host_run(model_op("gemm_batched"), *c);
+      for (int64_t z = 0; z < batch; ++z)
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            float acc = 0;
+            for (int64_t q = 0; q < k; ++q) {  // A stored [batch, k, m] (transposed), B [batch, k, n]
+              const float a = static_cast<float>(h.hv[0].at((broadcast ? 0 : z) * k + q, i));
+              acc = std::fma(static_cast<float>(alpha) * a, static_cast<float>(h.hv[1].at(z * k + q, j)), acc);
+            }
+            const size_t l = static_cast<size_t>(z * m * n + i * n + j);
+            const double ref = h.refs[0].ref[l], tol = h.refs[0].tol[l], err = std::fabs(acc - ref);
+            ++elements;
+            worst = std::max(worst, err / tol);
+            EXPECT_LE(err, tol) << "alpha " << alpha << (broadcast ? " broadcast" : "") << " C[" << z << "][" << i
+                                << "][" << j << "]";
+          }
+    }
+  EXPECT_EQ(elements, 2 * 3 * batch * m * n);
+  EXPECT_GT(worst, 0) << "the emulated order never erred: the test shows nothing";
+}
+
 TEST(GemmBatchedRef, BetaZeroPoisonsCUnlessTheVariantReadsIt) {
   const Case c = small_case(false, 2, {{"beta", 0.0}});
   const auto plain = model_host_run(model_op("gemm_batched"), c);
