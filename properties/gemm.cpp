@@ -47,9 +47,10 @@
 // also scale an operand by alpha before the products (cuBLAS does): with |alpha| > 1, where
 // |alpha| times an element of the row of op(A) or column of op(B) an output reads reaches
 // FLT_MAX, that output is unchecked too, and alpha a rounded on the subnormal grid adds half a
-// subnormal spacing per product (gemm_common::AlphaScaledOperands). Host path only:
-// the device reference does not carry it yet, so a case above the device threshold with
-// alpha = 1.5 and near-overflow operands can still flag such an order.
+// subnormal spacing per product (gemm_common::AlphaScaledOperands). The device path computes
+// the same per-row and per-column maxima and sums on the GPU and carries the rule in mag: +Inf
+// where unchecked, the slack divided by rel_mag elsewhere (references/device/gemm_f64.h); the
+// expected level then grows by the slack times expected_rel_mag / rel_mag, not the whole slack.
 //
 // Exact tier: small-integer inputs without injected specials, integer scalars,
 // and gemm_exact_tier_holds (every partial sum exact in fp32): compared bit for bit.
@@ -270,11 +271,11 @@ Status device_reference(const Case& c, const Arithmetic&, const std::vector<DevT
                           t[2].v.ld};
   const bool unread = c_unread(p);
   auto extent = [&](int i) { return c.tensors[static_cast<size_t>(i)].desc.extent() - c.tensors[static_cast<size_t>(i)].desc.offset; };
+  const ElementBound b = ceiling_of(p);
   ASSAY_RETURN_IF_ERROR(device_ref::gemm_f64_reference(
       static_cast<cublasHandle_t>(ctx.cublas), ctx.stream, rm, p.r("alpha", 1), t[0].as<const float>(), extent(0),
       t[1].as<const float>(), extent(1), p.r("beta", 0), unread ? nullptr : t[2].as<const float>(),
-      out[0].ref, out[0].mag, reinterpret_cast<double*>(ctx.scratch)));
-  const ElementBound b = ceiling_of(p);
+      out[0].ref, out[0].mag, reinterpret_cast<double*>(ctx.scratch), 1.0 / b.rel_mag));
   out[0].rel_out = b.rel_out;
   out[0].rel_mag = b.rel_mag;
   out[0].floor = b.floor;
@@ -288,7 +289,9 @@ Status device_reference(const Case& c, const Arithmetic&, const std::vector<DevT
 }
 
 int64_t device_scratch(const Case& c) {
-  return 8 * device_ref::gemm_f64_scratch_doubles(c.tensors[0].desc.extent(), c.tensors[1].desc.extent());
+  const Params p(c.params);
+  return 8 * device_ref::gemm_f64_scratch_doubles(c.tensors[0].desc.extent(), c.tensors[1].desc.extent(), p.i("m"),
+                                                  p.i("n"));
 }
 
 // ---- relations ---------------------------------------------------------------------------
