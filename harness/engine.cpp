@@ -572,6 +572,7 @@ thread_local VendorClock vendor_clock;
 
 bool vendor_within_share(double share) {
   if (share >= 1) return true;
+  if (share <= 0) return false;  // the column turned off
   const auto now = std::chrono::steady_clock::now();
   if (!vendor_clock.started) {
     vendor_clock.started = true;
@@ -983,6 +984,17 @@ StatusOr<nlohmann::json> time_model(const OpDef& op, const VariantDef& v, gpu::L
     out[key] = ms_since(t);
     passed = passed && verdicts.front().passed();
   }
+  {
+    // The same without the vendor column (a campaign holds it to a share of the lane's time).
+    const double share = lane.options.vendor_share;
+    lane.options.vendor_share = 0;
+    const auto t = Clock::now();
+    auto verdicts = run_model(op, {&v}, c, lane, false);
+    lane.options.vendor_share = share;
+    if (!verdicts.ok()) return verdicts.status();
+    out["full_run_without_vendor_ms"] = ms_since(t);
+    passed = passed && verdicts->front().passed();
+  }
   out["passed"] = passed;
   out["case_runs_every_check"] = !op.every_check || op.every_check(c);
   Setup s;
@@ -1029,12 +1041,55 @@ StatusOr<nlohmann::json> time_model(const OpDef& op, const VariantDef& v, gpu::L
                            std::vector<DeviceOutput> d = s.douts;
                            return op.device_reference.compute(s.c, v.contract.arithmetic(), in, d, ctx);
                          }));
+  // The other steps of a checked run, each alone: what the run cannot do without (the floor),
+  // against what it took.
+  ASSAY_ASSIGN_OR_RETURN(double restore_ms, median3([&]() { return lane.restore(); }));
+  // The check reads the kernel's output: on the restored poison every element would fail, and
+  // the failures' atomics (not the comparison) would set the time.
+  if (const cudaError_t e = v.launch(Params(s.c.params), dv, lane.stream()); e != cudaSuccess)
+    return internal_error(cudaGetErrorString(e));
+  gpu::CheckParams cp = lane.check_params();
+  for (size_t o = 0; o < s.cmp.size(); ++o) cp.compares[o] = s.cmp[o];
+  cp.ncompares = static_cast<int32_t>(s.cmp.size());
+  ASSAY_ASSIGN_OR_RETURN(double check_ms, median3([&]() { return lane.check(cp, 0); }));
+  double inputs_ms = 0;
+  if (s.on_device) {
+    ASSAY_ASSIGN_OR_RETURN(inputs_ms, median3([&]() -> Status {
+                             for (size_t t = 0; t < s.c.tensors.size(); ++t) {
+                               const auto& T = s.c.tensors[t];
+                               unsigned char* dst = lane.dev_snapshot_tensor(static_cast<int>(t));
+                               const uint64_t id = fnv1a64(T.name.data(), T.name.size());
+                               ASSAY_RETURN_IF_ERROR(T.role == Role::kOut || overwritten(op, s.c, static_cast<int>(t))
+                                                         ? gpu::materialize_output_device(T.desc, dst, lane.stream())
+                                                         : gpu::materialize_device(T.desc, T.values, id, dst,
+                                                                                   lane.stream()));
+                             }
+                             return ok_status();
+                           }));
+  }
+  double vendor_ms = 0;
+  if (op.vendor.defined() && out["case_runs_every_check"].get<bool>()) {
+    ASSAY_ASSIGN_OR_RETURN(vendor_ms, median3([&]() {
+                             return call_vendor(op, Params(s.c.params), dev_views(s.c, s.views, lane), lane.stream());
+                           }));
+  }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   out["kernel_ms"] = kernel_ms;
   out["reference_ms"] = ref_ms;
   out["reference"] = s.on_device ? op.device_reference.name : "host-f64";
+  out["inputs_ms"] = inputs_ms;
+  out["restore_ms"] = restore_ms;
+  out["check_ms"] = check_ms;
+  out["vendor_ms"] = vendor_ms;
+  // Every check needs each of these steps once (the kernel, its restore and check twice with the
+  // determinism rerun); the vendor column comes on top where it runs.
+  const int runs = out["case_runs_every_check"].get<bool>() ? 2 : 1;
+  const double floor_ms = inputs_ms + ref_ms + runs * (restore_ms + kernel_ms + check_ms);
+  out["floor_ms"] = floor_ms;
+  out["floor_ratio"] = floor_ms / (kernel_ms + ref_ms);
   out["ratio"] = out["full_run_ms"].get<double>() / (kernel_ms + ref_ms);
+  out["ratio_without_vendor"] = out["full_run_without_vendor_ms"].get<double>() / (kernel_ms + ref_ms);
   return out;
 }
 

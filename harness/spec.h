@@ -53,7 +53,7 @@ void set_program_name(std::string name);
 struct RunOptions {
   bool probe = false;  ///< run variants on cases outside their contracts (--probe-contract)
   int repeat = 1;  ///< launches of each variant before the checked pair (>= 1): a kernel that degrades after N calls
-  /// The most of a lane's time the vendor column may take (0 to 1; 1: every case). The column
+  /// The most of a lane's time the vendor column may take (0 to 1; 0: never, 1: every case). The column
   /// is the vendor-relative accuracy comparison, not a check of the kernel, and a library can
   /// cost far more per small case than everything else (cuDNN's backward-filter: 20 to 60 ms);
   /// above the share a case runs without it and says so in its not-run note. Campaigns from

@@ -1008,8 +1008,8 @@ int main(int argc, char** argv) {
   fuzz->add_option("--repeat", fa.repeat, "Launch each variant N times before the checked launches")
       ->check(cli::integer_in(1, 100000));
   fuzz->add_option("--vendor-share", fa.vendor_share,
-                   fmt::format("Most of a lane's time the vendor column (the vendor-relative ratio) may take; 1: "
-                               "every case (default {})",
+                   fmt::format("Most of a lane's time the vendor column (the vendor-relative ratio) may take; 0: "
+                               "never, 1: every case (default {})",
                                kCampaignVendorShare))
       ->check(cli::finite_number(0, false));
   fuzz->add_flag("--in-process", fa.in_process,
@@ -1203,8 +1203,8 @@ int main(int argc, char** argv) {
   bench->add_option("--workers-per-gpu", ba.workers_per_gpu, "Worker processes on the GPU (throughput runs; default 2)")
       ->check(CLI::Range(1, 16));
   bench->add_option("--vendor-share", ba.vendor_share,
-                    fmt::format("Most of a lane's time the vendor column (the vendor-relative ratio) may take; 1: "
-                               "every case (default {})",
+                    fmt::format("Most of a lane's time the vendor column (the vendor-relative ratio) may take; 0: "
+                               "never, 1: every case (default {})",
                                kCampaignVendorShare))
       ->check(cli::finite_number(0, false));
   bench->add_flag("--split", ba.split,

@@ -81,6 +81,20 @@ __device__ void note(bool hit, int64_t index, unsigned long long* count, unsigne
   }
 }
 
+// (x / d, x % d) for x = start, start + step, ...: one division up front instead of a 64-bit
+// division per element (a software routine on the GPU, the check's largest cost on large
+// tensors). d > 0, start >= 0, step > 0.
+struct DivCursor {
+  int64_t q, r, dq, dr, d;
+  __device__ DivCursor(int64_t start, int64_t step, int64_t den)
+      : q(start / den), r(start % den), dq(step / den), dr(step % den), d(den) {}
+  __device__ void advance() {
+    q += dq;
+    r += dr;
+    if (r >= d) r -= d, ++q;
+  }
+};
+
 __device__ void check_region(const CheckParams& p, const DevRegion& r, RegionResult* out) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -97,14 +111,18 @@ __device__ void check_region(const CheckParams& p, const DevRegion& r, RegionRes
   }
   const int64_t n = (r.byte_end - r.byte_begin) / r.elem_size;
   const int64_t limit = (n + 31) / 32 * 32;
-  for (int64_t e = tid; e < limit; e += stride) {
+  // Element e = q*ld + c of the allocation against the view's start off = off_q*ld + off_c.
+  const int64_t ld = r.ld > 0 ? r.ld : 1, off_q = r.off / ld, off_c = r.off % ld;
+  DivCursor at(tid, stride, ld);
+  for (int64_t e = tid; e < limit; e += stride, at.advance()) {
     bool covered = false, same = true;
     if (e < n) {
       if (r.mask != nullptr) {
         covered = r.mask[e] != 0;
-      } else {
-        const int64_t rel = e - r.off;
-        if (rel >= 0 && r.ld > 0) covered = rel / r.ld < r.rows && rel % r.ld < r.cols;
+      } else if (r.ld > 0) {
+        const bool borrow = at.r < off_c;
+        const int64_t row = at.q - off_q - (borrow ? 1 : 0), col = at.r - off_c + (borrow ? ld : 0);
+        covered = row >= 0 && row < r.rows && col < r.cols;
       }
       same = same_bits(a, s, e, r.elem_size);
     }
@@ -129,11 +147,11 @@ __device__ void check_compare(const DevCompare& c, CompareResult* out) {
   const int es = elem_size_of(c.out_dtype);
   unsigned long long worst = 0, vworst = 0, kmax = 0, vmax = 0;
   double max_abs = 0;
-  for (int64_t idx = tid; idx < limit; idx += stride) {
+  DivCursor at(tid, stride, c.cols > 0 ? c.cols : 1);
+  for (int64_t idx = tid; idx < limit; idx += stride, at.advance()) {
     bool bad_bound = false, bad_naninf = false, bad_exact = false, bad_det = false, over = false;
     if (idx < n) {
-      const int64_t i = idx / c.cols, j = idx % c.cols;
-      const int64_t e = c.off + i * c.ld + j;
+      const int64_t e = c.off + at.q * c.ld + at.r;
       const double o = load_elem(c.out_dtype, c.out, e);
       const double r = c.ref[idx];
       const double m = c.mag != nullptr ? c.mag[idx] : 0.0;

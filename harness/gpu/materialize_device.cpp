@@ -54,6 +54,9 @@ StatusOr<DevView> view_of(const TensorDesc& d) {
   v.cols = static_cast<uint64_t>(std::max<int64_t>(d.shape[v.rank - 1], 1));
   v.rows = v.rank >= 2 ? static_cast<uint64_t>(std::max<int64_t>(d.shape[v.rank - 2], 1)) : 1;
   v.has_rows = v.rank >= 2;
+  bool folds = d.strides[static_cast<size_t>(v.rank - 1)] == 1;
+  for (int i = 0; folds && i + 2 < v.rank; ++i) folds = d.strides[i] == d.strides[i + 1] * d.shape[i + 1];
+  if (folds) v.row_stride = v.rank >= 2 ? d.strides[static_cast<size_t>(v.rank - 2)] : d.shape[0];
   return v;
 }
 

@@ -28,6 +28,9 @@ struct DevView {
   int64_t numel = 0;
   uint64_t rows = 1, cols = 1;  ///< last two dims, each at least 1 (as the host Expander)
   bool has_rows = false;
+  /// > 0 where the view is rows of `cols` unit-stride elements this far apart (every dim but
+  /// the last folds into one row index): element i at offset + (i / cols) * row_stride + i % cols.
+  int64_t row_stride = 0;
   DevElem elem = DevElem::kF32;
 };
 

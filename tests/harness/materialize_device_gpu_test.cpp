@@ -2,7 +2,7 @@
 // the device has exactly the bytes the host's materialize() writes (the value at every covered
 // element rounded as store_as rounds it, the dtype's own gap canary in the gaps), and
 // materialize_output_device the bytes of materialize_output() (the dtype's poison). Views with
-// an offset, padded rows, an odd extent (a 16-bit image that ends mid-word) and a permuted
+// an offset, padded rows (alone and in a batch), an odd extent (a 16-bit image that ends mid-word) and a permuted
 // (non-row-major) rank-3 layout; every value class, with the dtype-dependent ones (near-overflow:
 // the dtype's max; subnormal: its subnormal range) and injected NaN, +-Inf and -0 among them.
 // A CPU-only machine skips the suite visibly; materialize_device_supports is checked on the CPU.
@@ -32,6 +32,9 @@ std::vector<TensorDesc> views(DType t) {
   TensorDesc permuted;  // [4, 6, 5] stored with the last two dims swapped, offset 1
   permuted.dtype = t, permuted.shape = {4, 6, 5}, permuted.strides = {30, 1, 6}, permuted.offset = 1;
   v.push_back(permuted);
+  TensorDesc batched;  // [3, 7, 5] of padded rows (stride 9), the batch dim folding into them, offset 2
+  batched.dtype = t, batched.shape = {3, 7, 5}, batched.strides = {63, 9, 1}, batched.offset = 2;
+  v.push_back(batched);
   return v;
 }
 
