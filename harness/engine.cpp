@@ -100,6 +100,12 @@ bool overwritten(const OpDef& op, const Case& c, int t) {
   return T.role == Role::kInOut && op.overwrites && op.overwrites(Params(c.params), T.name);
 }
 
+/// Inputs of at least this many elements are drawn on the device and copied back: the value
+/// classes' software log, cos and exp2 cost 35-55 ns an element on the host (host inputs were
+/// half of rope's, gemm_batched's and attention_bwd's lane time), a draw on the device and the copy
+/// back some 20-40 us a case.
+constexpr int64_t kDeviceDrawElements = 2048;
+
 bool on_device(const OpDef& op, const Case& c) {
   return op.device_reference.when && op.device_reference.when(Params(c.params));
 }
@@ -251,6 +257,7 @@ Status build_setup(const OpDef& op, const VariantDef& v, const Case& c0, gpu::La
   }
   std::optional<PhaseTimer> inputs_timer(std::in_place, Phase::kInputs);
   ASSAY_RETURN_IF_ERROR(lane.layout(at, extra, scratch));
+  bool drawn_on_device = false;
   for (int t = 0; t < nt; ++t) {
     s.images.push_back(lane.host_tensor(t));
     const uint64_t stream = fnv1a64(T[t].name.data(), T[t].name.size());
@@ -260,10 +267,19 @@ Status build_setup(const OpDef& op, const VariantDef& v, const Case& c0, gpu::La
       materialize(T[t].desc, prefill, stream, s.images.back());
     } else if (T[t].role == Role::kOut || overwritten(op, c, t)) {
       materialize_output(T[t].desc, s.images.back());
+    } else if (T[t].desc.numel() >= kDeviceDrawElements && gpu::materialize_device_supports(T[t].desc)) {
+      // The same bytes as materialize() (MaterializeDeviceGpu.HalfAndFp32ImagesAreTheHostsBytes),
+      // drawn into the snapshot and copied back for the host reference and the op's prepare.
+      ASSAY_RETURN_IF_ERROR(
+          gpu::materialize_device(T[t].desc, T[t].values, stream, lane.dev_snapshot_tensor(t), lane.stream()));
+      CUDA_CHECK(cudaMemcpyAsync(s.images.back(), lane.dev_snapshot_tensor(t), static_cast<size_t>(lane.tensor_bytes(t)),
+                                 cudaMemcpyDeviceToHost, lane.stream()));
+      drawn_on_device = true;
     } else {
       materialize(T[t].desc, T[t].values, stream, s.images.back());
     }
   }
+  if (drawn_on_device) CUDA_CHECK(cudaStreamSynchronize(lane.stream()));
   if (op.prepare) op.prepare(c, s.images);
   s.host.resize(static_cast<size_t>(nt));
   auto decode_all = [&](const std::vector<unsigned char*>& img, std::vector<std::vector<double>>& h,
