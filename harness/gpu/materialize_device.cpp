@@ -29,6 +29,10 @@ Status fill_gap_canary_device(DType t, void* dst, int64_t extent, cudaStream_t s
     std::memcpy(&w, canary, 4);
     return fill_words_device(dst, w, extent, stream);
   }
+  if (dtype_size(t) == 1) {
+    CUDA_CHECK(detail::launch_fill_bytes(dst, canary[0], extent, stream));
+    return ok_status();
+  }
   uint16_t h;
   std::memcpy(&h, canary, 2);
   CUDA_CHECK(detail::launch_fill_halves(dst, h, extent, stream));
@@ -38,11 +42,29 @@ Status fill_gap_canary_device(DType t, void* dst, int64_t extent, cudaStream_t s
 StatusOr<DevView> view_of(const TensorDesc& d) {
   if (!materialize_device_supports(d))
     return invalid_argument(
-        fmt::format("device materialisation needs an fp32, fp16 or bf16 tensor of rank 1..{} "
+        fmt::format("device materialisation needs an fp32, fp16, bf16, e4m3, e5m2 or int8 tensor of rank 1..{} "
                     "without overlap, got {} of rank {}",
                     kMaxRank, dtype_name(d.dtype), d.rank()));
   DevView v;
-  v.elem = d.dtype == DType::kF16 ? DevElem::kF16 : d.dtype == DType::kBF16 ? DevElem::kBF16 : DevElem::kF32;
+  switch (d.dtype) {
+    case DType::kF16:
+      v.elem = DevElem::kF16;
+      break;
+    case DType::kBF16:
+      v.elem = DevElem::kBF16;
+      break;
+    case DType::kE4M3:
+      v.elem = DevElem::kE4M3;
+      break;
+    case DType::kE5M2:
+      v.elem = DevElem::kE5M2;
+      break;
+    case DType::kI8:
+      v.elem = DevElem::kI8;
+      break;
+    default:
+      v.elem = DevElem::kF32;
+  }
   v.rank = static_cast<int32_t>(d.rank());
   for (int i = 0; i < v.rank; ++i) {
     v.shape[i] = d.shape[i];
@@ -63,7 +85,8 @@ StatusOr<DevView> view_of(const TensorDesc& d) {
 }  // namespace
 
 bool materialize_device_supports(const TensorDesc& d) {
-  const bool dtype_ok = d.dtype == DType::kF32 || d.dtype == DType::kF16 || d.dtype == DType::kBF16;
+  const bool dtype_ok = d.dtype == DType::kF32 || d.dtype == DType::kF16 || d.dtype == DType::kBF16 ||
+                        d.dtype == DType::kE4M3 || d.dtype == DType::kE5M2 || d.dtype == DType::kI8;
   return dtype_ok && d.rank() >= 1 && d.rank() <= kMaxRank && !d.has_overlap();
 }
 

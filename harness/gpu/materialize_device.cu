@@ -11,9 +11,10 @@
 namespace assay::gpu::detail {
 namespace {
 
-// write_output_poison (harness/values.cpp) of fp32, fp16, bf16.
+// write_output_poison (harness/values.cpp) of fp32, fp16, bf16, e4m3, e5m2, int8.
 constexpr uint32_t kPoisonF32 = 0x7FC0DEADu;
 constexpr uint16_t kPoisonF16 = 0x7E5Au, kPoisonBF16 = 0x7FDAu;
+constexpr uint8_t kPoisonE4M3 = 0xFFu, kPoisonE5M2 = 0xFEu, kPoisonI8 = 0xADu;  // int8: -0x53
 
 template <typename W>
 __global__ void fill_kernel(W* dst, W word, int64_t n) {
@@ -37,6 +38,7 @@ __device__ int64_t linear_of(const DevView& v, int64_t logical) {
 __global__ void materialize_kernel(void* dst, DevView v, DevRecipe r, uint64_t stream, bool values) {
   auto* d32 = static_cast<uint32_t*>(dst);
   auto* d16 = static_cast<uint16_t*>(dst);
+  auto* d8 = static_cast<uint8_t*>(dst);
   const int64_t first = blockIdx.x * int64_t{blockDim.x} + threadIdx.x, step = int64_t{gridDim.x} * blockDim.x;
   const int64_t cols = static_cast<int64_t>(v.cols);
   int64_t row = first / cols, col = first % cols;
@@ -45,10 +47,17 @@ __global__ void materialize_kernel(void* dst, DevView v, DevRecipe r, uint64_t s
     if (col >= cols) col -= cols, ++row;
     const int64_t lin = v.row_stride > 0 ? v.offset + row * v.row_stride + col : linear_of(v, i);
     if (!values) {
-      if (v.elem == DevElem::kF32)
-        d32[lin] = kPoisonF32;
-      else
-        d16[lin] = v.elem == DevElem::kF16 ? kPoisonF16 : kPoisonBF16;
+      switch (v.elem) {
+        case DevElem::kF32:
+          d32[lin] = kPoisonF32;
+          break;
+        case DevElem::kF16:
+        case DevElem::kBF16:
+          d16[lin] = v.elem == DevElem::kF16 ? kPoisonF16 : kPoisonBF16;
+          break;
+        default:
+          d8[lin] = v.elem == DevElem::kE4M3 ? kPoisonE4M3 : v.elem == DevElem::kE5M2 ? kPoisonE5M2 : kPoisonI8;
+      }
       continue;
     }
     const value_core::Shape sh{v.rows, v.cols, static_cast<uint64_t>(v.numel), v.has_rows};
@@ -60,11 +69,27 @@ __global__ void materialize_kernel(void* dst, DevView v, DevRecipe r, uint64_t s
     // The host's (float)x keeps a quiet NaN's sign and payload (0x7FC00000
     // here); cvt.rn.f32.f64 would give the canonical 0x7FFFFFFF.
     const float f = isnan(x) ? __int_as_float(0x7FC00000) : __double2float_rn(x);
-    // store_as: fp16 / bf16 round that float (every NaN to 0x7FFF, Overflow::kIeee).
-    if (v.elem == DevElem::kF32)
-      d32[lin] = __float_as_uint(f);
-    else
-      d16[lin] = v.elem == DevElem::kF16 ? encode::f32_to_f16(f) : encode::f32_to_bf16(f);
+    // store_as: the narrow formats round that float (Overflow::kIeee, as materialize()).
+    switch (v.elem) {
+      case DevElem::kF32:
+        d32[lin] = __float_as_uint(f);
+        break;
+      case DevElem::kF16:
+        d16[lin] = encode::f32_to_f16(f);
+        break;
+      case DevElem::kBF16:
+        d16[lin] = encode::f32_to_bf16(f);
+        break;
+      case DevElem::kE4M3:
+        d8[lin] = encode::f32_to_e4m3(f, Overflow::kIeee);
+        break;
+      case DevElem::kE5M2:
+        d8[lin] = encode::f32_to_e5m2(f, Overflow::kIeee);
+        break;
+      case DevElem::kI8:
+        d8[lin] = static_cast<uint8_t>(encode::f32_to_i8(f));
+        break;
+    }
   }
 }
 
@@ -86,6 +111,10 @@ cudaError_t launch_fill_words(void* dst, uint32_t word, int64_t n_words, cudaStr
   if (n_words <= 0) return cudaSuccess;
   fill_kernel<<<grid_for(n_words), 256, 0, stream>>>(static_cast<uint32_t*>(dst), word, n_words);
   return cudaGetLastError();
+}
+
+cudaError_t launch_fill_bytes(void* dst, uint8_t byte, int64_t n, cudaStream_t stream) {
+  return n <= 0 ? cudaSuccess : cudaMemsetAsync(dst, byte, static_cast<size_t>(n), stream);
 }
 
 cudaError_t launch_fill_halves(void* dst, uint16_t half, int64_t n, cudaStream_t stream) {

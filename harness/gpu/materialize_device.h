@@ -8,13 +8,16 @@
 // use only IEEE basic operations (+, -, *, / and sqrt, correctly rounded on
 // the GPU as on the host), frexp/ldexp/floor, and are compiled with FMA
 // contraction off, so the values are a pure function of the case: the same
-// bits on every run and every GPU. They are meant to match the host path bit
-// for bit as well, but only determinism is promised (a GPU test compares).
-// fp32, fp16 and bf16 tensors: a narrow value is the fp32 value rounded by
-// harness/dtype_encode.h, the code store_as runs on the host, and the gap
-// canary and output poison are the dtype's own (write_gap_canary,
-// write_output_poison): most generated cases of the activation ops are fp16 or
-// bf16, and the device references are worth having for them too.
+// bits on every run and every GPU. They match the host path bit for bit
+// (MaterializeDeviceGpu compares every class, dtype and layout), so the engine
+// also draws the large inputs of host-referenced cases here and copies them
+// back (harness/engine.cpp, kDeviceDrawElements); the host reference reads the
+// copied bytes, so a mismatch could never make a verdict wrong, only make a
+// case's inputs depend on its size class.
+// fp32, fp16, bf16, e4m3, e5m2 and int8 tensors: a narrow value is the fp32
+// value rounded by harness/dtype_encode.h, the code store_as runs on the host,
+// and the gap canary and output poison are the dtype's own (write_gap_canary,
+// write_output_poison).
 #pragma once
 
 #include <cstdint>
@@ -27,7 +30,7 @@
 
 namespace assay::gpu {
 
-/// True when materialize_device() handles `desc`: fp32, fp16 or bf16, rank 1..8, no
+/// True when materialize_device() handles `desc`: fp32, fp16, bf16, e4m3, e5m2 or int8, rank 1..8, no
 /// overlapping indices (a stride-0 view's write order is not defined on a GPU).
 bool materialize_device_supports(const TensorDesc& desc);
 

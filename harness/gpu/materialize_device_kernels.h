@@ -12,9 +12,9 @@ namespace assay::gpu::detail {
 
 inline constexpr int kMaxRank = 8;
 
-/// The element formats the device draws: fp32, and fp16 / bf16 (rounded from the fp32 value
-/// with harness/dtype_encode.h, as store_as does on the host).
-enum class DevElem : int32_t { kF32, kF16, kBF16 };
+/// The element formats the device draws: fp32, and fp16 / bf16 / e4m3 / e5m2 / int8 (rounded
+/// from the fp32 value with harness/dtype_encode.h, as store_as does on the host).
+enum class DevElem : int32_t { kF32, kF16, kBF16, kE4M3, kE5M2, kI8 };
 
 /// The recipe, in the plain form the shared generator arithmetic takes.
 using DevRecipe = value_core::Recipe;
@@ -40,5 +40,7 @@ cudaError_t launch_materialize(void* dst, const DevView& v, const DevRecipe& r, 
 cudaError_t launch_fill_words(void* dst, uint32_t word, int64_t n_words, cudaStream_t stream);
 /// `n` consecutive 16-bit units at `dst` (2-byte aligned) set to `half`.
 cudaError_t launch_fill_halves(void* dst, uint16_t half, int64_t n, cudaStream_t stream);
+/// `n` bytes at `dst` set to `byte`.
+cudaError_t launch_fill_bytes(void* dst, uint8_t byte, int64_t n, cudaStream_t stream);
 
 }  // namespace assay::gpu::detail

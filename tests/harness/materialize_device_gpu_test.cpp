@@ -1,4 +1,4 @@
-// harness/gpu/materialize_device.h for fp16 and bf16 (and fp32 beside them): a tensor drawn on
+// harness/gpu/materialize_device.h for fp32, fp16, bf16, e4m3, e5m2 and int8: a tensor drawn on
 // the device has exactly the bytes the host's materialize() writes (the value at every covered
 // element rounded as store_as rounds it, the dtype's own gap canary in the gaps), and
 // materialize_output_device the bytes of materialize_output() (the dtype's poison). Views with
@@ -100,7 +100,7 @@ int64_t differing(const TensorDesc& desc, const std::vector<unsigned char>& a, c
 
 TEST_F(MaterializeDeviceGpu, HalfAndFp32ImagesAreTheHostsBytes) {
   int64_t images = 0, elements = 0;
-  for (DType t : {DType::kF16, DType::kBF16, DType::kF32})
+  for (DType t : {DType::kF16, DType::kBF16, DType::kF32, DType::kE4M3, DType::kE5M2, DType::kI8})
     for (const TensorDesc& d : views(t)) {
       ASSERT_TRUE(gpu::materialize_device_supports(d));
       for (const ValueRecipe& r : recipes()) {
@@ -142,12 +142,15 @@ TEST_F(MaterializeDeviceGpu, Fp16ImageHoldsTheRecipesValuesRoundedToFp16) {
   EXPECT_GT(nonzero, 4000);
 }
 
-TEST(MaterializeDeviceSupports, Fp32Fp16Bf16WithoutOverlap) {
+TEST(MaterializeDeviceSupports, FloatAndInt8FormatsWithoutOverlap) {
   TensorDesc d;
   d.shape = {4, 4}, d.strides = {4, 1};
   for (DType t : kAllDTypes) {
     d.dtype = t;
-    EXPECT_EQ(gpu::materialize_device_supports(d), t == DType::kF32 || t == DType::kF16 || t == DType::kBF16)
+    // fp64, tf32 and int32 tensors are always drawn by the host (materialize()).
+    EXPECT_EQ(gpu::materialize_device_supports(d),
+              t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kE4M3 || t == DType::kE5M2 ||
+                  t == DType::kI8)
         << dtype_name(t);
   }
   d.dtype = DType::kF16, d.strides = {0, 1};  // a broadcast view: the write order is not defined
