@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "harness/draw_ahead.h"
 #include "harness/gpu/lane.h"
 #include "harness/interrupt.h"
 #include "harness/phase_time.h"
@@ -25,26 +26,19 @@ uint64_t mix(uint64_t a, uint64_t b) {
 class InProcessExecutor final : public Executor {
  public:
   InProcessExecutor(const OpSpec& spec, const GenPlan& plan, int lanes, int device, const RunOptions& run)
-      : spec_(spec), plan_(plan), lanes_(lanes), run_(run) {
-    threads_.emplace_back([this] { generate(); });
+      : spec_(spec), plan_(plan), lanes_(lanes), run_(run), jobs_([this](Job& j) { draw(j); }) {
     for (int i = 0; i < lanes; ++i) threads_.emplace_back([this, device] { work(device); });
   }
   ~InProcessExecutor() override {
-    {
-      std::lock_guard lk(mu_);
-      stop_ = true;
-    }
-    cv_jobs_.notify_all();
-    cv_ready_.notify_all();
+    jobs_.stop();
     for (auto& t : threads_) t.join();
   }
   void submit(Job j) override {
     {
       std::lock_guard lk(mu_);
-      jobs_.push_back(std::move(j));
       ++outstanding_;
     }
-    cv_jobs_.notify_one();
+    jobs_.push(std::move(j));
   }
   JobResult wait_until(Deadline deadline) override {
     std::unique_lock lk(mu_);
@@ -72,43 +66,23 @@ class InProcessExecutor final : public Executor {
   void set_device(std::string d) { device_ = std::move(d); }
 
  private:
-  // Case generation is serialised in a process (generate_case), so one thread draws the
-  // queued jobs' cases ahead of the lanes instead of every lane waiting its turn for the lock.
-  void generate() {
-    for (;;) {
-      Job j;
-      {
-        std::unique_lock lk(mu_);
-        cv_jobs_.wait(lk, [&] { return stop_ || !jobs_.empty(); });
-        if (stop_) return;
-        j = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
-      if (j.gen_index) {
-        j.c = generate_case(spec_, plan_, *j.gen_index);
-        j.gen_index.reset();
-      }
-      {
-        std::lock_guard lk(mu_);
-        ready_.push_back(std::move(j));
-      }
-      cv_ready_.notify_one();
-    }
+  void draw(Job& j) const {
+    if (!j.gen_index) return;
+    j.c = generate_case(spec_, plan_, *j.gen_index);
+    j.gen_index.reset();
   }
 
   void work(int device) {
     auto lane = gpu::Lane::create(device);
     if (lane.ok()) (*lane)->options = run_;
     for (;;) {
-      Job j;
+      std::optional<Job> next;
       {
         const PhaseTimer timer(Phase::kQueue);
-        std::unique_lock lk(mu_);
-        cv_ready_.wait(lk, [&] { return stop_ || !ready_.empty(); });
-        if (stop_) return;
-        j = std::move(ready_.front());
-        ready_.pop_front();
+        next = jobs_.pop();
       }
+      if (!next) return;
+      Job& j = *next;
       JobResult r;
       r.id = j.id;
       if (!lane.ok()) {
@@ -135,12 +109,10 @@ class InProcessExecutor final : public Executor {
   RunOptions run_;
   std::string device_;
   mutable std::mutex mu_;
-  std::condition_variable cv_jobs_, cv_ready_, cv_results_;
-  std::deque<Job> jobs_;   ///< submitted
-  std::deque<Job> ready_;  ///< with their cases drawn, for the lanes
+  std::condition_variable cv_results_;
   std::deque<JobResult> results_;
   int64_t outstanding_ = 0;
-  bool stop_ = false;
+  DrawAhead<Job> jobs_;  ///< submitted, their cases drawn ahead of the lanes
   std::vector<std::thread> threads_;
 };
 

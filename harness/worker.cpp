@@ -22,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include "harness/draw_ahead.h"
 #include "harness/gpu/lane.h"
 #include "harness/interrupt.h"
 
@@ -135,47 +136,21 @@ int run_worker(const WorkerConfig& cfg) {
   }
   emit("READY " + gpu::describe_device(cfg.device));
 
-  std::mutex mu;
-  std::condition_variable cv, cv_ready;
-  std::deque<std::string> queue;  // lines as read
-  // Lines with their cases drawn: generation is serialised in a process (generate_case), so
-  // one thread draws ahead of the lanes instead of every lane waiting its turn for the lock.
-  struct Ready {
-    std::string line;
-    std::optional<Case> c;  // a RUN line's case
-  };
-  std::deque<Ready> ready;
-  bool closed = false, drawn_all = false;
   std::atomic<bool> fatal{false};
-  std::vector<std::thread> threads;
-  threads.emplace_back([&] {
-    for (;;) {
-      Ready r;
-      {
-        std::unique_lock lk(mu);
-        cv.wait(lk, [&] { return closed || !queue.empty(); });
-        if (queue.empty()) {
-          drawn_all = true;
-          break;
-        }
-        r.line = std::move(queue.front());
-        queue.pop_front();
-      }
-      if (r.line.rfind("RUN ", 0) == 0 && !fatal) {
-        std::istringstream in(r.line);
-        std::string verb, id;
-        int64_t index = 0;
-        in >> verb >> id >> index;
-        r.c = generate_case(*spec, cfg.plan, index);
-      }
-      {
-        std::lock_guard lk(mu);
-        ready.push_back(std::move(r));
-      }
-      cv_ready.notify_one();
-    }
-    cv_ready.notify_all();
+  // The pipe's lines, a RUN line's case drawn ahead of the lanes (harness/draw_ahead.h).
+  struct Line {
+    std::string text;
+    std::optional<Case> c;
+  };
+  DrawAhead<Line> lines([&](Line& l) {
+    if (l.text.rfind("RUN ", 0) != 0 || fatal) return;
+    std::istringstream in(l.text);
+    std::string verb, id;
+    int64_t index = 0;
+    in >> verb >> id >> index;
+    l.c = generate_case(*spec, cfg.plan, index);
   });
+  std::vector<std::thread> threads;
   for (int i = 0; i < cfg.lanes; ++i) {
     threads.emplace_back([&, i] {
       gpu::Lane& lane = *lanes[i];
@@ -187,16 +162,10 @@ int run_worker(const WorkerConfig& cfg) {
         return;
       }
       for (;;) {
-        Ready job;
-        {
-          std::unique_lock lk(mu);
-          cv_ready.wait(lk, [&] { return drawn_all || !ready.empty(); });
-          if (ready.empty()) return;
-          job = std::move(ready.front());
-          ready.pop_front();
-        }
+        std::optional<Line> job = lines.pop();
+        if (!job) return;
         if (fatal) continue;
-        const std::string& line = job.line;
+        const std::string& line = job->text;
         // RUN <id> <index> <variants> | CASE <id> <variants> <json>
         std::istringstream in(line);
         std::string verb, id, variants;
@@ -206,8 +175,8 @@ int run_worker(const WorkerConfig& cfg) {
         if (verb == "RUN") {
           int64_t index = 0;
           in >> index >> variants;
-          if (!job.c) continue;  // not drawn: a fatal error came first
-          c = std::move(*job.c);
+          if (!job->c) continue;  // not drawn: a fatal error came first
+          c = std::move(*job->c);
         } else {
           in >> variants;
           std::string json;
@@ -256,18 +225,10 @@ int run_worker(const WorkerConfig& cfg) {
         quit = true;
         break;
       }
-      {
-        std::lock_guard lk(mu);
-        queue.push_back(std::move(line));
-      }
-      cv.notify_one();
+      lines.push(Line{std::move(line), std::nullopt});
     }
   }
-  {
-    std::lock_guard lk(mu);
-    closed = true;
-  }
-  cv.notify_all();
+  lines.close();
   for (auto& t : threads) t.join();
   return fatal ? 3 : 0;
 }
