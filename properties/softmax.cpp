@@ -22,7 +22,7 @@
 // - "shift": every row shifted by a constant c (rounded into the dtype): the
 //   output must not move beyond both tolerances and the change of the exact
 //   result (zero when the shift is exact, as for small-integer rows);
-// - "rowsum" (softmax forward): each finite row of y sums to 1 within the
+// - "rowsum" (softmax forward): each finite row of y (fully masked rows excepted) sums to 1 within the
 //   sum of its element tolerances plus the rounding of the host's sum.
 // Value classes: mean-spread rows, masked rows (all -inf, "masked_every"),
 // single +inf / NaN injections, very large logits (near-overflow), constant
@@ -30,7 +30,8 @@
 // not multiples of 4, row counts not multiples of the rows per block.
 // Vendor column: cuDNN's softmax (CUDNN_SOFTMAX_ACCURATE, or CUDNN_SOFTMAX_LOG for
 // params.log) forward and backward on the same inputs, rows with gaps packed first
-// (cuDNN 9.14 writes the gaps of strided rows; references/library/cudnn.h).
+// (cuDNN 9.14 writes the gaps of strided rows; references/library/cudnn.h). Its fully masked
+// rows are 0 or NaN by row length (convention masked_rows_by_length, masked_row_is_nan).
 #include "properties/softmax.h"
 
 #include <bit>
@@ -51,6 +52,16 @@ namespace {
 
 constexpr int64_t kMaxRows = 4096, kMaxN = 16384, kMaxElems = 1 << 20;
 constexpr const char* kMaskedZero = "masked_rows_zero";
+constexpr const char* kMaskedByLength = "masked_rows_by_length";
+
+/// Under kMaskedByLength: the rows where a fully masked softmax (not log-softmax) gives
+/// max-first's NaN rather than 0. cuDNN 9.14 on an H100, CUDNN_SOFTMAX_ACCURATE, every n of
+/// 1..12, 16, 31..33, 64, 100, 128..260, 300..513, 600..1025, 2048, 3000, 4095, 4096 with fp32,
+/// fp16 and bf16 and 1, 2, 4 or 33 rows: NaN exactly where n is a power of two or above 512 (its
+/// kernel choice by row length); log-softmax gave -inf on every one.
+bool masked_row_is_nan(int64_t n) {
+  return n > 512 || (n > 0 && (n & (n - 1)) == 0);
+}
 
 // ---- declaration ------------------------------------------------------------------
 std::vector<ParamDef> params(bool fwd) {
@@ -104,8 +115,11 @@ Status reference_fwd(const Case& c, const std::vector<HostTensor>& t, std::vecto
     ref::log_softmax_reference<double>(t[0].data, rows, n, t[0].v.ld, y.ref.data(), y.aux[0].data(), st.data());
   else
     ref::softmax_reference<double>(t[0].data, rows, n, t[0].v.ld, y.ref.data(), y.aux[0].data(), st.data());
-  const bool masked_zero = Params(c.params).convention(kMaskedZero);
-  const double masked_value = Params(c.params).b("log") ? -INFINITY : 0.0;
+  const Params p(c.params);
+  const bool log = p.b("log");
+  const bool masked_zero =
+      p.convention(kMaskedZero) || (p.convention(kMaskedByLength) && (log || !masked_row_is_nan(n)));
+  const double masked_value = log ? -INFINITY : 0.0;
   for (int64_t r = 0; r < rows; ++r) {
     // A row of -inf only has no softmax (0/0: NaN, what max-first gives); under the
     // masked-attention convention its output is 0 (log-softmax: -inf), exactly.
@@ -209,15 +223,18 @@ void rowsum(const Case& c, const std::vector<HostTensor>&, const std::vector<Hos
   double worst = 0, worst_tol = 0;
   for (int64_t r = 0; r < y.v.rows; ++r) {
     double s = 0, tol = 0, sa = 0;
-    bool finite = true;
+    bool finite = true, zero = true;
     for (int64_t j = 0; j < y.v.cols; ++j) {
       const size_t l = static_cast<size_t>(r * y.v.cols + j);
       finite = finite && std::isfinite(refs[0].ref[l]);
+      zero = zero && refs[0].ref[l] == 0;
       s += y.at(r, j);
       sa += std::fabs(y.at(r, j));
       tol += refs[0].tol[l];
     }
-    if (!finite || y.v.cols == 0) continue;
+    // A row whose reference is 0 throughout is a fully masked row under a masked-row convention
+    // (a softmax row is 1 / sum > 0 at its maximum): it has no distribution to sum to 1.
+    if (!finite || zero || y.v.cols == 0) continue;
     tol += gamma_n(y.v.cols, 0x1p-53) * sa + 1e-300;
     if (!(std::fabs(s - 1) <= tol) && bad++ == 0) first = r, worst = s, worst_tol = tol;
   }
@@ -293,14 +310,16 @@ OpDef make(bool fwd) {
     op.self_check = self_check;
     op.backward = "softmax_bwd";
     op.conventions = {{kMaskedZero, "a row of -inf only gives 0 (log-softmax: -inf), the masked-attention "
-                                     "convention, instead of max-first's NaN"}};
+                                     "convention, instead of max-first's NaN"},
+                      {kMaskedByLength, "a row of -inf only gives 0 (log-softmax: -inf), except softmax rows whose "
+                                        "length is a power of two or above 512: NaN there (cuDNN's kernel choice)"}};
     // cuDNN documents no exp: fast-math is allowed; its fp16/bf16 path rounds the exponentials
-    // (narrow_softmax_tol); its fully masked rows gave 0 / -inf (n >= 5, cuDNN 9.14, H100).
+    // (narrow_softmax_tol); its fully masked rows follow its kernel choice (masked_row_is_nan).
     op.vendor = {.name = "cudnn-softmax",
                  .run = [](const Params& p, const std::vector<DevTensor>& t, cudaStream_t st) {
                    return cudnn_softmax(true, p, t, st);
                  },
-                 .contract = Contract().fast_math().narrow_intermediates().convention(kMaskedZero)};
+                 .contract = Contract().fast_math().narrow_intermediates().convention(kMaskedByLength)};
   } else {
     // Y's recipe gives logits; prepare turns them into a (log-)softmax output in the dtype.
     op.tensors = {{.name = "Y", .dims = {"rows", "n"}},

@@ -882,5 +882,61 @@ TEST(SoftmaxConvention, MaskedRowsZeroGivesZeroOrMinusInfinity) {
     }
 }
 
+// cuDNN's convention: a fully masked softmax row is NaN where n is a power of two or above 512,
+// 0 elsewhere; log-softmax -inf at every length.
+TEST(SoftmaxConvention, MaskedRowsByLengthFollowTheLengthRule) {
+  const OpDef* op = find_op("softmax");
+  ASSERT_NE(op, nullptr);
+  for (const bool log : {false, true})
+    for (const int64_t n : {1, 2, 3, 4, 5, 7, 8, 31, 32, 33, 511, 512, 513, 1000}) {
+      ValueRecipe r;
+      nlohmann::json p = {{"dtype", "fp32"}, {"n", n}, {"rows", 3}, {"log", log}, {"masked_every", 2}};
+      p["conventions"] = {"masked_rows_by_length"};
+      const Case c = model_case("softmax", p, {r}, 1, 0);
+      HostRun h;
+      ASSERT_NO_FATAL_FAILURE(run_reference(*op, c, h));
+      const bool nan = !log && (n > 512 || (n & (n - 1)) == 0);
+      for (int64_t row = 0; row < 3; ++row)
+        for (int64_t j = 0; j < n; ++j) {
+          const double y = h.refs[0].ref[static_cast<size_t>(row * n + j)];
+          if (row % 2 != 0)
+            EXPECT_TRUE(std::isfinite(y)) << "an unmasked row, n " << n;
+          else if (nan)
+            EXPECT_TRUE(std::isnan(y)) << "masked row, n " << n;
+          else
+            EXPECT_EQ(y, log ? -INFINITY : 0.0) << "masked row, n " << n << (log ? " log" : "");
+        }
+    }
+}
+
+// The rowsum relation: a row off by 1% is caught; a fully masked row, 0 under a masked-row
+// convention, has nothing to sum to 1 and is left alone.
+TEST(SoftmaxRowsum, CatchesARowOffByAPercentAndSkipsMaskedRows) {
+  const OpDef* op = find_op("softmax");
+  ASSERT_NE(op, nullptr);
+  ValueRecipe r;
+  r.cls = ValueClass::kNormal;
+  nlohmann::json p = {{"dtype", "fp32"}, {"n", 5}, {"rows", 4}, {"log", false}, {"masked_every", 2},
+                      {"relation", "rowsum"}};
+  p["conventions"] = {"masked_rows_by_length"};
+  const Case c = model_case("softmax", p, {r}, 1, 0);
+  HostRun h;
+  ASSERT_NO_FATAL_FAILURE(run_reference(*op, c, h));
+  std::vector<double> y = h.refs[0].ref;  // a kernel that returns the reference exactly
+  auto failures = [&] {
+    const std::vector<HostTensor> out = {{y.data(), View2D{4, 5, 5}}};
+    std::vector<Failure> f;
+    op->properties(c, h.hv, out, h.refs, f);
+    return f;
+  };
+  EXPECT_EQ(y[0], 0.0) << "row 0 is masked: 0 under the convention";
+  EXPECT_TRUE(failures().empty()) << "masked rows 0 and 2 sum to 0, and are no failure";
+  for (int64_t j = 0; j < 5; ++j) y[static_cast<size_t>(5 + j)] *= 1.01;  // row 1, unmasked
+  const auto f = failures();
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].kind, FailureKind::kProperty);
+  EXPECT_NE(f[0].detail.find("row 1 "), std::string::npos) << f[0].detail;
+}
+
 }  // namespace
 }  // namespace assay
