@@ -31,7 +31,8 @@
 // Vendor column: cuDNN's softmax (CUDNN_SOFTMAX_ACCURATE, or CUDNN_SOFTMAX_LOG for
 // params.log) forward and backward on the same inputs, rows with gaps packed first
 // (cuDNN 9.14 writes the gaps of strided rows; references/library/cudnn.h). Its fully masked
-// rows are 0 or NaN by row length (convention masked_rows_by_length, masked_row_is_nan).
+// rows are 0 or NaN by row length (convention masked_rows_by_length, masked_row_is_nan), and its
+// log-softmax forms the log-sum-exp first (log_softmax_lse_first, lse_first_extra).
 #include "properties/softmax.h"
 
 #include <bit>
@@ -53,6 +54,7 @@ namespace {
 constexpr int64_t kMaxRows = 4096, kMaxN = 16384, kMaxElems = 1 << 20;
 constexpr const char* kMaskedZero = "masked_rows_zero";
 constexpr const char* kMaskedByLength = "masked_rows_by_length";
+constexpr const char* kLseFirst = "log_softmax_lse_first";
 
 /// Under kMaskedByLength: the rows where a fully masked softmax (not log-softmax) gives
 /// max-first's NaN rather than 0. cuDNN 9.14 on an H100, CUDNN_SOFTMAX_ACCURATE, every n of
@@ -104,12 +106,13 @@ void mask_rows(const Case& c, std::vector<unsigned char*>& img) {
     for (int64_t j = 0; j < v.cols; ++j) poke(d.dtype, img[0], d.offset + r * v.ld + j, -INFINITY);
 }
 
-/// y (or log y) in ref; aux: [0] mag_i, [1] the row's weighted deviation D, [2] its log-sum-exp L.
+/// y (or log y) in ref; aux: [0] mag_i, [1] the row's weighted deviation D, [2] its log-sum-exp L,
+/// [3] |max| of the row (0 where it is not finite).
 Status reference_fwd(const Case& c, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
   const int64_t rows = t[0].v.rows, n = t[0].v.cols;
   OutputRef y;
   y.ref.resize(static_cast<size_t>(rows * n));
-  y.aux.assign(3, std::vector<double>(y.ref.size()));
+  y.aux.assign(4, std::vector<double>(y.ref.size()));
   std::vector<ref::SoftmaxRowStats<double>> st(static_cast<size_t>(rows));
   if (Params(c.params).b("log"))
     ref::log_softmax_reference<double>(t[0].data, rows, n, t[0].v.ld, y.ref.data(), y.aux[0].data(), st.data());
@@ -129,6 +132,7 @@ Status reference_fwd(const Case& c, const std::vector<HostTensor>& t, std::vecto
       const auto& s = st[static_cast<size_t>(r)];
       y.aux[1][l] = std::isfinite(s.weighted_dev) ? s.weighted_dev : 0;
       y.aux[2][l] = std::isfinite(s.log_sum_exp) ? s.log_sum_exp : 0;
+      y.aux[3][l] = std::isfinite(s.max) ? std::fabs(s.max) : 0;
       if (masked) y.ref[l] = masked_value, y.aux[0][l] = 0;
     }
   }
@@ -136,10 +140,26 @@ Status reference_fwd(const Case& c, const std::vector<HostTensor>& t, std::vecto
   return ok_status();
 }
 
+// Log-softmax with the row's log-sum-exp formed first (convention log_softmax_lse_first):
+// y^ = fl(x_i - S), S = fl(max + L^), against the max-first order fl(fl(x_i - max) - L^). With
+// y = t_i - L, t_i = x_i - max, |delta| <= u (fp32):
+//   x_i - S = (t_i - L^) - delta1 (max + L^), so
+//   y^ - y = (L - L^) - delta1 (max + L^) + delta2 (x_i - S),
+// and the rounding u|max + L^| of S takes the place of the max-first order's u|t_i|. The row's
+// ceiling (which carries |L - L^| and the final roundings) grows by u (1 + u) (|max| + log n + 1)
+// (L^ <= L + its error <= log n + 1), carried through the store into a narrower output
+// (1 + u_out). A row of large values and small outputs (mean 10^6, y ~ -7) errs by ~u|max| = 0.03
+// here, far above the max-first ceiling: cuDNN's log-softmax does so on rows longer than 512.
+double lse_first_extra(double max_abs, const SoftmaxModel& m) {
+  const double u = unit_roundoff(DType::kF32);
+  const double u_out = m.out == DType::kF32 ? 0.0 : unit_roundoff(m.out);
+  return u * (1 + u) * (max_abs + std::log(static_cast<double>(std::max<int64_t>(m.n, 1))) + 1) * (1 + u_out);
+}
+
 Status bound_fwd(const Case& c, const Arithmetic& a, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
   const Params p(c.params);
   const SoftmaxModel m = model_of(p.dt("dtype"), t[0].v.cols, a);
-  const bool log = p.b("log");
+  const bool log = p.b("log"), lse_first = p.convention(kLseFirst);
   OutputRef& y = out[0];
   y.tol.resize(y.ref.size());
   // The row's magnitudes are the same for each of its elements: its bound is computed once per
@@ -156,6 +176,7 @@ Status bound_fwd(const Case& c, const Arithmetic& a, const std::vector<HostTenso
     }
     y.tol[l] = b.ceiling.tol(std::fabs(y.ref[l]), std::isfinite(y.aux[0][l]) ? y.aux[0][l] : 0);
     if (a.narrow_intermediates && !log) y.tol[l] = narrow_softmax_tol(y.tol[l], std::fabs(y.ref[l]), m.out, m.n);
+    if (log && lse_first) y.tol[l] += lse_first_extra(y.aux[3][l], m);
   }
   return ok_status();
 }
@@ -312,14 +333,20 @@ OpDef make(bool fwd) {
     op.conventions = {{kMaskedZero, "a row of -inf only gives 0 (log-softmax: -inf), the masked-attention "
                                      "convention, instead of max-first's NaN"},
                       {kMaskedByLength, "a row of -inf only gives 0 (log-softmax: -inf), except softmax rows whose "
-                                        "length is a power of two or above 512: NaN there (cuDNN's kernel choice)"}};
+                                        "length is a power of two or above 512: NaN there (cuDNN's kernel choice)"},
+                      {kLseFirst, "log-softmax as x - (max + log sum exp(x - max)): the row's log-sum-exp formed "
+                                  "first, one more rounding of a sum as large as |max|"}};
     // cuDNN documents no exp: fast-math is allowed; its fp16/bf16 path rounds the exponentials
     // (narrow_softmax_tol); its fully masked rows follow its kernel choice (masked_row_is_nan).
     op.vendor = {.name = "cudnn-softmax",
                  .run = [](const Params& p, const std::vector<DevTensor>& t, cudaStream_t st) {
                    return cudnn_softmax(true, p, t, st);
                  },
-                 .contract = Contract().fast_math().narrow_intermediates().convention(kMaskedByLength)};
+                 .contract = Contract()
+                                 .fast_math()
+                                 .narrow_intermediates()
+                                 .convention(kMaskedByLength)
+                                 .convention(kLseFirst)};
   } else {
     // Y's recipe gives logits; prepare turns them into a (log-)softmax output in the dtype.
     op.tensors = {{.name = "Y", .dims = {"rows", "n"}},

@@ -909,6 +909,47 @@ TEST(SoftmaxConvention, MaskedRowsByLengthFollowTheLengthRule) {
     }
 }
 
+// Log-softmax with the log-sum-exp formed first, y = fl(x - fl(max + log sum)) in fp32 (cuDNN's
+// order on long rows): on rows of large values the extra rounding of max + L leaves the max-first
+// ceiling and stays inside the one the convention log_softmax_lse_first declares.
+TEST(SoftmaxConvention, LseFirstLogSoftmaxHoldsItsCeiling) {
+  const OpDef* op = find_op("softmax");
+  ASSERT_NE(op, nullptr);
+  int64_t elements = 0, beyond_plain = 0;
+  double worst = 0;
+  for (const double mean : {1e6, 1e4, -3000.0, 0.0})
+    for (const int64_t n : {40, 513, 600}) {
+      ValueRecipe r;
+      r.cls = ValueClass::kMeanSpread, r.mean = mean, r.spread = mean == 0 ? 8.0 : 0.5, r.seed = 17;
+      nlohmann::json p = {{"dtype", "fp32"}, {"n", n}, {"rows", 3}, {"log", true}};
+      HostRun plain, declared;
+      const Case c0 = model_case("softmax", p, {r}, 0, 0);
+      ASSERT_NO_FATAL_FAILURE(run_reference(*op, c0, plain));
+      p["conventions"] = {"log_softmax_lse_first"};
+      const Case c1 = model_case("softmax", p, {r}, 0, 0);
+      ASSERT_NO_FATAL_FAILURE(run_reference(*op, c1, declared));
+      for (int64_t row = 0; row < 3; ++row) {
+        float mx = -INFINITY, s = 0;
+        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, static_cast<float>(declared.hv[0].at(row, j)));
+        for (int64_t j = 0; j < n; ++j) s += std::exp(static_cast<float>(declared.hv[0].at(row, j)) - mx);
+        const float lse = mx + std::log(s);
+        for (int64_t j = 0; j < n; ++j) {
+          const size_t l = static_cast<size_t>(row * n + j);
+          const double y = static_cast<float>(declared.hv[0].at(row, j)) - lse, ref = declared.refs[0].ref[l];
+          const double err = std::fabs(y - ref), tol = declared.refs[0].tol[l];
+          ++elements;
+          beyond_plain += err > plain.refs[0].tol[l] ? 1 : 0;
+          worst = std::max(worst, err / tol);
+          EXPECT_LE(err, tol) << "mean " << mean << " n " << n << " row " << row << " j " << j;
+        }
+      }
+    }
+  std::printf("[ measured ] log-softmax, log-sum-exp first: %lld elements, %lld beyond the max-first ceiling, worst "
+              "error / declared ceiling %.3f\n",
+              static_cast<long long>(elements), static_cast<long long>(beyond_plain), worst);
+  EXPECT_GT(beyond_plain, 0) << "the emulated order never left the max-first ceiling: the test shows nothing";
+}
+
 // The rowsum relation: a row off by 1% is caught; a fully masked row, 0 under a masked-row
 // convention, has nothing to sum to 1 and is left alone.
 TEST(SoftmaxRowsum, CatchesARowOffByAPercentAndSkipsMaskedRows) {
