@@ -102,8 +102,9 @@ bool overwritten(const OpDef& op, const Case& c, int t) {
 
 /// Inputs of at least this many elements are drawn on the device and copied back: the value
 /// classes' software log, cos and exp2 cost 35-55 ns an element on the host (host inputs were
-/// half of rope's, gemm_batched's and attention_bwd's lane time), a draw on the device and the copy
-/// back some 20-40 us a case.
+/// half of rope's, gemm_batched's and attention_bwd's lane time), against a few launches and one
+/// wait per case on the device. Measured on an H100 (docs/results.md): 2,048 lifts those ops and
+/// leaves the small GEMM as it was; 512 made the small GEMM and softmax slower.
 constexpr int64_t kDeviceDrawElements = 2048;
 
 bool on_device(const OpDef& op, const Case& c) {
