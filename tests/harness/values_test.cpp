@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -120,6 +121,31 @@ TEST(ValueClass, NewClassesGoldenHash) {
   materialize(d, inj, 5, buf.data());
   h = fnv1a64(buf.data(), buf.size(), h);
   EXPECT_EQ(h, 0xc06dd60996fb0b60ull) << std::hex << "actual 0x" << h;
+}
+
+// materialize() draws the normal class four elements at a time (vector lanes); each value must be
+// the scalar expander's bit for bit, injections, odd lengths and large indices included.
+TEST(ValueClass, NormalFourAtATimeIsTheScalarBitForBit) {
+  int64_t compared = 0;
+  for (uint64_t seed : {1ull, 42ull, 0x0123456789abcdefull})
+    for (double scale : {1.0, 1e-3, 3e4})
+      for (bool inject : {false, true})
+        for (int64_t n : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{257}, int64_t{100003}}) {
+          ValueRecipe r;
+          r.cls = ValueClass::kNormal, r.seed = seed, r.scale = scale;
+          if (inject) r.inject.kinds = kSpecialAll, r.inject.rate = 0.01, r.inject.at = kAtFirst | kAtLast;
+          TensorDesc d = TensorDesc::contiguous(DType::kF64, {n});
+          std::vector<double> got(static_cast<size_t>(n));
+          materialize(d, r, seed ^ 9, got.data());
+          for (int64_t i = 0; i < n; ++i) {
+            const double want = recipe_value(r, d, seed ^ 9, static_cast<uint64_t>(i));
+            ASSERT_EQ(std::bit_cast<uint64_t>(got[static_cast<size_t>(i)]), std::bit_cast<uint64_t>(want))
+                << "seed " << seed << " scale " << scale << " element " << i << ": " << got[static_cast<size_t>(i)]
+                << " vs " << want;
+            ++compared;
+          }
+        }
+  EXPECT_EQ(compared, 18 * (1 + 3 + 4 + 257 + 100003));
 }
 
 TEST(ValueClass, LogUniformCoversItsExponentRange) {
