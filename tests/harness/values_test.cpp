@@ -123,29 +123,37 @@ TEST(ValueClass, NewClassesGoldenHash) {
   EXPECT_EQ(h, 0xc06dd60996fb0b60ull) << std::hex << "actual 0x" << h;
 }
 
-// materialize() draws the normal class four elements at a time (vector lanes); each value must be
-// the scalar expander's bit for bit, injections, odd lengths and large indices included.
-TEST(ValueClass, NormalFourAtATimeIsTheScalarBitForBit) {
+// materialize() draws the software-transcendental classes four elements at a time (vector
+// lanes); each value must be the scalar expander's bit for bit: every such class, wide exponent
+// ranges and overflow factors, fp64 and fp32 constants, injections, odd lengths.
+TEST(ValueClass, FourAtATimeIsTheScalarBitForBit) {
   int64_t compared = 0;
-  for (uint64_t seed : {1ull, 42ull, 0x0123456789abcdefull})
-    for (double scale : {1.0, 1e-3, 3e4})
-      for (bool inject : {false, true})
-        for (int64_t n : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{257}, int64_t{100003}}) {
-          ValueRecipe r;
-          r.cls = ValueClass::kNormal, r.seed = seed, r.scale = scale;
-          if (inject) r.inject.kinds = kSpecialAll, r.inject.rate = 0.01, r.inject.at = kAtFirst | kAtLast;
-          TensorDesc d = TensorDesc::contiguous(DType::kF64, {n});
-          std::vector<double> got(static_cast<size_t>(n));
-          materialize(d, r, seed ^ 9, got.data());
-          for (int64_t i = 0; i < n; ++i) {
-            const double want = recipe_value(r, d, seed ^ 9, static_cast<uint64_t>(i));
-            ASSERT_EQ(std::bit_cast<uint64_t>(got[static_cast<size_t>(i)]), std::bit_cast<uint64_t>(want))
-                << "seed " << seed << " scale " << scale << " element " << i << ": " << got[static_cast<size_t>(i)]
-                << " vs " << want;
-            ++compared;
-          }
-        }
-  EXPECT_EQ(compared, 18 * (1 + 3 + 4 + 257 + 100003));
+  for (ValueClass cls : {ValueClass::kNormal, ValueClass::kLogUniform, ValueClass::kPareto, ValueClass::kNearOverflow})
+    for (uint64_t seed : {1ull, 0x0123456789abcdefull})
+      for (int variant = 0; variant < 3; ++variant)
+        for (bool inject : {false, true})
+          for (DType t : {DType::kF64, DType::kF32})
+            for (int64_t n : {int64_t{3}, int64_t{4}, int64_t{257}, int64_t{20003}}) {
+              ValueRecipe r;
+              r.cls = cls, r.seed = seed, r.scale = std::vector<double>{1.0, 1e-3, 3e4}[static_cast<size_t>(variant)];
+              r.exp_min = std::vector<int64_t>{-8, -140, 0}[static_cast<size_t>(variant)];
+              r.exp_max = std::vector<int64_t>{8, 120, 1}[static_cast<size_t>(variant)];
+              r.pareto_alpha = std::vector<double>{1.5, 0.7, 3.0}[static_cast<size_t>(variant)];
+              r.overflow_factor = std::vector<double>{4.0, 1.0, 1024.0}[static_cast<size_t>(variant)];
+              if (inject) r.inject.kinds = kSpecialAll, r.inject.rate = 0.01, r.inject.at = kAtFirst | kAtLast;
+              TensorDesc d = TensorDesc::contiguous(t, {n});
+              std::vector<unsigned char> got(static_cast<size_t>(n) * dtype_size(t));
+              materialize(d, r, seed ^ 9, got.data());
+              for (int64_t i = 0; i < n; ++i) {
+                unsigned char want[8];
+                store_as(t, recipe_value(r, d, seed ^ 9, static_cast<uint64_t>(i)), want);
+                ASSERT_EQ(std::memcmp(got.data() + i * dtype_size(t), want, dtype_size(t)), 0)
+                    << value_class_name(cls) << " seed " << seed << " variant " << variant << " " << dtype_name(t)
+                    << " element " << i;
+                ++compared;
+              }
+            }
+  EXPECT_EQ(compared, 4 * 2 * 3 * 2 * 2 * (3 + 4 + 257 + 20003));
 }
 
 TEST(ValueClass, LogUniformCoversItsExponentRange) {
