@@ -113,17 +113,56 @@ ASSAY_HD inline double unit_open(uint32_t hi, uint32_t lo) {
 // everywhere, libm's transcendental functions are not (they differ by an ulp between glibc
 // versions, and from CUDA's), and inputs must be bit-identical on every machine. Accuracy ~1e-13
 // relative, ample for test data.
-ASSAY_HD inline double det_log(double x) {  // x > 0
-  int e = 0;
-  const double m = frexp(x, &e);           // x = m * 2^e, m in [0.5, 1)
-  const double s = (m - 1.0) / (m + 1.0);  // log m = 2 atanh(s), |s| <= 1/3
-  const double s2 = s * s;
-  double term = s, sum = 0;
+//
+// The series are templates over T = double or a vector of doubles (harness/values.cpp draws four
+// elements at a time in vector lanes): one copy of the operations and their order, so a lane
+// rounds exactly as the scalar code does. Vectors go in and out by reference (by value, a
+// 32-byte vector's ABI would depend on the caller's target: GCC's -Wpsabi).
+
+/// log m + e ln 2 for m in [0.5, 1) (frexp's mantissa) and e its exponent as a double.
+template <typename T>
+ASSAY_HD inline void log_series(const T& m, const T& e, T& out) {
+  const T s = (m - 1.0) / (m + 1.0);  // log m = 2 atanh(s), |s| <= 1/3
+  const T s2 = s * s;
+  T term = s, sum{};
   for (int k = 1; k <= 27; k += 2) {
-    sum += term / k;
+    sum += term / static_cast<double>(k);
     term *= s2;
   }
-  return 2.0 * sum + e * kLn2;
+  out = 2.0 * sum + e * kLn2;
+}
+
+/// cos phi and sin phi for phi in [0, pi/2), Taylor series.
+template <typename T>
+ASSAY_HD inline void cos_sin_series(const T& phi, T& c, T& sn) {
+  const T p2 = phi * phi;
+  c = T{}, sn = T{};
+  T tc = c + 1.0, ts = phi;
+  for (int k = 0; k < 12; ++k) {
+    c += tc;
+    sn += ts;
+    tc *= -p2 / static_cast<double>((2 * k + 1) * (2 * k + 2));
+    ts *= -p2 / static_cast<double>((2 * k + 2) * (2 * k + 3));
+  }
+}
+
+/// exp(f) for f in [0, ln 2), Taylor series.
+template <typename T>
+ASSAY_HD inline void exp_series(const T& f, T& sum) {
+  T term = T{} + 1.0;
+  sum = term;
+  for (int n = 1; n <= 22; ++n) {
+    term *= f / static_cast<double>(n);
+    sum += term;
+  }
+}
+
+ASSAY_HD inline double det_log(double x) {  // x > 0
+  int e = 0;
+  const double m = frexp(x, &e);  // x = m * 2^e, m in [0.5, 1)
+  double r;
+  log_series(m, static_cast<double>(e), r);
+  return r;
 }
 
 /// cos(2*pi*u) for u in [0, 1): quadrant from u, Taylor series on [0, pi/2).
@@ -131,14 +170,8 @@ ASSAY_HD inline double det_cos_2pi(double u) {
   const double t = u * 4.0;
   const int q = static_cast<int>(t);  // 0..3
   const double phi = (t - q) * 1.57079632679489661923;
-  const double p2 = phi * phi;
-  double c = 0, sn = 0, tc = 1, ts = phi;
-  for (int k = 0; k < 12; ++k) {
-    c += tc;
-    sn += ts;
-    tc *= -p2 / ((2 * k + 1) * (2 * k + 2));
-    ts *= -p2 / ((2 * k + 2) * (2 * k + 3));
-  }
+  double c, sn;
+  cos_sin_series(phi, c, sn);
   switch (q & 3) {
     case 0:
       return c;
@@ -164,11 +197,8 @@ ASSAY_HD inline double det_exp2(double t) {
   t = clamp(t, -4096.0, 4096.0);     // 2^+-4096 is Inf or 0 in fp64 anyway
   const double k = floor(t);
   const double f = (t - k) * kLn2;  // t - k is exact
-  double term = 1.0, sum = 1.0;
-  for (int n = 1; n <= 22; ++n) {
-    term *= f / n;
-    sum += term;
-  }
+  double sum;
+  exp_series(f, sum);
   return ldexp(sum, static_cast<int>(k));
 }
 

@@ -171,8 +171,9 @@ namespace {
 // near-overflow 96 -> 48. The AVX2 clone leaves out FMA, so no multiply-add is contracted.
 using Double4 = double __attribute__((vector_size(32)));
 
-// The helpers take and give vectors by reference: by value, a 32-byte vector's ABI would depend
-// on whether the caller's clone has AVX (GCC's -Wpsabi).
+
+// Per lane, value_core's det_log, det_cos_2pi and det_exp2: the lane-wise steps (frexp, the
+// quadrant, clamp, floor, ldexp) here, the series through value_core's templates.
 
 /// value_core::det_log per lane (x > 0).
 [[gnu::always_inline]] inline void log4(const Double4& x, Double4& out) {
@@ -182,31 +183,17 @@ using Double4 = double __attribute__((vector_size(32)));
     m[k] = std::frexp(x[k], &ek);
     e[k] = ek;
   }
-  const Double4 s = (m - 1.0) / (m + 1.0);
-  const Double4 s2 = s * s;
-  Double4 term = s, sum = {0, 0, 0, 0};
-  for (int k = 1; k <= 27; k += 2) {
-    sum += term / static_cast<double>(k);
-    term *= s2;
-  }
-  out = 2.0 * sum + e * value_core::kLn2;
+  value_core::log_series(m, e, out);
 }
 
 /// value_core::det_cos_2pi per lane (u in [0, 1)).
 [[gnu::always_inline]] inline void cos2pi4(const Double4& u, Double4& out) {
   const Double4 t = u * 4.0;
   int q[4];
-  Double4 qd;
+  Double4 qd, c, sn;
   for (int k = 0; k < 4; ++k) q[k] = static_cast<int>(t[k]), qd[k] = q[k];
   const Double4 phi = (t - qd) * 1.57079632679489661923;
-  const Double4 p2 = phi * phi;
-  Double4 c = {0, 0, 0, 0}, sn = {0, 0, 0, 0}, tc = {1, 1, 1, 1}, ts = phi;
-  for (int k = 0; k < 12; ++k) {
-    c += tc;
-    sn += ts;
-    tc *= -p2 / static_cast<double>((2 * k + 1) * (2 * k + 2));
-    ts *= -p2 / static_cast<double>((2 * k + 2) * (2 * k + 3));
-  }
+  value_core::cos_sin_series(phi, c, sn);
   for (int k = 0; k < 4; ++k) out[k] = (q[k] & 3) == 0 ? c[k] : (q[k] & 3) == 1 ? -sn[k] : (q[k] & 3) == 2 ? -c[k] : sn[k];
 }
 
@@ -219,11 +206,8 @@ using Double4 = double __attribute__((vector_size(32)));
     kk[k] = std::floor(t[k]);
   }
   const Double4 f = (t - kk) * value_core::kLn2;
-  Double4 term = {1, 1, 1, 1}, sum = {1, 1, 1, 1};
-  for (int n = 1; n <= 22; ++n) {
-    term *= f / static_cast<double>(n);
-    sum += term;
-  }
+  Double4 sum;
+  value_core::exp_series(f, sum);
   for (int k = 0; k < 4; ++k) out[k] = in[k] != in[k] ? in[k] : std::ldexp(sum[k], static_cast<int>(kk[k]));
 }
 
