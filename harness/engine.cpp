@@ -107,6 +107,15 @@ bool overwritten(const OpDef& op, const Case& c, int t) {
 /// leaves the small GEMM as it was; 512 made the small GEMM and softmax slower.
 constexpr int64_t kDeviceDrawElements = 2048;
 
+/// Tensor t drawn into the lane's snapshot on the device: the output poison where the kernel
+/// writes it whole, its recipe's values elsewhere (on the stream of its name, as materialize()).
+Status draw_on_device(const OpDef& op, const Case& c, int t, gpu::Lane& lane) {
+  const auto& T = c.tensors[static_cast<size_t>(t)];
+  unsigned char* dst = lane.dev_snapshot_tensor(t);
+  if (T.role == Role::kOut || overwritten(op, c, t)) return gpu::materialize_output_device(T.desc, dst, lane.stream());
+  return gpu::materialize_device(T.desc, T.values, fnv1a64(T.name.data(), T.name.size()), dst, lane.stream());
+}
+
 bool on_device(const OpDef& op, const Case& c) {
   return op.device_reference.when && op.device_reference.when(Params(c.params));
 }
@@ -156,14 +165,9 @@ Status build_device_setup(const OpDef& op, const Contract& k, gpu::Lane& lane, c
   for (int t : s.outs) ref_bytes += 16 * s.views[t].rows * s.views[t].cols;
   const int64_t op_scratch = op.device_reference.scratch ? op.device_reference.scratch(c) : 0;
   ASSAY_RETURN_IF_ERROR(lane.layout_on_device(at, save_bytes + round256(ref_bytes) + op_scratch));
-  for (int t = 0; t < nt; ++t) {
-    const uint64_t stream = fnv1a64(T[t].name.data(), T[t].name.size());
-    if (at[static_cast<size_t>(t)].role == Role::kOut)
-      ASSAY_RETURN_IF_ERROR(gpu::materialize_output_device(T[t].desc, lane.dev_snapshot_tensor(t), lane.stream()));
-    else
-      ASSAY_RETURN_IF_ERROR(
-          gpu::materialize_device(T[t].desc, T[t].values, stream, lane.dev_snapshot_tensor(t), lane.stream()));
-  }
+  // Accumulated outputs were turned away above, so an arena output is exactly a kOut or
+  // overwritten tensor: draw_on_device poisons it.
+  for (int t = 0; t < nt; ++t) ASSAY_RETURN_IF_ERROR(draw_on_device(op, c, t, lane));
   auto* refs = reinterpret_cast<double*>(lane.dev_scratch() + save_bytes);
   for (int t : s.outs) {
     DeviceOutput d;
@@ -271,8 +275,7 @@ Status build_setup(const OpDef& op, const VariantDef& v, const Case& c0, gpu::La
     } else if (T[t].desc.numel() >= kDeviceDrawElements && gpu::materialize_device_supports(T[t].desc)) {
       // The same bytes as materialize() (MaterializeDeviceGpu.HalfAndFp32ImagesAreTheHostsBytes),
       // drawn into the snapshot and copied back for the host reference and the op's prepare.
-      ASSAY_RETURN_IF_ERROR(
-          gpu::materialize_device(T[t].desc, T[t].values, stream, lane.dev_snapshot_tensor(t), lane.stream()));
+      ASSAY_RETURN_IF_ERROR(draw_on_device(op, c, t, lane));
       CUDA_CHECK(cudaMemcpyAsync(s.images.back(), lane.dev_snapshot_tensor(t), static_cast<size_t>(lane.tensor_bytes(t)),
                                  cudaMemcpyDeviceToHost, lane.stream()));
       drawn_on_device = true;
@@ -1072,15 +1075,8 @@ StatusOr<nlohmann::json> time_model(const OpDef& op, const VariantDef& v, gpu::L
   double inputs_ms = 0;
   if (s.on_device) {
     ASSAY_ASSIGN_OR_RETURN(inputs_ms, median3([&]() -> Status {
-                             for (size_t t = 0; t < s.c.tensors.size(); ++t) {
-                               const auto& T = s.c.tensors[t];
-                               unsigned char* dst = lane.dev_snapshot_tensor(static_cast<int>(t));
-                               const uint64_t id = fnv1a64(T.name.data(), T.name.size());
-                               ASSAY_RETURN_IF_ERROR(T.role == Role::kOut || overwritten(op, s.c, static_cast<int>(t))
-                                                         ? gpu::materialize_output_device(T.desc, dst, lane.stream())
-                                                         : gpu::materialize_device(T.desc, T.values, id, dst,
-                                                                                   lane.stream()));
-                             }
+                             for (int t = 0; t < static_cast<int>(s.c.tensors.size()); ++t)
+                               ASSAY_RETURN_IF_ERROR(draw_on_device(op, s.c, t, lane));
                              return ok_status();
                            }));
   }
