@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -39,6 +40,26 @@ Status fill_gap_canary_device(DType t, void* dst, int64_t extent, cudaStream_t s
   return ok_status();
 }
 
+/// The device's element format for `t`; nullopt: the device does not draw it.
+std::optional<DevElem> elem_of(DType t) {
+  switch (t) {
+    case DType::kF32:
+      return DevElem::kF32;
+    case DType::kF16:
+      return DevElem::kF16;
+    case DType::kBF16:
+      return DevElem::kBF16;
+    case DType::kE4M3:
+      return DevElem::kE4M3;
+    case DType::kE5M2:
+      return DevElem::kE5M2;
+    case DType::kI8:
+      return DevElem::kI8;
+    default:
+      return std::nullopt;
+  }
+}
+
 StatusOr<DevView> view_of(const TensorDesc& d) {
   if (!materialize_device_supports(d))
     return invalid_argument(
@@ -46,25 +67,7 @@ StatusOr<DevView> view_of(const TensorDesc& d) {
                     "without overlap, got {} of rank {}",
                     kMaxRank, dtype_name(d.dtype), d.rank()));
   DevView v;
-  switch (d.dtype) {
-    case DType::kF16:
-      v.elem = DevElem::kF16;
-      break;
-    case DType::kBF16:
-      v.elem = DevElem::kBF16;
-      break;
-    case DType::kE4M3:
-      v.elem = DevElem::kE4M3;
-      break;
-    case DType::kE5M2:
-      v.elem = DevElem::kE5M2;
-      break;
-    case DType::kI8:
-      v.elem = DevElem::kI8;
-      break;
-    default:
-      v.elem = DevElem::kF32;
-  }
+  v.elem = *elem_of(d.dtype);
   v.rank = static_cast<int32_t>(d.rank());
   for (int i = 0; i < v.rank; ++i) {
     v.shape[i] = d.shape[i];
@@ -85,9 +88,7 @@ StatusOr<DevView> view_of(const TensorDesc& d) {
 }  // namespace
 
 bool materialize_device_supports(const TensorDesc& d) {
-  const bool dtype_ok = d.dtype == DType::kF32 || d.dtype == DType::kF16 || d.dtype == DType::kBF16 ||
-                        d.dtype == DType::kE4M3 || d.dtype == DType::kE5M2 || d.dtype == DType::kI8;
-  return dtype_ok && d.rank() >= 1 && d.rank() <= kMaxRank && !d.has_overlap();
+  return elem_of(d.dtype).has_value() && d.rank() >= 1 && d.rank() <= kMaxRank && !d.has_overlap();
 }
 
 Status fill_words_device(void* dst, uint32_t word, int64_t n_words, cudaStream_t stream) {
