@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "harness/gpu/div_cursor.h"
+
 namespace assay::gpu {
 namespace {
 
@@ -80,20 +82,6 @@ __device__ void note(bool hit, int64_t index, unsigned long long* count, unsigne
     atomicMax(first, ~static_cast<unsigned long long>(first_idx));
   }
 }
-
-// (x / d, x % d) for x = start, start + step, ...: one division up front instead of a 64-bit
-// division per element (a software routine on the GPU, the check's largest cost on large
-// tensors). d > 0, start >= 0, step > 0.
-struct DivCursor {
-  int64_t q, r, dq, dr, d;
-  __device__ DivCursor(int64_t start, int64_t step, int64_t den)
-      : q(start / den), r(start % den), dq(step / den), dr(step % den), d(den) {}
-  __device__ void advance() {
-    q += dq;
-    r += dr;
-    if (r >= d) r -= d, ++q;
-  }
-};
 
 __device__ void check_region(const CheckParams& p, const DevRegion& r, RegionResult* out) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
