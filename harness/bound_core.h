@@ -33,6 +33,21 @@ struct ElementBound {
   ASSAY_HD double tol(double ref_abs, double mag) const { return rel_out * ref_abs + rel_mag * mag + floor; }
 };
 
+/// GEMM with an operand scaled by alpha before the products (properties/gemm_common.h
+/// AlphaScaledOperands, which derives both; the GEMM device reference runs them too): an output
+/// whose row of op(A) or column of op(B) holds an element of magnitude max_x may be Inf or NaN
+/// where |alpha| > 1 scales it to FLT_MAX ...
+ASSAY_HD inline bool alpha_scaled_overflows(double alpha_abs, double max_x) {
+  return alpha_abs > 1 && alpha_abs * max_x >= 0x1.fffffep127;  // FLT_MAX
+}
+
+/// ... and alpha x rounded on fp32's subnormal grid adds half the smallest subnormal per
+/// product, times the larger of the row's and the column's sum of magnitudes (2^-20 over it for
+/// that sum's own rounding).
+ASSAY_HD inline double alpha_scaled_slack(double sum_x) {
+  return 0.5 * 0x1p-149 * sum_x * (1 + 0x1p-20);  // 0x1p-149: FLT_TRUE_MIN
+}
+
 /// True for a finite x (x - x is NaN for +-Inf and NaN); host and device alike.
 ASSAY_HD inline bool finite_hd(double x) {
   return x - x == 0;

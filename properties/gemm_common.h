@@ -12,7 +12,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -21,6 +20,7 @@
 
 #include <rapidcheck.h>
 
+#include "harness/bound_core.h"
 #include "harness/generators.h"
 #include "harness/op.h"
 #include "harness/values.h"
@@ -99,12 +99,12 @@ struct AlphaScaledOperands {
       }
   }
   bool may_overflow(int64_t i, int64_t j) const {
-    return alpha_abs > 1 && !max_a.empty() &&
-           alpha_abs * std::max(max_a[static_cast<size_t>(i)], max_b[static_cast<size_t>(j)]) >= FLT_MAX;
+    return !max_a.empty() &&
+           alpha_scaled_overflows(alpha_abs, std::max(max_a[static_cast<size_t>(i)], max_b[static_cast<size_t>(j)]));
   }
   double underflow_slack(int64_t i, int64_t j) const {
     if (sum_a.empty()) return 0;
-    return 0.5 * FLT_TRUE_MIN * std::max(sum_a[static_cast<size_t>(i)], sum_b[static_cast<size_t>(j)]) * (1 + 0x1p-20);
+    return alpha_scaled_slack(std::max(sum_a[static_cast<size_t>(i)], sum_b[static_cast<size_t>(j)]));
   }
 };
 

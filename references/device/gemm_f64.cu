@@ -1,8 +1,8 @@
 #include "references/device/gemm_f64.h"
 
-#include <cfloat>
 #include <cmath>
 
+#include "harness/bound_core.h"
 #include "harness/gpu/cuda_check.h"
 
 namespace assay::device_ref {
@@ -42,10 +42,10 @@ __global__ void combine(const float* c, int64_t ldc, int64_t m, int64_t n, doubl
     }
     if (stats != nullptr) {
       const double max_x = fmax(stats[row], stats[2 * m + col]), sum_x = fmax(stats[m + row], stats[2 * m + n + col]);
-      if (fabs(alpha) > 1 && fabs(alpha) * max_x >= static_cast<double>(FLT_MAX))
+      if (alpha_scaled_overflows(fabs(alpha), max_x))
         s = INFINITY;
       else
-        s += 0.5 * static_cast<double>(FLT_TRUE_MIN) * sum_x * (1 + 0x1p-20) * slack_to_mag;
+        s += alpha_scaled_slack(sum_x) * slack_to_mag;
     }
     ref[i] = r;
     mag[i] = s;
