@@ -93,6 +93,19 @@ ASSAY_HD double dot_element_tol(const ElementBound& b, double ref, double mag, d
   return !finite_hd(ref) ? 0.0 : a + tol >= top ? HUGE_VAL : tol;
 }
 
+/// gemm_int8's dequantised output (properties/gemm_quant.cpp derives it): x = |sa sw acc|, the
+/// int32 -> fp32 conversion, the two scalings and the bias add in fp32 (u = 2^-24, 4 roundings
+/// that may flush), the fp64 reference's own 2 roundings, then the store's rounding at
+/// |ref| + e; 0 where acc == 0 (D = bias exactly), +Inf where |ref| + tol reaches `top`.
+template <typename Store>
+ASSAY_HD double int8_dequant_tol(double x, double bias_abs, double ref_abs, bool acc_zero, Store store, double top) {
+  const double u = 0x1p-24, g3 = gamma_n(3, u), min_normal = 0x1p-126;
+  const double e32 = acc_zero ? 0.0 : g3 * x + u * (x * (1 + g3) + bias_abs) + 4 * min_normal;
+  const double e64 = acc_zero ? 0.0 : ::ldexp(x + bias_abs, -52);
+  const double tol = e32 + e64 + store(ref_abs + e32 + e64);
+  return ref_abs + tol >= top ? HUGE_VAL : tol;
+}
+
 // ---- softmax family ------------------------------------------------------------------------------
 
 /// The numbers of one floating-point arithmetic a softmax bound reads.

@@ -15,11 +15,13 @@
 //   A [batch, m, k] (each entry k x m when trans_a); broadcast_a: every entry reads A's entry 0
 //     (stride_a = 0; the other entries are laid out but unread);
 //   B [batch, k, n] likewise (n x k when trans_b);
-//   C [batch, m, n], kInOut: the prefill is C. BLAS convention: with beta == 0 C is filled with
-//     NaN by `prepare` (it must not reach the result) unless the variant declares
-//     reads_c_when_beta0.
+//   C [batch, m, n], kInOut: the prefill is C. BLAS convention: with beta == 0 C is poisoned
+//     like an output (OpDef::overwrites: no NaN may reach the result, every element must be
+//     written) unless the variant declares reads_c_when_beta0.
 // Reference: references/host/gemm.h per entry, in double, on the kernel's own inputs, with
-// mag = |alpha| sum |a||b| + |beta||c|.
+// mag = |alpha| sum |a||b| + |beta||c|. Cases without a relation, from 2,048 multiply-adds up,
+// take the device path: inputs drawn on the GPU, the same per-element reference and tolerance
+// there (references/device/gemm_f64_batch_core.h, gemm_f64_tol.h), the host's bits.
 // Bound: harness/bounds.h gemm_ceiling (fp32 in, acc and out, length k, |alpha|, beta != 0):
 //   gamma_{k+2}(2^-24) mag + floor in any summation order, FMA or not, plus the reference's own
 //   gamma_{k+2}(2^-53) mag (Higham (3.5); every entry is an independent GEMM).
@@ -65,6 +67,7 @@
 #include "harness/bounds.h"
 #include "harness/generators.h"
 #include "properties/gemm_common.h"
+#include "references/device/gemm_f64_batch.h"
 #include "references/host/gemm.h"
 
 namespace assay::gemm_batched {
@@ -160,25 +163,59 @@ bool exact_tier(const Case& c, const Geometry& g) {
                                              static_cast<double>(range));
 }
 
-Status bound(const Case& c, const Arithmetic&, const std::vector<HostTensor>&, std::vector<OutputRef>& out) {
-  const Geometry g = geometry_of(Params(c.params));
+/// The ceiling with no store rounding or overflow limit: 0 where the reference is not finite.
+device_ref::F64DotTol tolerance_of(const Geometry& g) {
   GemmBoundModel model;
   model.k = g.k;
   model.alpha_abs = std::fabs(g.alpha);
   model.has_beta = g.beta != 0;
-  const ElementBound ceiling = gemm_ceiling(model);
+  return {.b = gemm_ceiling(model)};
+}
+
+Status bound(const Case& c, const Arithmetic&, const std::vector<HostTensor>&, std::vector<OutputRef>& out) {
+  const Geometry g = geometry_of(Params(c.params));
+  const device_ref::F64DotTol tol = tolerance_of(g);
   OutputRef& r = out[0];
-  r.tol.resize(r.ref.size());
-  for (size_t l = 0; l < r.ref.size(); ++l)
-    r.tol[l] = std::isfinite(r.ref[l]) ? ceiling.tol(std::fabs(r.ref[l]), r.aux[0][l]) : 0.0;
+  r.tol = r.aux[0];
+  for (size_t l = 0; l < r.ref.size(); ++l) {
+    double ref = r.ref[l];  // scale 1: unchanged
+    device_ref::f64_dot_tol_element(tol, &ref, &r.tol[l]);
+  }
   r.exact = exact_tier(c, g);
   return ok_status();
 }
 
-/// C to NaN where it must not be read (the BLAS convention).
-void prepare(const Case& c, std::vector<unsigned char*>& img) {
-  gemm_common::poison_unread_c(c, img, kC);
+/// The device path: every case without a relation (a relation's transform needs host inputs),
+/// from kDeviceRefMacs multiply-adds up, as conv's (below it the host reference takes a few
+/// microseconds). The same per-element reference and tolerance as the host path
+/// (references/device/gemm_f64_batch_core.h, gemm_f64_tol.h), bit for bit.
+constexpr int64_t kDeviceRefMacs = 2048;
+
+bool device_when(const Params& p) {
+  const Geometry g = geometry_of(p);
+  return p.s("relation").empty() && g.batch * g.m * g.n * std::max<int64_t>(g.k, 1) >= kDeviceRefMacs;
 }
+
+Status device_reference(const Case& c, const Arithmetic&, const std::vector<DevTensor>& t,
+                        std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
+  const Geometry g = geometry_of(Params(c.params));
+  const auto* base = static_cast<const unsigned char*>(std::min({t[kA].ptr, t[kB].ptr, t[kC].ptr}));
+  auto at = [&](size_t i) { return static_cast<uint64_t>(static_cast<const unsigned char*>(t[i].ptr) - base); };
+  device_ref::F64GemmProblem p;
+  p.trans_a = g.trans_a ? 1 : 0, p.trans_b = g.trans_b ? 1 : 0;
+  p.m = g.m, p.n = g.n, p.k = g.k, p.batch = g.batch;
+  p.lda = t[kA].v.ld, p.ldb = t[kB].v.ld, p.ldc = t[kC].v.ld;
+  p.stride_a = g.broadcast_a ? 0 : entry_offset(c, kA, 1);
+  p.stride_b = entry_offset(c, kB, 1), p.stride_c = entry_offset(c, kC, 1);
+  p.a = at(kA), p.b = at(kB), p.c = at(kC);
+  p.alpha = g.alpha, p.beta = g.beta;
+  ASSAY_RETURN_IF_ERROR(device_ref::gemm_f64_strided(p, base, out[0].ref, out[0].mag, ctx.stream));
+  ASSAY_RETURN_IF_ERROR(
+      device_ref::gemm_f64_dot_tol(tolerance_of(g), out[0].ref, out[0].mag, g.batch * g.m * g.n, ctx.stream));
+  out[0].exact = exact_tier(c, g);
+  return ok_status();
+}
+
 
 // ---- properties --------------------------------------------------------------------------------------
 /// perm[i]: the old entry that becomes entry i (a reversal rotated by the seed of A's recipe).
@@ -388,13 +425,16 @@ OpDef make() {
   op.conventions = gemm_common::blas_conventions();
   op.check = check;
   op.couple = couple;
-  op.prepare = prepare;
+  // C that must not be read (the BLAS convention) is laid out and poisoned like an output, on
+  // the host and the device path alike.
+  op.overwrites = [](const Params& p, const std::string& t) { return t == "C" && gemm_common::c_unread(p); };
   op.reference = reference;
   op.bound = bound;
   op.bound_name = "gemm ceiling";
   op.transform = transform;
   op.relate = relate;
   op.self_check = self_check;
+  op.device_reference = {.when = device_when, .compute = device_reference};
   op.vendor = {.name = "cublaslt-pedantic", .run = cublaslt_batched};
   return op;
 }

@@ -66,6 +66,7 @@
 #include "harness/generators.h"
 #include "properties/gemm_common.h"
 #include "properties/rowwise_values.h"
+#include "references/device/gemm_f64_batch.h"
 #include "references/host/gemm_quant.h"
 
 namespace assay::quant {
@@ -74,12 +75,7 @@ namespace kq = kernels::quant;
 
 // ---- references and bound ------------------------------------------------------------------------------
 double int8_d_tol(double x, double bias_abs, double ref_abs, bool acc_zero, DType out) {
-  const double u = unit_roundoff(DType::kF32);
-  const double g3 = gamma_n(3, u);
-  const double e32 = acc_zero ? 0.0 : g3 * x + u * (x * (1 + g3) + bias_abs) + 4 * min_normal(DType::kF32);
-  const double e64 = acc_zero ? 0.0 : std::ldexp(x + bias_abs, -52);
-  const double tol = e32 + e64 + rowwise::store_rounding(ref_abs + e32 + e64, out);
-  return ref_abs + tol >= max_finite(out) ? INFINITY : tol;
+  return int8_dequant_tol(x, bias_abs, ref_abs, acc_zero, store_rounding_for(out), max_finite(out));
 }
 
 std::vector<OutputRef> int8_reference(int64_t m, int64_t n, int64_t k, const std::vector<double>& a,
@@ -136,27 +132,37 @@ OutputRef fp8_reference(int64_t m, int64_t n, int64_t k, const std::vector<doubl
   return r;
 }
 
-void fp8_bound(int64_t k, double scale_a, double scale_b, DType out, int64_t exact_range, OutputRef& r) {
+namespace {
+
+/// fp8's model with output `out` (the ceiling takes fp32: the store's rounding is added at
+/// |ref| + e32 by dot_element_tol).
+GemmBoundModel fp8_model(int64_t k, double scale_a, double scale_b, DType out) {
   GemmBoundModel model;
   model.in = DType::kE4M3;
   model.acc = DType::kF32;
-  model.out = DType::kF32;  // the store's rounding is added below, at |ref| + e32
+  model.out = out;
   model.k = k;
   model.scale_a = std::fabs(scale_a);
   model.scale_b = std::fabs(scale_b);
-  const ElementBound bound = gemm_ceiling(model);
-  const double top = max_finite(out);
-  r.tol.resize(r.ref.size());
+  return model;
+}
+
+/// D's tolerance on a reference scaled by `scale` (1: scaled already).
+device_ref::F64DotTol fp8_tolerance(int64_t k, double scale_a, double scale_b, DType out, double scale) {
+  return {.b = gemm_ceiling(fp8_model(k, scale_a, scale_b, DType::kF32)), .scale = scale, .top = max_finite(out),
+          .store = store_rounding_for(out)};
+}
+
+}  // namespace
+
+void fp8_bound(int64_t k, double scale_a, double scale_b, DType out, int64_t exact_range, OutputRef& r) {
+  const device_ref::F64DotTol tol = fp8_tolerance(k, scale_a, scale_b, out, 1);
+  r.tol = r.aux[0];
   for (size_t e = 0; e < r.ref.size(); ++e) {
-    const double ra = std::fabs(r.ref[e]);
-    const double e32 = bound.tol(ra, r.aux[0][e]);
-    const double tol = e32 + rowwise::store_rounding(ra + e32, out);
-    r.tol[e] = ra + tol >= top ? INFINITY : tol;
+    double ref = r.ref[e];
+    device_ref::f64_dot_tol_element(tol, &ref, &r.tol[e]);
   }
-  if (exact_range >= 0) {
-    model.out = out;
-    r.exact = gemm_exact_tier_holds(model, exact_range, 0, 0);
-  }
+  if (exact_range >= 0) r.exact = gemm_exact_tier_holds(fp8_model(k, scale_a, scale_b, out), exact_range, 0, 0);
 }
 
 OutputRef fp8_expected(int64_t m, int64_t n, int64_t k, const std::vector<double>& a, const std::vector<double>& b,
@@ -191,6 +197,58 @@ Status bound(QuantOp op, const Case& c, const std::vector<HostTensor>& t, std::v
     const int64_t range = gemm_common::int_range({&c.tensors[0].values, &c.tensors[1].values});
     fp8_bound(t[0].v.cols, t[2].at(0, 0), t[3].at(0, 0), od, range, out[0]);
   }
+  return ok_status();
+}
+
+/// The device path: every case without a relation (a relation's transform needs host inputs)
+/// and with k > 0, from kDeviceRefMacs multiply-adds up (below it the host reference takes a few
+/// microseconds): the same per-element reference and tolerance as the host path, bit for bit
+/// (references/device/gemm_f64_batch_core.h decodes int8 and e4m3 exactly; gemm_f64_tol.h).
+constexpr int64_t kDeviceRefMacs = 2048;
+
+bool device_when(const Params& p) {
+  return p.s("relation").empty() && p.i("k") > 0 && p.i("m") * p.i("n") * p.i("k") >= kDeviceRefMacs;
+}
+
+/// A one-element fp32 tensor as the host draws it: the device drew the same bits
+/// (MaterializeDeviceGpu.HalfAndFp32ImagesAreTheHostsBytes). fp8's ceiling depends on the scales.
+double drawn_scalar(const Case& c, size_t t) {
+  const auto& T = c.tensors[t];
+  std::vector<float> img(static_cast<size_t>(std::max<int64_t>(T.desc.extent(), 1)));
+  materialize(T.desc, T.values, fnv1a64(T.name.data(), T.name.size()), img.data());
+  return static_cast<double>(img[static_cast<size_t>(T.desc.offset)]);
+}
+
+Status device_reference(QuantOp op, const Case& c, const std::vector<DevTensor>& t, std::vector<DeviceOutput>& out,
+                        const DeviceContext& ctx) {
+  const Params p(c.params);
+  const int64_t m = p.i("m"), n = p.i("n"), k = p.i("k");
+  const DType od = p.dt("out");
+  const auto* base = static_cast<const unsigned char*>(std::min(t[0].ptr, t[1].ptr));
+  device_ref::F64GemmProblem g;
+  g.a_type = g.b_type = op == QuantOp::kInt8 ? device_ref::kInI8 : device_ref::kInE4M3;
+  g.trans_b = 1;  // B is n x k
+  g.m = m, g.n = n, g.k = k, g.lda = t[0].v.ld, g.ldb = t[1].v.ld;
+  g.a = static_cast<uint64_t>(static_cast<const unsigned char*>(t[0].ptr) - base);
+  g.b = static_cast<uint64_t>(static_cast<const unsigned char*>(t[1].ptr) - base);
+  ASSAY_RETURN_IF_ERROR(device_ref::gemm_f64_strided(g, base, out[0].ref, out[0].mag, ctx.stream));
+  if (op == QuantOp::kInt8) {
+    for (size_t v = 2; v <= 4; ++v)
+      if (c.tensors[v].desc.strides.back() != 1)
+        return internal_error(fmt::format("gemm_int8: {} is not dense", c.tensors[v].name));
+    const device_ref::F64Int8Dequant q{.sa = t[2].as<const float>(), .sw = t[3].as<const float>(),
+                                       .bias = p.b("bias") ? t[4].as<const float>() : nullptr,
+                                       .store = store_rounding_for(od), .top = max_finite(od)};
+    ASSAY_RETURN_IF_ERROR(
+        device_ref::gemm_f64_int8_dequant(q, m, n, out[0].ref, out[0].mag, out[1].ref, out[1].mag, ctx.stream));
+    out[0].exact = true;  // integer arithmetic
+    return ok_status();
+  }
+  const double sa = drawn_scalar(c, 2), sb = drawn_scalar(c, 3);
+  ASSAY_RETURN_IF_ERROR(
+      device_ref::gemm_f64_dot_tol(fp8_tolerance(k, sa, sb, od, sa * sb), out[0].ref, out[0].mag, m * n, ctx.stream));
+  const int64_t range = gemm_common::int_range({&c.tensors[0].values, &c.tensors[1].values});
+  out[0].exact = range >= 0 && gemm_exact_tier_holds(fp8_model(k, sa, sb, od), range, 0, 0);
   return ok_status();
 }
 
@@ -483,6 +541,11 @@ OpDef make(QuantOp op) {
     return relate(op, c, out, i, j, from);
   };
   o.self_check = [op](std::string& report) { return self_check(op, report); };
+  o.device_reference = {.when = device_when,
+                        .compute = [op](const Case& c, const Arithmetic&, const std::vector<DevTensor>& t,
+                                        std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
+                          return device_reference(op, c, t, out, ctx);
+                        }};
   return o;
 }
 

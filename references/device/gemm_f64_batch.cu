@@ -20,7 +20,67 @@ __global__ void __launch_bounds__(kF64TileRows * kF64TileCols)
   f64_gemm_element(p, image, t.entry, i, j, ref, mag);
 }
 
+// One problem by value: blocks over (column tiles, row tiles, entries).
+__global__ void __launch_bounds__(kF64TileRows * kF64TileCols)
+    f64_gemm_strided_kernel(const F64GemmProblem p, int64_t e0, const unsigned char* image, double* ref, double* mag) {
+  const int64_t i = static_cast<int64_t>(blockIdx.y) * kF64TileRows + threadIdx.y;
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * kF64TileCols + threadIdx.x;
+  if (i >= p.m || j >= p.n) return;
+  f64_gemm_element(p, image, e0 + blockIdx.z, i, j, ref, mag);
+}
+
+__global__ void f64_dot_tol_kernel(const F64DotTol t, double* ref, double* mag, int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t l = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; l < n; l += stride)
+    f64_dot_tol_element(t, ref + l, mag + l);
+}
+
+__global__ void f64_int8_dequant_kernel(const F64Int8Dequant q, int64_t m, int64_t n, const double* acc,
+                                        double* acc_mag, double* d_ref, double* d_tol) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t l = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; l < m * n; l += stride) {
+    acc_mag[l] = 0;
+    f64_int8_dequant_element(q, l / n, l % n, acc[l], d_ref + l, d_tol + l);
+  }
+}
+
+/// Blocks for an elementwise pass over n elements (grid-stride beyond).
+unsigned elementwise_blocks(int64_t n) {
+  return static_cast<unsigned>(std::clamp<int64_t>((n + 255) / 256, 1, 4096));
+}
+
 }  // namespace
+
+Status gemm_f64_strided(const F64GemmProblem& p, const unsigned char* image, double* ref, double* mag,
+                        cudaStream_t stream) {
+  if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return ok_status();
+  const int64_t tiles_i = (p.m + kF64TileRows - 1) / kF64TileRows, tiles_j = (p.n + kF64TileCols - 1) / kF64TileCols;
+  if (tiles_i > 65535 || tiles_j > (int64_t{1} << 31) - 1)
+    return invalid_argument("gemm_f64_strided: more than 65535 row tiles (m > 1048560)");
+  for (int64_t e0 = 0; e0 < p.batch; e0 += 65535) {  // gridDim.z holds at most 65535 entries
+    const int64_t entries = std::min<int64_t>(p.batch - e0, 65535);
+    f64_gemm_strided_kernel<<<dim3(static_cast<unsigned>(tiles_j), static_cast<unsigned>(tiles_i),
+                                   static_cast<unsigned>(entries)),
+                              dim3(kF64TileCols, kF64TileRows), 0, stream>>>(p, e0, image, ref, mag);
+    CUDA_CHECK(cudaGetLastError());
+  }
+  return ok_status();
+}
+
+Status gemm_f64_dot_tol(const F64DotTol& t, double* ref, double* mag, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return ok_status();
+  f64_dot_tol_kernel<<<elementwise_blocks(n), 256, 0, stream>>>(t, ref, mag, n);
+  CUDA_CHECK(cudaGetLastError());
+  return ok_status();
+}
+
+Status gemm_f64_int8_dequant(const F64Int8Dequant& q, int64_t m, int64_t n, const double* acc, double* acc_mag,
+                             double* d_ref, double* d_tol, cudaStream_t stream) {
+  if (m <= 0 || n <= 0) return ok_status();
+  f64_int8_dequant_kernel<<<elementwise_blocks(m * n), 256, 0, stream>>>(q, m, n, acc, acc_mag, d_ref, d_tol);
+  CUDA_CHECK(cudaGetLastError());
+  return ok_status();
+}
 
 Status gemm_f64_batch(const F64GemmProblem* problems, const F64GemmTile* tiles, int64_t tile_count,
                       const unsigned char* image, double* ref, double* mag, cudaStream_t stream) {

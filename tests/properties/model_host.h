@@ -56,8 +56,9 @@ inline ModelHostRun model_host_run(const OpDef& op, const Case& c0, const Contra
       ValueRecipe prefill;
       prefill.seed = stream;
       materialize(ts.desc, prefill, stream, r.images.back().data());
-    } else if (ts.role == Role::kOut) {
-      materialize_output(ts.desc, r.images.back().data());
+    } else if (ts.role == Role::kOut ||
+               (ts.role == Role::kInOut && op.overwrites && op.overwrites(Params(c.params), ts.name))) {
+      materialize_output(ts.desc, r.images.back().data());  // as the engine: poisoned like an output
     } else {
       materialize(ts.desc, ts.values, stream, r.images.back().data());
     }

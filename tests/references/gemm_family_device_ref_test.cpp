@@ -1,0 +1,263 @@
+// The device references of gemm_batched, gemm_int8 and gemm_fp8 (references/device/
+// gemm_f64_batch.cu: one strided problem per case, then the tolerance pass of gemm_f64_tol.h;
+// OpDef::device_reference of properties/gemm_batched.cpp and gemm_quant.cpp).
+//
+// On the CPU: the element functions the kernels loop over, run over the engine's own images
+// (padded rows, offsets, broadcast A, transposes, C poisoned where beta == 0, NaN-injected e4m3)
+// for generated cases the device path takes, against the host reference and bound: bit for bit.
+// Every product and sum is an explicitly rounded fp64 operation on exactly decoded inputs in the
+// host's order, and the tolerances are the host bounds' own functions, so nothing may differ.
+//
+// On a GPU: the op's device reference itself against the host path (test_util::
+// check_device_reference: the same NaN / Inf pattern, references within 0 ulps, tolerances
+// equal), then the engine takes the device path and the correct kernels pass, the planted
+// bugs of tests/mutants/ being caught there by their own suites.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "harness/executor.h"
+#include "harness/gpu/lane.h"
+#include "harness/op_model.h"
+#include "harness/spec.h"
+#include "harness/ulp_core.h"
+#include "properties/gemm_quant.h"
+#include "references/device/gemm_f64_batch_core.h"
+#include "references/device/gemm_f64_tol.h"
+#include "tests/properties/model_host.h"
+#include "tests/references/device_ref_check.h"
+
+namespace assay {
+namespace {
+
+bool same_bits(double a, double b) {
+  return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+/// Up to `want` generated cases of `name` the device path takes.
+std::vector<Case> device_cases(const std::string& name, int want, uint64_t seed, int64_t* host_cases = nullptr) {
+  const OpSpec* spec = find_spec(name);
+  const OpDef* op = find_op(name);
+  std::vector<Case> out;
+  if (spec == nullptr || op == nullptr) return out;
+  for (int64_t i = 0; static_cast<int>(out.size()) < want && i < 100 * want; ++i) {
+    Case c = generate_case(*spec, GenPlan{seed, GenConfig{64}}, i);
+    if (op->device_reference.when(Params(c.params))) {
+      out.push_back(std::move(c));
+    } else if (host_cases != nullptr) {
+      ++*host_cases;
+    }
+  }
+  return out;
+}
+
+/// The engine's images packed into one buffer at 16-byte aligned offsets, as the lane's arena
+/// holds them: the element functions address tensors as byte offsets from one base.
+struct Packed {
+  std::vector<unsigned char> bytes;
+  std::vector<uint64_t> at;  ///< byte offset of each tensor's element [0] (its desc.offset applied)
+};
+
+Packed pack(const Case& c, const test_util::ModelHostRun& h) {
+  Packed p;
+  for (size_t t = 0; t < c.tensors.size(); ++t) {
+    const size_t start = (p.bytes.size() + 15) / 16 * 16;
+    p.bytes.resize(start + h.images[t].size());
+    std::memcpy(p.bytes.data() + start, h.images[t].data(), h.images[t].size());
+    p.at.push_back(start + static_cast<uint64_t>(c.tensors[t].desc.offset) * dtype_size(c.tensors[t].desc.dtype));
+  }
+  return p;
+}
+
+/// Expects output o of the host run to equal (ref, tol), bit for bit, element for element.
+void expect_bits(const Case& c, const test_util::ModelHostRun& h, size_t o, const std::vector<double>& ref,
+                 const std::vector<double>& tol, int64_t& elements, int64_t& nonfinite) {
+  const OutputRef& r = h.refs[o];
+  ASSERT_EQ(r.ref.size(), ref.size()) << c.summary();
+  for (size_t l = 0; l < ref.size(); ++l) {
+    ++elements;
+    nonfinite += std::isfinite(r.ref[l]) ? 0 : 1;
+    ASSERT_TRUE(same_bits(ref[l], r.ref[l]) && same_bits(tol[l], r.tol[l]))
+        << c.summary() << " output " << o << " element " << l << ": host " << r.ref[l] << " tol " << r.tol[l]
+        << ", device functions " << ref[l] << " tol " << tol[l];
+  }
+}
+
+TEST(GemmFamilyDeviceRef, GemmBatchedElementFunctionsAreTheHostBitForBit) {
+  const OpDef& op = test_util::model_op("gemm_batched");
+  int64_t host_cases = 0, elements = 0, nonfinite = 0, exact = 0, broadcast = 0, trans = 0, unread_c = 0;
+  const std::vector<Case> cases = device_cases("gemm_batched", 120, 3, &host_cases);
+  ASSERT_GE(cases.size(), 100u);
+  for (const Case& c : cases) {
+    const Params p(c.params);
+    const test_util::ModelHostRun h = test_util::model_host_run(op, c);
+    const Packed img = pack(c, h);
+    device_ref::F64GemmProblem g;
+    g.m = p.i("m"), g.n = p.i("n"), g.k = p.i("k"), g.batch = p.i("batch");
+    g.trans_a = p.b("trans_a"), g.trans_b = p.b("trans_b");
+    g.lda = h.hv[0].v.ld, g.ldb = h.hv[1].v.ld, g.ldc = h.hv[2].v.ld;
+    g.stride_a = p.b("broadcast_a") ? 0 : c.tensors[0].desc.strides[0];
+    g.stride_b = c.tensors[1].desc.strides[0], g.stride_c = c.tensors[2].desc.strides[0];
+    g.a = img.at[0], g.b = img.at[1], g.c = img.at[2];
+    g.alpha = p.r("alpha", 1), g.beta = p.r("beta", 0);
+    const size_t n = static_cast<size_t>(g.batch * g.m * g.n);
+    std::vector<double> ref(n), tol(n);
+    for (int64_t e = 0; e < g.batch; ++e)
+      for (int64_t i = 0; i < g.m; ++i)
+        for (int64_t j = 0; j < g.n; ++j) device_ref::f64_gemm_element(g, img.bytes.data(), e, i, j, ref.data(), tol.data());
+    GemmBoundModel model;
+    model.k = g.k, model.alpha_abs = std::fabs(g.alpha), model.has_beta = g.beta != 0;
+    const device_ref::F64DotTol dt{.b = gemm_ceiling(model)};
+    for (size_t l = 0; l < n; ++l) device_ref::f64_dot_tol_element(dt, &ref[l], &tol[l]);
+    ASSERT_NO_FATAL_FAILURE(expect_bits(c, h, 0, ref, tol, elements, nonfinite));
+    exact += h.refs[0].exact ? 1 : 0;
+    broadcast += p.b("broadcast_a") ? 1 : 0;
+    trans += g.trans_a || g.trans_b ? 1 : 0;
+    unread_c += g.beta == 0 ? 1 : 0;
+  }
+  EXPECT_GT(host_cases, 0) << "no case left on the host path (relations, k == 0, the smallest)";
+  EXPECT_GT(nonfinite, 0) << "no NaN / Inf reference";
+  EXPECT_GT(exact, 0);
+  EXPECT_GT(broadcast, 0);
+  EXPECT_GT(trans, 0);
+  EXPECT_GT(unread_c, 0) << "no beta == 0 case (C poisoned)";
+  std::printf("[ measured ] gemm_batched device element functions: %zu cases, %lld elements bit for bit (%lld non-finite, "
+              "%lld exact-tier, %lld broadcast-A, %lld beta == 0 cases); %lld cases on the host path\n",
+              cases.size(), static_cast<long long>(elements), static_cast<long long>(nonfinite),
+              static_cast<long long>(exact), static_cast<long long>(broadcast), static_cast<long long>(unread_c),
+              static_cast<long long>(host_cases));
+}
+
+/// int8 or fp8: the accumulation problem (A m x k, B n x k, both k-contiguous) on the packed images.
+device_ref::F64GemmProblem quant_problem(const Case& c, const test_util::ModelHostRun& h, const Packed& img,
+                                         int32_t type) {
+  const Params p(c.params);
+  device_ref::F64GemmProblem g;
+  g.a_type = g.b_type = type;
+  g.trans_b = 1;
+  g.m = p.i("m"), g.n = p.i("n"), g.k = p.i("k");
+  g.lda = h.hv[0].v.ld, g.ldb = h.hv[1].v.ld;
+  g.a = img.at[0], g.b = img.at[1];
+  return g;
+}
+
+TEST(GemmFamilyDeviceRef, QuantElementFunctionsAreTheHostBitForBit) {
+  for (const std::string name : {"gemm_int8", "gemm_fp8"}) {
+    const bool i8 = name == "gemm_int8";
+    const OpDef& op = test_util::model_op(name);
+    int64_t host_cases = 0, elements = 0, nonfinite = 0, exact = 0, narrow = 0, padded = 0;
+    const std::vector<Case> cases = device_cases(name, 120, 4, &host_cases);
+    ASSERT_GE(cases.size(), 100u) << name;
+    for (const Case& c : cases) {
+      const Params p(c.params);
+      const test_util::ModelHostRun h = test_util::model_host_run(op, c);
+      const Packed img = pack(c, h);
+      const device_ref::F64GemmProblem g = quant_problem(c, h, img, i8 ? device_ref::kInI8 : device_ref::kInE4M3);
+      const size_t n = static_cast<size_t>(g.m * g.n);
+      std::vector<double> acc(n), mag(n);
+      for (int64_t i = 0; i < g.m; ++i)
+        for (int64_t j = 0; j < g.n; ++j) device_ref::f64_gemm_element(g, img.bytes.data(), 0, i, j, acc.data(), mag.data());
+      const DType od = p.dt("out");
+      narrow += od != DType::kF32 ? 1 : 0;
+      padded += h.hv[0].v.ld > h.hv[0].v.cols || h.hv[1].v.ld > h.hv[1].v.cols ? 1 : 0;
+      if (i8) {
+        // Acc: exact (tolerance 0); D from it through the dequantisation element.
+        ASSERT_NO_FATAL_FAILURE(expect_bits(c, h, 0, acc, std::vector<double>(n, 0.0), elements, nonfinite));
+        auto floats = [&](size_t t) { return reinterpret_cast<const float*>(img.bytes.data() + img.at[t]); };
+        const device_ref::F64Int8Dequant q{.sa = floats(2), .sw = floats(3), .bias = p.b("bias") ? floats(4) : nullptr,
+                                           .store = store_rounding_for(od), .top = max_finite(od)};
+        std::vector<double> d(n), tol(n);
+        for (int64_t i = 0; i < g.m; ++i)
+          for (int64_t j = 0; j < g.n; ++j) {
+            const size_t l = static_cast<size_t>(i * g.n + j);
+            device_ref::f64_int8_dequant_element(q, i, j, acc[l], &d[l], &tol[l]);
+          }
+        ASSERT_NO_FATAL_FAILURE(expect_bits(c, h, 1, d, tol, elements, nonfinite));
+      } else {
+        const double sa = h.hv[2].at(0, 0), sb = h.hv[3].at(0, 0);
+        GemmBoundModel model;
+        model.in = DType::kE4M3, model.acc = DType::kF32, model.out = DType::kF32, model.k = g.k;
+        model.scale_a = std::fabs(sa), model.scale_b = std::fabs(sb);
+        const device_ref::F64DotTol dt{.b = gemm_ceiling(model), .scale = sa * sb, .top = max_finite(od),
+                                       .store = store_rounding_for(od)};
+        for (size_t l = 0; l < n; ++l) device_ref::f64_dot_tol_element(dt, &acc[l], &mag[l]);
+        ASSERT_NO_FATAL_FAILURE(expect_bits(c, h, 0, acc, mag, elements, nonfinite));
+      }
+      exact += h.refs.back().exact ? 1 : 0;
+    }
+    EXPECT_GT(host_cases, 0) << name;
+    EXPECT_GT(narrow, 0) << name << ": no fp16 / bf16 output";
+    EXPECT_GT(padded, 0) << name;
+    if (!i8) {
+      EXPECT_GT(nonfinite, 0) << "no NaN-injected fp8 case";
+      EXPECT_GT(exact, 0) << "no exact-tier fp8 case";
+    }
+    std::printf("[ measured ] %s device element functions: %zu cases, %lld elements bit for bit (%lld non-finite, %lld "
+                "exact-tier, %lld narrow-output cases); %lld cases on the host path\n",
+                name.c_str(), cases.size(), static_cast<long long>(elements), static_cast<long long>(nonfinite),
+                static_cast<long long>(exact), static_cast<long long>(narrow), static_cast<long long>(host_cases));
+  }
+}
+
+TEST(GemmFamilyDeviceRef, DevicePathTakesRelationFreeCasesFromAFewThousandMultiplyAdds) {
+  nlohmann::json b = {{"batch", 4}, {"m", 16}, {"n", 16}, {"k", 16}, {"alpha", 1.0}, {"beta", 0.0}};
+  const OpDef& batched = test_util::model_op("gemm_batched");
+  EXPECT_TRUE(batched.device_reference.when(Params(b)));  // 16384 multiply-adds
+  b["relation"] = "permute_batches";
+  EXPECT_FALSE(batched.device_reference.when(Params(b))) << "a relation transforms host inputs";
+  b.erase("relation");
+  b["k"] = 0;
+  EXPECT_FALSE(batched.device_reference.when(Params(b))) << "k == 0 stays on the host";
+  b["k"] = 1, b["batch"] = 1, b["m"] = 8, b["n"] = 8;
+  EXPECT_FALSE(batched.device_reference.when(Params(b))) << "64 multiply-adds stay on the host";
+  for (const char* name : {"gemm_int8", "gemm_fp8"}) {
+    nlohmann::json q = {{"m", 16}, {"n", 16}, {"k", 64}, {"out", "fp32"}};
+    const OpDef& op = test_util::model_op(name);
+    EXPECT_TRUE(op.device_reference.when(Params(q))) << name;
+    q["relation"] = "scale2";
+    EXPECT_FALSE(op.device_reference.when(Params(q))) << name;
+    q.erase("relation");
+    q["k"] = 0;
+    EXPECT_FALSE(op.device_reference.when(Params(q))) << name;
+  }
+}
+
+// ---- on a GPU ------------------------------------------------------------------------------------------
+
+const test_util::RefScale kMag = [](size_t, size_t, const std::vector<OutputRef>&) { return 1.0; };
+
+class GemmFamilyDeviceRefGpu : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GemmFamilyDeviceRefGpu, MatchesTheHostReferenceAndBound) {
+  auto nd = gpu::device_count();
+  if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
+  const std::string name = GetParam();
+  const OpDef& op = test_util::model_op(name);
+  const std::vector<Case> cases = device_cases(name, 200, 21);
+  ASSERT_GE(cases.size(), 150u);
+  test_util::DeviceRefStats st;
+  for (const Case& c : cases) {
+    // 0 ulps: the same operations in the same order on both sides.
+    ASSERT_NO_FATAL_FAILURE(test_util::check_device_reference(op, c, Contract(), 0, kMag, 0, st));
+    if (HasFailure()) break;
+  }
+  std::printf("[ measured ] %s\n", st.summary(name).c_str());
+}
+
+TEST_P(GemmFamilyDeviceRefGpu, EngineTakesTheDevicePathAndCorrectKernelsPass) {
+  auto nd = gpu::device_count();
+  if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
+  const std::string name = GetParam();
+  std::vector<const VariantDef*> variants = {find_variant(name, name == "gemm_batched" ? "strided"
+                                                                : name == "gemm_int8"  ? "dp4a"
+                                                                                       : "simt")};
+  if (name == "gemm_batched") variants.push_back(find_variant(name, "ptr_array"));
+  test_util::expect_engine_device_path(test_util::model_op(name), variants, device_cases(name, 40, 22), 40);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, GemmFamilyDeviceRefGpu, ::testing::Values("gemm_batched", "gemm_int8", "gemm_fp8"));
+
+}  // namespace
+}  // namespace assay
