@@ -157,10 +157,12 @@ Status build_device_setup(const OpDef& op, const Contract& k, gpu::Lane& lane, c
   if (!k.accumulated().empty())
     return unavailable(fmt::format("{}: accumulated outputs need the host reference (case above the device "
                                      "reference threshold)", op.name));
-  for (const auto& t : T)
-    if (!gpu::materialize_device_supports(t.desc))
-      return unavailable(fmt::format("{}: tensor {} cannot be drawn on the device ({})", op.name, t.name,
-                                       dtype_name(t.desc.dtype)));
+  for (int t = 0; t < nt; ++t) {
+    const bool out = T[t].role == Role::kOut || overwritten(op, c, t);  // poisoned, not drawn
+    if (!(out ? gpu::materialize_output_device_supports(T[t].desc) : gpu::materialize_device_supports(T[t].desc)))
+      return unavailable(fmt::format("{}: tensor {} cannot be drawn on the device ({})", op.name, T[t].name,
+                                       dtype_name(T[t].desc.dtype)));
+  }
   int64_t ref_bytes = 0;
   for (int t : s.outs) ref_bytes += 16 * s.views[t].rows * s.views[t].cols;
   const int64_t op_scratch = op.device_reference.scratch ? op.device_reference.scratch(c) : 0;

@@ -55,17 +55,21 @@ std::optional<DevElem> elem_of(DType t) {
       return DevElem::kE5M2;
     case DType::kI8:
       return DevElem::kI8;
+    case DType::kI32:
+      return DevElem::kI32;
     default:
       return std::nullopt;
   }
 }
 
-StatusOr<DevView> view_of(const TensorDesc& d) {
-  if (!materialize_device_supports(d))
-    return invalid_argument(
-        fmt::format("device materialisation needs an fp32, fp16, bf16, e4m3, e5m2 or int8 tensor of rank 1..{} "
-                    "without overlap, got {} of rank {}",
-                    kMaxRank, dtype_name(d.dtype), d.rank()));
+/// The layout of `d` for the kernels; `output`: its poison only, which int32 has too (the value
+/// generator has no int32 encoder: int32 inputs stay on the host).
+StatusOr<DevView> view_of(const TensorDesc& d, bool output) {
+  if (!(output ? materialize_output_device_supports(d) : materialize_device_supports(d)))
+    return invalid_argument(fmt::format(
+        "device materialisation needs an fp32, fp16, bf16, e4m3, e5m2 or int8 tensor (int32 too as an output) "
+        "of rank 1..{} without overlap, got {} of rank {}",
+        kMaxRank, dtype_name(d.dtype), d.rank()));
   DevView v;
   v.elem = *elem_of(d.dtype);
   v.rank = static_cast<int32_t>(d.rank());
@@ -87,8 +91,12 @@ StatusOr<DevView> view_of(const TensorDesc& d) {
 
 }  // namespace
 
-bool materialize_device_supports(const TensorDesc& d) {
+bool materialize_output_device_supports(const TensorDesc& d) {
   return elem_of(d.dtype).has_value() && d.rank() >= 1 && d.rank() <= kMaxRank && !d.has_overlap();
+}
+
+bool materialize_device_supports(const TensorDesc& d) {
+  return d.dtype != DType::kI32 && materialize_output_device_supports(d);
 }
 
 Status fill_words_device(void* dst, uint32_t word, int64_t n_words, cudaStream_t stream) {
@@ -98,7 +106,7 @@ Status fill_words_device(void* dst, uint32_t word, int64_t n_words, cudaStream_t
 
 Status materialize_device(const TensorDesc& desc, const ValueRecipe& recipe, uint64_t stream_id, void* dst,
                           cudaStream_t stream) {
-  ASSAY_ASSIGN_OR_RETURN(DevView v, view_of(desc));
+  ASSAY_ASSIGN_OR_RETURN(DevView v, view_of(desc, false));
   // A view that covers its whole allocation has no gap to fill (its indices are distinct).
   if (desc.offset != 0 || desc.extent() != desc.numel())
     ASSAY_RETURN_IF_ERROR(fill_gap_canary_device(desc.dtype, dst, desc.extent(), stream));
@@ -109,7 +117,7 @@ Status materialize_device(const TensorDesc& desc, const ValueRecipe& recipe, uin
 }
 
 Status materialize_output_device(const TensorDesc& desc, void* dst, cudaStream_t stream) {
-  ASSAY_ASSIGN_OR_RETURN(DevView v, view_of(desc));
+  ASSAY_ASSIGN_OR_RETURN(DevView v, view_of(desc, true));
   ASSAY_RETURN_IF_ERROR(fill_gap_canary_device(desc.dtype, dst, desc.extent(), stream));
   CUDA_CHECK(detail::launch_materialize(dst, v, DevRecipe{}, 0, false, stream));
   return ok_status();

@@ -12,8 +12,8 @@
 namespace assay::gpu::detail {
 namespace {
 
-// write_output_poison (harness/values.cpp) of fp32, fp16, bf16, e4m3, e5m2, int8.
-constexpr uint32_t kPoisonF32 = 0x7FC0DEADu;
+// write_output_poison (harness/values.cpp) of fp32, fp16, bf16, e4m3, e5m2, int8 and int32.
+constexpr uint32_t kPoisonF32 = 0x7FC0DEADu, kPoisonI32 = 0xDEADBEEFu;  // int32: -0x21524111
 constexpr uint16_t kPoisonF16 = 0x7E5Au, kPoisonBF16 = 0x7FDAu;
 constexpr uint8_t kPoisonE4M3 = 0xFFu, kPoisonE5M2 = 0xFEu, kPoisonI8 = 0xADu;  // int8: -0x53
 
@@ -46,7 +46,8 @@ __global__ void materialize_kernel(void* dst, DevView v, DevRecipe r, uint64_t s
     if (!values) {
       switch (v.elem) {
         case DevElem::kF32:
-          d32[lin] = kPoisonF32;
+        case DevElem::kI32:
+          d32[lin] = v.elem == DevElem::kF32 ? kPoisonF32 : kPoisonI32;
           break;
         case DevElem::kF16:
         case DevElem::kBF16:
@@ -85,6 +86,8 @@ __global__ void materialize_kernel(void* dst, DevView v, DevRecipe r, uint64_t s
         break;
       case DevElem::kI8:
         d8[lin] = static_cast<uint8_t>(encode::f32_to_i8(f));
+        break;
+      case DevElem::kI32:  // outputs only: materialize_device turns int32 values away
         break;
     }
   }

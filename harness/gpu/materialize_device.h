@@ -33,6 +33,8 @@ namespace assay::gpu {
 /// True when materialize_device() handles `desc`: fp32, fp16, bf16, e4m3, e5m2 or int8, rank 1..8, no
 /// overlapping indices (a stride-0 view's write order is not defined on a GPU).
 bool materialize_device_supports(const TensorDesc& desc);
+/// True when materialize_output_device() handles `desc`: those dtypes and int32 (its poison).
+bool materialize_output_device_supports(const TensorDesc& desc);
 
 /// Fills `dst` (device memory, desc.extent() elements of desc.dtype) like materialize():
 /// the recipe's values rounded to the dtype at covered elements, the gap canary

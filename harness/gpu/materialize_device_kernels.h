@@ -14,7 +14,7 @@ inline constexpr int kMaxRank = 8;
 
 /// The element formats the device draws: fp32, and fp16 / bf16 / e4m3 / e5m2 / int8 (rounded
 /// from the fp32 value with harness/dtype_encode.h, as store_as does on the host).
-enum class DevElem : int32_t { kF32, kF16, kBF16, kE4M3, kE5M2, kI8 };
+enum class DevElem : int32_t { kF32, kF16, kBF16, kE4M3, kE5M2, kI8, kI32 };  // kI32: output poison only
 
 /// The recipe, in the plain form the shared generator arithmetic takes.
 using DevRecipe = value_core::Recipe;

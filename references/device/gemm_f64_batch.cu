@@ -29,6 +29,24 @@ __global__ void __launch_bounds__(kF64TileRows * kF64TileCols)
   f64_gemm_element(p, image, e0 + blockIdx.z, i, j, ref, mag);
 }
 
+// Sums that are exact in any order (f64_gemm_sums_exact): one warp per output element, lane l
+// summing q = l, l + 32, ..., then a shuffle reduction; long reductions over few outputs (the
+// quantised GEMMs' k reaches 2^16 for m n = 64) would otherwise run one thread for milliseconds.
+__global__ void __launch_bounds__(256)
+    f64_gemm_warp_kernel(const F64GemmProblem p, int64_t e0, const unsigned char* image, double* ref, double* mag) {
+  const int64_t el = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / 32;
+  if (el >= p.m * p.n) return;
+  const int64_t i = el / p.n, j = el % p.n, e = e0 + blockIdx.y;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  double acc = 0, s = 0;
+  f64_gemm_sums(p, image, e, i, j, lane, 32, acc, s);
+  for (int off = 16; off > 0; off /= 2) {
+    acc = f64b_add(acc, __shfl_down_sync(0xffffffffu, acc, off));
+    s = f64b_add(s, __shfl_down_sync(0xffffffffu, s, off));
+  }
+  if (lane == 0) f64_gemm_finish(p, image, e, i, j, acc, s, ref, mag);
+}
+
 __global__ void f64_dot_tol_kernel(const F64DotTol t, double* ref, double* mag, int64_t n) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t l = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; l < n; l += stride)
@@ -57,8 +75,14 @@ Status gemm_f64_strided(const F64GemmProblem& p, const unsigned char* image, dou
   const int64_t tiles_i = (p.m + kF64TileRows - 1) / kF64TileRows, tiles_j = (p.n + kF64TileCols - 1) / kF64TileCols;
   if (tiles_i > 65535 || tiles_j > (int64_t{1} << 31) - 1)
     return invalid_argument("gemm_f64_strided: more than 65535 row tiles (m > 1048560)");
-  for (int64_t e0 = 0; e0 < p.batch; e0 += 65535) {  // gridDim.z holds at most 65535 entries
+  for (int64_t e0 = 0; e0 < p.batch; e0 += 65535) {  // gridDim.y / z hold at most 65535 entries
     const int64_t entries = std::min<int64_t>(p.batch - e0, 65535);
+    if (f64_gemm_sums_exact(p) && p.k >= 64 && (p.m * p.n + 7) / 8 <= (int64_t{1} << 31) - 1) {
+      f64_gemm_warp_kernel<<<dim3(static_cast<unsigned>((p.m * p.n + 7) / 8), static_cast<unsigned>(entries)), 256, 0,
+                             stream>>>(p, e0, image, ref, mag);
+      CUDA_CHECK(cudaGetLastError());
+      continue;
+    }
     f64_gemm_strided_kernel<<<dim3(static_cast<unsigned>(tiles_j), static_cast<unsigned>(tiles_i),
                                    static_cast<unsigned>(entries)),
                               dim3(kF64TileCols, kF64TileRows), 0, stream>>>(p, e0, image, ref, mag);

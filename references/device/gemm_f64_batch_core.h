@@ -158,24 +158,29 @@ ASSAY_F64B_HD inline double f64b_abs(double a) {
   return f64b_from_bits(u & 0x7FFFFFFFFFFFFFFFull);
 }
 
-/// ref and mag of element (i, j) of entry `e` of problem p, written at
-/// ref[p.out + (e * m + i) * n + j] (and mag alike).
-ASSAY_F64B_HD inline void f64_gemm_element(const F64GemmProblem& p, const unsigned char* image, int64_t e, int64_t i,
-                                           int64_t j, double* ref, double* mag) {
+/// The sums of element (i, j) of entry `e` of problem p over q = q0, q0 + step, ... < k, in that
+/// order: acc = sum a*b and s = sum |a||b| (the caller starts both at 0).
+ASSAY_F64B_HD inline void f64_gemm_sums(const F64GemmProblem& p, const unsigned char* image, int64_t e, int64_t i,
+                                        int64_t j, int64_t q0, int64_t step, double& acc, double& s) {
   const int64_t sa = f64_input_size(p.a_type), sb = f64_input_size(p.b_type);
   const unsigned char* A = image + p.a + static_cast<uint64_t>(e * p.stride_a * sa);
   const unsigned char* B = image + p.b + static_cast<uint64_t>(e * p.stride_b * sb);
   // Element q of A's row i and of B's column j: the step between consecutive q in bytes.
-  const unsigned char* a = A + (p.trans_a ? i : i * p.lda) * sa;
-  const unsigned char* b = B + (p.trans_b ? j * p.ldb : j) * sb;
   const int64_t da = (p.trans_a ? p.lda : 1) * sa, db = (p.trans_b ? 1 : p.ldb) * sb;
-  double acc = 0, s = 0;
-  for (int64_t q = 0; q < p.k; ++q, a += da, b += db) {
+  const unsigned char* a = A + (p.trans_a ? i : i * p.lda) * sa + q0 * da;
+  const unsigned char* b = B + (p.trans_b ? j * p.ldb : j) * sb + q0 * db;
+  for (int64_t q = q0; q < p.k; q += step, a += step * da, b += step * db) {
     const double av = f64b_mul(p.scale_a, f64_decode(p.a_type, a));
     const double bv = f64b_mul(p.scale_b, f64_decode(p.b_type, b));
     acc = f64b_add(acc, f64b_mul(av, bv));
     s = f64b_add(s, f64b_mul(f64b_abs(av), f64b_abs(bv)));
   }
+}
+
+/// alpha, beta and C applied to the sums of element (i, j) of entry `e`, written at
+/// ref[p.out + (e * m + i) * n + j] (and mag alike).
+ASSAY_F64B_HD inline void f64_gemm_finish(const F64GemmProblem& p, const unsigned char* image, int64_t e, int64_t i,
+                                          int64_t j, double acc, double s, double* ref, double* mag) {
   double r = f64b_mul(p.alpha, acc);
   double sm = f64b_mul(f64b_abs(p.alpha), s);
   if (p.beta != 0) {
@@ -188,6 +193,25 @@ ASSAY_F64B_HD inline void f64_gemm_element(const F64GemmProblem& p, const unsign
   const uint64_t at = p.out + static_cast<uint64_t>((e * p.m + i) * p.n + j);
   ref[at] = r;
   mag[at] = sm;
+}
+
+/// ref and mag of element (i, j) of entry `e` of problem p: the sums in the host's order
+/// q = 0, 1, ..., k - 1, then alpha, beta and C.
+ASSAY_F64B_HD inline void f64_gemm_element(const F64GemmProblem& p, const unsigned char* image, int64_t e, int64_t i,
+                                           int64_t j, double* ref, double* mag) {
+  double acc = 0, s = 0;
+  f64_gemm_sums(p, image, e, i, j, 0, 1, acc, s);
+  f64_gemm_finish(p, image, e, i, j, acc, s, ref, mag);
+}
+
+/// True when every partial sum of p's products is exact in fp64, so that any order of the k
+/// terms gives the host's bits: int8 and e4m3 inputs at unit scales with k < 2^17 (e4m3 values
+/// are multiples of 2^-9 below 2^9, so products are multiples of 2^-18 below 2^18 and sums of
+/// fewer than 2^17 of them stay below 2^35: 53 bits; int8 products are integers of at most
+/// 2^14). NaN stays NaN in any order. The device may then split k across a warp.
+ASSAY_F64B_HD inline bool f64_gemm_sums_exact(const F64GemmProblem& p) {
+  auto exact_type = [](int32_t t) { return t == kInI8 || t == kInE4M3; };
+  return exact_type(p.a_type) && exact_type(p.b_type) && p.scale_a == 1 && p.scale_b == 1 && p.k < (int64_t{1} << 17);
 }
 
 /// Number of tiles problem p needs (every entry, 16 x 16 blocks of its output).

@@ -119,6 +119,12 @@ TEST_F(MaterializeDeviceGpu, HalfAndFp32ImagesAreTheHostsBytes) {
       materialize_output(d, host.data());
       ASSERT_EQ(differing(d, dev, host), 0) << dtype_name(t) << ": output poison / gap canary differ from the host's";
     }
+  for (const TensorDesc& d : views(DType::kI32)) {  // int32: an output's poison only
+    const std::vector<unsigned char> dev = draw(d, nullptr);
+    std::vector<unsigned char> host(dev.size());
+    materialize_output(d, host.data());
+    ASSERT_EQ(differing(d, dev, host), 0) << "int32: output poison / gap canary differ from the host's";
+  }
   std::printf("[ measured ] materialize_device: %lld images (%lld elements) byte for byte the host's\n",
               static_cast<long long>(images), static_cast<long long>(elements));
 }
@@ -153,8 +159,11 @@ TEST(MaterializeDeviceSupports, FloatAndInt8FormatsWithoutOverlap) {
                   t == DType::kI8)
         << dtype_name(t);
   }
+  d.dtype = DType::kI32;
+  EXPECT_TRUE(gpu::materialize_output_device_supports(d)) << "an int32 output is poisoned on the device";
   d.dtype = DType::kF16, d.strides = {0, 1};  // a broadcast view: the write order is not defined
   EXPECT_FALSE(gpu::materialize_device_supports(d));
+  EXPECT_FALSE(gpu::materialize_output_device_supports(d));
 }
 
 }  // namespace

@@ -39,7 +39,7 @@ const FailureKind kB = FailureKind::kBound, kE = FailureKind::kExact, kU = Failu
 
 INSTANTIATE_TEST_SUITE_P(
     Planted, GemmBatchedGpuMutants,
-    ::testing::Values(PlantedMutant{"gemm_batched", "mutant_batched_swapped_stride", {kB, kE, kP}},
+    ::testing::Values(PlantedMutant{"gemm_batched", "mutant_batched_swapped_stride", {kB, kE, kP, kN}},
                       PlantedMutant{"gemm_batched", "mutant_batched_even_batches", {kU, kN, kB, kE, kP}}),
     [](const ::testing::TestParamInfo<PlantedMutant>& i) { return std::string(i.param.variant); });
 

@@ -147,7 +147,7 @@ TEST(GemmFamilyDeviceRef, QuantElementFunctionsAreTheHostBitForBit) {
   for (const std::string name : {"gemm_int8", "gemm_fp8"}) {
     const bool i8 = name == "gemm_int8";
     const OpDef& op = test_util::model_op(name);
-    int64_t host_cases = 0, elements = 0, nonfinite = 0, exact = 0, narrow = 0, padded = 0;
+    int64_t host_cases = 0, elements = 0, nonfinite = 0, exact = 0, narrow = 0, padded = 0, split_checked = 0;
     const std::vector<Case> cases = device_cases(name, 120, 4, &host_cases);
     ASSERT_GE(cases.size(), 100u) << name;
     for (const Case& c : cases) {
@@ -159,6 +159,22 @@ TEST(GemmFamilyDeviceRef, QuantElementFunctionsAreTheHostBitForBit) {
       std::vector<double> acc(n), mag(n);
       for (int64_t i = 0; i < g.m; ++i)
         for (int64_t j = 0; j < g.n; ++j) device_ref::f64_gemm_element(g, img.bytes.data(), 0, i, j, acc.data(), mag.data());
+      // The warp kernel's split of k (f64_gemm_sums_exact): lane l sums q = l, l + 32, ..., then a
+      // shuffle tree; exact sums make it the sequential order's bits.
+      ASSERT_TRUE(device_ref::f64_gemm_sums_exact(g)) << c.summary();
+      for (int64_t i = 0; i < g.m; ++i)
+        for (int64_t j = 0; j < g.n; ++j) {
+          double lanes_acc[32] = {}, lanes_s[32] = {};
+          for (int l = 0; l < 32; ++l)
+            device_ref::f64_gemm_sums(g, img.bytes.data(), 0, i, j, l, 32, lanes_acc[l], lanes_s[l]);
+          for (int off = 16; off > 0; off /= 2)
+            for (int l = 0; l < off; ++l) lanes_acc[l] += lanes_acc[l + off], lanes_s[l] += lanes_s[l + off];
+          const size_t l = static_cast<size_t>(i * g.n + j);
+          ASSERT_TRUE(same_bits(lanes_acc[0], acc[l]) && same_bits(lanes_s[0], mag[l]))
+              << c.summary() << " element " << l << ": split sums " << lanes_acc[0] << ", " << lanes_s[0]
+              << " against " << acc[l] << ", " << mag[l];
+          ++split_checked;
+        }
       const DType od = p.dt("out");
       narrow += od != DType::kF32 ? 1 : 0;
       padded += h.hv[0].v.ld > h.hv[0].v.cols || h.hv[1].v.ld > h.hv[1].v.cols ? 1 : 0;
@@ -195,9 +211,11 @@ TEST(GemmFamilyDeviceRef, QuantElementFunctionsAreTheHostBitForBit) {
       EXPECT_GT(exact, 0) << "no exact-tier fp8 case";
     }
     std::printf("[ measured ] %s device element functions: %zu cases, %lld elements bit for bit (%lld non-finite, %lld "
-                "exact-tier, %lld narrow-output cases); %lld cases on the host path\n",
+                "exact-tier, %lld narrow-output cases), %lld split over 32 lanes bit for bit; %lld cases on the host "
+                "path\n",
                 name.c_str(), cases.size(), static_cast<long long>(elements), static_cast<long long>(nonfinite),
-                static_cast<long long>(exact), static_cast<long long>(narrow), static_cast<long long>(host_cases));
+                static_cast<long long>(exact), static_cast<long long>(narrow), static_cast<long long>(split_checked),
+                static_cast<long long>(host_cases));
   }
 }
 
