@@ -85,6 +85,7 @@ struct Setup {
   bool transformed = false;
   bool on_device = false;                ///< inputs drawn on the device, device reference
   std::vector<DeviceOutput> douts;       ///< on_device: the reference buffers per output
+  std::vector<DeviceOutput> douts2;      ///< on_device and transformed: the transformed inputs' reference
   int64_t save_bytes = 0;                ///< scratch taken by the saved outputs (the variant's and the vendor's)
   bool vendor_done = false;              ///< the vendor column ran on this setup
   bool vendor_kept = false;              ///< its outputs are saved (vendor_off) for the vendor-relative ratio
@@ -147,6 +148,27 @@ Status compute_refs(const OpDef& op, const Case& c, const Arithmetic& arith, con
   return ok_status();
 }
 
+/// A device reference's outputs copied to the host: ref, and tol from its affine form (a NaN
+/// tolerance as +Inf, as compute_refs leaves one).
+Status read_device_refs(gpu::Lane& lane, const std::vector<DeviceOutput>& douts, std::vector<OutputRef>& out) {
+  out.assign(douts.size(), {});
+  for (size_t o = 0; o < douts.size(); ++o) {
+    const DeviceOutput& d = douts[o];
+    const int64_t n = d.rows * d.cols;
+    OutputRef& r = out[o];
+    r.ref.resize(static_cast<size_t>(n));
+    r.tol.resize(static_cast<size_t>(n));
+    ASSAY_RETURN_IF_ERROR(lane.read_back(d.ref, r.ref.data(), n * 8));
+    ASSAY_RETURN_IF_ERROR(lane.read_back(d.mag, r.tol.data(), n * 8));
+    for (size_t l = 0; l < r.tol.size(); ++l) {
+      const double t = d.rel_out * std::fabs(r.ref[l]) + d.rel_mag * r.tol[l] + d.floor;
+      r.tol[l] = std::isnan(t) ? INFINITY : t;
+    }
+    r.exact = d.exact;
+  }
+  return ok_status();
+}
+
 /// The device path of build_setup: inputs drawn into the snapshot, outputs poisoned there,
 /// the op's device reference into scratch after the save areas.
 Status build_device_setup(const OpDef& op, const Contract& k, gpu::Lane& lane, const std::vector<gpu::ArenaTensor>& at,
@@ -165,28 +187,59 @@ Status build_device_setup(const OpDef& op, const Contract& k, gpu::Lane& lane, c
   }
   int64_t ref_bytes = 0;
   for (int t : s.outs) ref_bytes += 16 * s.views[t].rows * s.views[t].cols;
+  // A metamorphic relation's transformed inputs get a reference of their own beside the first.
+  const bool relation = op.transform && !Params(c.params).s("relation").empty();
+  const int64_t refs_bytes = round256(ref_bytes) * (relation ? 2 : 1);
   const int64_t op_scratch = op.device_reference.scratch ? op.device_reference.scratch(c) : 0;
-  ASSAY_RETURN_IF_ERROR(lane.layout_on_device(at, save_bytes + round256(ref_bytes) + op_scratch));
+  ASSAY_RETURN_IF_ERROR(lane.layout_on_device(at, save_bytes + refs_bytes + op_scratch));
   // Accumulated outputs were turned away above, so an arena output is exactly a kOut or
   // overwritten tensor: draw_on_device poisons it.
   for (int t = 0; t < nt; ++t) ASSAY_RETURN_IF_ERROR(draw_on_device(op, c, t, lane));
-  auto* refs = reinterpret_cast<double*>(lane.dev_scratch() + save_bytes);
-  for (int t : s.outs) {
-    DeviceOutput d;
-    d.rows = s.views[t].rows;
-    d.cols = s.views[t].cols;
-    d.ref = refs;
-    d.mag = refs + d.rows * d.cols;
-    refs += 2 * d.rows * d.cols;
-    s.douts.push_back(d);
-  }
+  auto buffers = [&](unsigned char* at, std::vector<DeviceOutput>& douts) {
+    auto* refs = reinterpret_cast<double*>(at);
+    for (int t : s.outs) {
+      DeviceOutput d;
+      d.rows = s.views[t].rows;
+      d.cols = s.views[t].cols;
+      d.ref = refs;
+      d.mag = refs + d.rows * d.cols;
+      refs += 2 * d.rows * d.cols;
+      douts.push_back(d);
+    }
+  };
+  buffers(lane.dev_scratch() + save_bytes, s.douts);
   DeviceContext ctx;
   ctx.stream = lane.stream();
   ctx.cublas = lane.cublas();
-  ctx.scratch = lane.dev_scratch() + save_bytes + round256(ref_bytes);
+  ctx.scratch = lane.dev_scratch() + save_bytes + refs_bytes;
   ctx.scratch_bytes = op_scratch;
   const auto inputs = views_at(c, s.views, [&](int t) { return lane.dev_snapshot_tensor(t); });
   ASSAY_RETURN_IF_ERROR(op.device_reference.compute(c, k.arithmetic(), inputs, s.douts, ctx));
+  if (relation) {
+    // The transform works on host images: the drawn tensors copied back (outputs keep their
+    // poison). The transformed inputs go to the working arena, which every launch restores
+    // from the snapshot first, and their reference into the second buffers.
+    s.timages.resize(static_cast<size_t>(nt));
+    std::vector<unsigned char*> timg;
+    for (int t = 0; t < nt; ++t) {
+      auto& img = s.timages[static_cast<size_t>(t)];
+      img.resize(static_cast<size_t>(lane.tensor_bytes(t)));
+      CUDA_CHECK(cudaMemcpyAsync(img.data(), lane.dev_snapshot_tensor(t), img.size(), cudaMemcpyDeviceToHost,
+                                 lane.stream()));
+      timg.push_back(img.data());
+    }
+    CUDA_CHECK(cudaStreamSynchronize(lane.stream()));
+    if (op.transform(c, timg)) {
+      for (int t = 0; t < nt; ++t)
+        if (T[t].role != Role::kOut)
+          CUDA_CHECK(cudaMemcpyAsync(lane.dev_tensor(t), timg[static_cast<size_t>(t)], lane.tensor_bytes(t),
+                                     cudaMemcpyHostToDevice, lane.stream()));
+      buffers(lane.dev_scratch() + save_bytes + round256(ref_bytes), s.douts2);
+      const auto transformed = views_at(c, s.views, [&](int t) { return lane.dev_tensor(t); });
+      ASSAY_RETURN_IF_ERROR(op.device_reference.compute(c, k.arithmetic(), transformed, s.douts2, ctx));
+      s.transformed = true;
+    }
+  }
   for (size_t o = 0; o < s.outs.size(); ++o) {
     const int t = s.outs[o];
     const DeviceOutput& d = s.douts[o];
@@ -712,7 +765,7 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
       const VendorTimer timer;
       ASSAY_RETURN_IF_ERROR(vendor_relative(op, s, lane, lane.result(0), verdict.metrics));
     }
-    if (s.on_device && !params.s("relation").empty())
+    if (s.on_device && !params.s("relation").empty() && !s.transformed)
       not_run.push_back(fmt::format("relation '{}' not run ({} reference: no host inputs)", params.s("relation"),
                                     op.device_reference.name));
     verdict.metrics.not_run = fmt::format("{}", fmt::join(not_run, "; "));
@@ -801,8 +854,16 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
 
     // ---- properties and metamorphic relations (cases that name one) -------------------------
     const std::string relation = params.s("relation");
-    if (!relation.empty() && !s.on_device && (op.properties || s.transformed)) {
+    if (!relation.empty() && (s.on_device ? s.transformed : (op.properties || s.transformed))) {
       const PhaseTimer timer(Phase::kProperties);
+      // The device path's references, read back for the element compare below.
+      std::vector<OutputRef> dev1, dev2;
+      if (s.on_device) {
+        ASSAY_RETURN_IF_ERROR(read_device_refs(lane, s.douts, dev1));
+        ASSAY_RETURN_IF_ERROR(read_device_refs(lane, s.douts2, dev2));
+      }
+      const std::vector<OutputRef>& r1 = s.on_device ? dev1 : refs;
+      const std::vector<OutputRef>& r2 = s.on_device ? dev2 : s.refs2;
       auto read_outputs = [&](const std::vector<const unsigned char*>& dev, std::vector<std::vector<double>>& store,
                               std::vector<HostTensor>& view) -> Status {
         store.assign(outs.size(), {});
@@ -822,7 +883,7 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
       std::vector<HostTensor> ov1;
       ASSAY_RETURN_IF_ERROR(read_outputs(first_dev, out1, ov1));
       std::vector<Failure> props;
-      if (op.properties) op.properties(cv, s.hv, ov1, refs, props);
+      if (op.properties && !s.on_device) op.properties(cv, s.hv, ov1, refs, props);
       if (s.transformed) {
         ASSAY_RETURN_IF_ERROR(lane.restore());
         for (int t = 0; t < nt; ++t)
@@ -853,16 +914,16 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
                                                     relation, T[outs[o]].name, where(w, static_cast<int64_t>(l))));
                 const size_t l1 = static_cast<size_t>(from.from_i * w.cols + from.from_j);
                 const double sc = from.scale;
-                const double r1 = sc * refs[o].ref[l1], r2 = s.refs2[o].ref[l];
-                if (!std::isfinite(r1) || !std::isfinite(r2)) continue;
+                const double x1 = sc * r1[o].ref[l1], x2 = r2[o].ref[l];
+                if (!std::isfinite(x1) || !std::isfinite(x2)) continue;
                 const double y1 = sc * ov1[o].at(from.from_i, from.from_j), y2 = ov2[o].at(i, j);
-                const double tol = std::fabs(sc) * refs[o].tol[l1] + s.refs2[o].tol[l] + std::fabs(r2 - r1);
+                const double tol = std::fabs(sc) * r1[o].tol[l1] + r2[o].tol[l] + std::fabs(x2 - x1);
                 if (y1 == y2 || std::isinf(tol)) continue;  // equal (the same Inf included), or no bound
                 if (!std::isfinite(y1) || !std::isfinite(y2)) {
                   // A non-finite output is the bound check's business where the exact result
                   // may round past the largest finite value; elsewhere it breaks the relation.
                   const double top = max_finite(T[outs[o]].desc.dtype);
-                  if (std::fabs(r1) + std::fabs(sc) * refs[o].tol[l1] > top || std::fabs(r2) + s.refs2[o].tol[l] > top)
+                  if (std::fabs(x1) + std::fabs(sc) * r1[o].tol[l1] > top || std::fabs(x2) + r2[o].tol[l] > top)
                     continue;
                 }
                 const double d = std::fabs(y2 - y1);

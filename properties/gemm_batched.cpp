@@ -19,8 +19,8 @@
 //     like an output (OpDef::overwrites: no NaN may reach the result, every element must be
 //     written) unless the variant declares reads_c_when_beta0.
 // Reference: references/host/gemm.h per entry, in double, on the kernel's own inputs, with
-// mag = |alpha| sum |a||b| + |beta||c|. Cases without a relation, from 2,048 multiply-adds up,
-// take the device path: inputs drawn on the GPU, the same per-element reference and tolerance
+// mag = |alpha| sum |a||b| + |beta||c|. Cases with k > 0 from 2,048 multiply-adds up take the
+// device path (relations too, on transformed copies of the drawn inputs): inputs drawn on the GPU, the same per-element reference and tolerance
 // there (references/device/gemm_f64_batch_core.h, gemm_f64_tol.h), the host's bits.
 // Bound: harness/bounds.h gemm_ceiling (fp32 in, acc and out, length k, |alpha|, beta != 0):
 //   gamma_{k+2}(2^-24) mag + floor in any summation order, FMA or not, plus the reference's own
@@ -185,15 +185,16 @@ Status bound(const Case& c, const Arithmetic&, const std::vector<HostTensor>&, s
   return ok_status();
 }
 
-/// The device path: every case without a relation (a relation's transform needs host inputs),
-/// from kDeviceRefMacs multiply-adds up, as conv's (below it the host reference takes a few
-/// microseconds). The same per-element reference and tolerance as the host path
-/// (references/device/gemm_f64_batch_core.h, gemm_f64_tol.h), bit for bit.
+/// The device path: cases with k > 0 from kDeviceRefMacs multiply-adds up, as conv's (below it
+/// the host reference takes a few microseconds), relations included (the engine transforms
+/// copies of the drawn inputs and runs this reference on them too). The same per-element
+/// reference and tolerance as the host path (references/device/gemm_f64_batch_core.h,
+/// gemm_f64_tol.h), bit for bit.
 constexpr int64_t kDeviceRefMacs = 2048;
 
 bool device_when(const Params& p) {
   const Geometry g = geometry_of(p);
-  return p.s("relation").empty() && g.batch * g.m * g.n * std::max<int64_t>(g.k, 1) >= kDeviceRefMacs;
+  return g.k > 0 && g.batch * g.m * g.n * g.k >= kDeviceRefMacs;
 }
 
 Status device_reference(const Case& c, const Arithmetic&, const std::vector<DevTensor>& t,

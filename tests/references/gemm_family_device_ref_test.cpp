@@ -10,8 +10,9 @@
 //
 // On a GPU: the op's device reference itself against the host path (test_util::
 // check_device_reference: the same NaN / Inf pattern, references within 0 ulps, tolerances
-// equal), then the engine takes the device path and the correct kernels pass, the planted
-// bugs of tests/mutants/ being caught there by their own suites.
+// equal), then the engine takes the device path and the correct kernels pass, relations
+// included; a kernel that breaks a relation is caught on the device path (the engine's test of
+// device-path relations, and the planted bugs of tests/mutants/ in their own suites).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -117,7 +118,7 @@ TEST(GemmFamilyDeviceRef, GemmBatchedElementFunctionsAreTheHostBitForBit) {
     trans += g.trans_a || g.trans_b ? 1 : 0;
     unread_c += g.beta == 0 ? 1 : 0;
   }
-  EXPECT_GT(host_cases, 0) << "no case left on the host path (relations, k == 0, the smallest)";
+  EXPECT_GT(host_cases, 0) << "no case left on the host path (k == 0, the smallest)";
   EXPECT_GT(nonfinite, 0) << "no NaN / Inf reference";
   EXPECT_GT(exact, 0);
   EXPECT_GT(broadcast, 0);
@@ -219,12 +220,12 @@ TEST(GemmFamilyDeviceRef, QuantElementFunctionsAreTheHostBitForBit) {
   }
 }
 
-TEST(GemmFamilyDeviceRef, DevicePathTakesRelationFreeCasesFromAFewThousandMultiplyAdds) {
+TEST(GemmFamilyDeviceRef, DevicePathTakesCasesFromAFewThousandMultiplyAdds) {
   nlohmann::json b = {{"batch", 4}, {"m", 16}, {"n", 16}, {"k", 16}, {"alpha", 1.0}, {"beta", 0.0}};
   const OpDef& batched = test_util::model_op("gemm_batched");
   EXPECT_TRUE(batched.device_reference.when(Params(b)));  // 16384 multiply-adds
   b["relation"] = "permute_batches";
-  EXPECT_FALSE(batched.device_reference.when(Params(b))) << "a relation transforms host inputs";
+  EXPECT_TRUE(batched.device_reference.when(Params(b))) << "a relation runs on the device path too";
   b.erase("relation");
   b["k"] = 0;
   EXPECT_FALSE(batched.device_reference.when(Params(b))) << "k == 0 stays on the host";
@@ -235,7 +236,7 @@ TEST(GemmFamilyDeviceRef, DevicePathTakesRelationFreeCasesFromAFewThousandMultip
     const OpDef& op = test_util::model_op(name);
     EXPECT_TRUE(op.device_reference.when(Params(q))) << name;
     q["relation"] = "scale2";
-    EXPECT_FALSE(op.device_reference.when(Params(q))) << name;
+    EXPECT_TRUE(op.device_reference.when(Params(q))) << name;
     q.erase("relation");
     q["k"] = 0;
     EXPECT_FALSE(op.device_reference.when(Params(q))) << name;
@@ -273,6 +274,51 @@ TEST_P(GemmFamilyDeviceRefGpu, EngineTakesTheDevicePathAndCorrectKernelsPass) {
                                                                                        : "simt")};
   if (name == "gemm_batched") variants.push_back(find_variant(name, "ptr_array"));
   test_util::expect_engine_device_path(test_util::model_op(name), variants, device_cases(name, 40, 22), 40);
+}
+
+// The metamorphic relations on the device path (the engine transforms copies of the drawn inputs
+// and runs the device reference on them): a correct kernel passes them with nothing reported as
+// not run, and the swapped-stride launcher, which permute_batches catches on the host path, is
+// caught by the relation on exactly the same cases on the device path.
+TEST(GemmFamilyDeviceRefGpu, RelationsRunOnTheDevicePathAsOnTheHost) {
+  auto nd = gpu::device_count();
+  if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
+  const OpDef& op = test_util::model_op("gemm_batched");
+  OpDef host_op = op;
+  host_op.device_reference = DeviceReference{};
+  std::vector<Case> cases;
+  for (const Case& c : device_cases("gemm_batched", 400, 23))
+    if (!Params(c.params).s("relation").empty()) cases.push_back(c);
+  ASSERT_GE(cases.size(), 40u);
+  auto lane = gpu::Lane::create(0);
+  ASSERT_TRUE(lane.ok()) << lane.status().message();
+  const VariantDef* good = find_variant("gemm_batched", "strided");
+  const VariantDef* bad = find_variant("gemm_batched", "mutant_batched_swapped_stride");
+  ASSERT_NE(good, nullptr);
+  ASSERT_NE(bad, nullptr);
+  auto property_failed = [](const Verdict& v) {
+    for (const Failure& f : v.failures)
+      if (f.kind == FailureKind::kProperty) return true;
+    return false;
+  };
+  int64_t relations_caught = 0;
+  for (const Case& c : cases) {
+    auto dev = run_model(op, {good, bad}, c, **lane, false);
+    auto host = run_model(host_op, {good, bad}, c, **lane, false);
+    ASSERT_TRUE(dev.ok() && host.ok()) << c.summary();
+    ASSERT_EQ(dev->size(), 2u);
+    ASSERT_EQ(host->size(), 2u);
+    EXPECT_TRUE((*dev)[0].passed()) << c.summary() << ": " << (*dev)[0].summary();
+    EXPECT_EQ((*dev)[0].metrics.reference, op.device_reference.name) << c.summary();
+    EXPECT_EQ((*dev)[0].metrics.not_run.find("relation"), std::string::npos) << (*dev)[0].metrics.not_run;
+    EXPECT_EQ(property_failed((*dev)[1]), property_failed((*host)[1]))
+        << c.summary() << "\n device path: " << (*dev)[1].summary() << "\n host path: " << (*host)[1].summary();
+    relations_caught += property_failed((*dev)[1]) ? 1 : 0;
+  }
+  EXPECT_GT(relations_caught, 0) << "the relation never caught the swapped stride: the test shows nothing";
+  std::printf("[ measured ] gemm_batched relations on the device path: %zu cases, the swapped-stride launcher broke "
+              "the relation in %lld (the same cases as on the host path)\n",
+              cases.size(), static_cast<long long>(relations_caught));
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, GemmFamilyDeviceRefGpu, ::testing::Values("gemm_batched", "gemm_int8", "gemm_fp8"));
