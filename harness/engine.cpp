@@ -148,12 +148,16 @@ Status compute_refs(const OpDef& op, const Case& c, const Arithmetic& arith, con
   return ok_status();
 }
 
-/// A device reference's outputs copied to the host: ref, and tol from its affine form (a NaN
-/// tolerance as +Inf, as compute_refs leaves one).
-Status read_device_refs(gpu::Lane& lane, const std::vector<DeviceOutput>& douts, std::vector<OutputRef>& out) {
+/// A device reference's outputs copied to the host: ref, and tol from its affine form, +Inf
+/// where it is NaN or where the check kernel lets the output overflow (its magnitude term
+/// reaches overflow_mag, or the output's largest finite value `out_max[o]`), as a host bound
+/// leaves such elements unbounded.
+Status read_device_refs(gpu::Lane& lane, const std::vector<DeviceOutput>& douts, const std::vector<double>& out_max,
+                        std::vector<OutputRef>& out) {
   out.assign(douts.size(), {});
   for (size_t o = 0; o < douts.size(); ++o) {
     const DeviceOutput& d = douts[o];
+    const double limit = d.overflow_mag > 0 ? d.overflow_mag : out_max[o];
     const int64_t n = d.rows * d.cols;
     OutputRef& r = out[o];
     r.ref.resize(static_cast<size_t>(n));
@@ -161,8 +165,9 @@ Status read_device_refs(gpu::Lane& lane, const std::vector<DeviceOutput>& douts,
     ASSAY_RETURN_IF_ERROR(lane.read_back(d.ref, r.ref.data(), n * 8));
     ASSAY_RETURN_IF_ERROR(lane.read_back(d.mag, r.tol.data(), n * 8));
     for (size_t l = 0; l < r.tol.size(); ++l) {
-      const double t = d.rel_out * std::fabs(r.ref[l]) + d.rel_mag * r.tol[l] + d.floor;
-      r.tol[l] = std::isnan(t) ? INFINITY : t;
+      const double m = r.tol[l];
+      const double t = d.rel_out * std::fabs(r.ref[l]) + d.rel_mag * m + d.floor;
+      r.tol[l] = std::isnan(t) || !(m * (1.0 + d.rel_mag) + d.floor < limit) ? INFINITY : t;
     }
     r.exact = d.exact;
   }
@@ -859,8 +864,10 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
       // The device path's references, read back for the element compare below.
       std::vector<OutputRef> dev1, dev2;
       if (s.on_device) {
-        ASSAY_RETURN_IF_ERROR(read_device_refs(lane, s.douts, dev1));
-        ASSAY_RETURN_IF_ERROR(read_device_refs(lane, s.douts2, dev2));
+        std::vector<double> out_max;
+        for (const auto& x : s.cmp) out_max.push_back(x.out_max);
+        ASSAY_RETURN_IF_ERROR(read_device_refs(lane, s.douts, out_max, dev1));
+        ASSAY_RETURN_IF_ERROR(read_device_refs(lane, s.douts2, out_max, dev2));
       }
       const std::vector<OutputRef>& r1 = s.on_device ? dev1 : refs;
       const std::vector<OutputRef>& r2 = s.on_device ? dev2 : s.refs2;

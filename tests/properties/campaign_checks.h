@@ -18,6 +18,7 @@
 #include "harness/corpus.h"
 #include "harness/gpu/lane.h"
 #include "harness/spec.h"
+#include "tests/gpu_test_env.h"
 
 namespace assay {
 
@@ -26,6 +27,9 @@ struct PlantedMutant {
   const char* op;
   const char* variant;
   std::set<FailureKind> any_of;
+  /// The bug may read outside its allocations: its campaign runs in worker processes, where a
+  /// fault is a recorded crash of one case rather than a GPU context lost to the test process.
+  bool isolate = false;
 };
 inline void PrintTo(const PlantedMutant& m, std::ostream* os) {
   *os << m.variant;
@@ -76,6 +80,7 @@ inline void expect_mutant_caught(const PlantedMutant& m, int64_t max_cases, int6
   o.gen.max_dim = max_dim;
   o.corpus_dir = dir;
   o.max_shrink_seconds = shrink_seconds;
+  if (m.isolate) o.worker_binary = assay_binary();
   auto r = run_campaign(*spec, o);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   ASSERT_EQ(r->failures.size(), 1u) << m.variant << " not caught in " << r->cases << " cases";

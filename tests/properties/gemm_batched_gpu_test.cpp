@@ -35,11 +35,12 @@ TEST_P(GemmBatchedGpuMutants, CaughtShrunkAndStored) {
 }
 
 const FailureKind kB = FailureKind::kBound, kE = FailureKind::kExact, kU = FailureKind::kUnwritten,
-                  kP = FailureKind::kProperty, kN = FailureKind::kNanInf;
+                  kP = FailureKind::kProperty, kN = FailureKind::kNanInf, kC = FailureKind::kCrash,
+                  kL = FailureKind::kLaunchError;
 
 INSTANTIATE_TEST_SUITE_P(
     Planted, GemmBatchedGpuMutants,
-    ::testing::Values(PlantedMutant{"gemm_batched", "mutant_batched_swapped_stride", {kB, kE, kP, kN}},
+    ::testing::Values(PlantedMutant{"gemm_batched", "mutant_batched_swapped_stride", {kB, kE, kP, kN, kC, kL}, true},
                       PlantedMutant{"gemm_batched", "mutant_batched_even_batches", {kU, kN, kB, kE, kP}}),
     [](const ::testing::TestParamInfo<PlantedMutant>& i) { return std::string(i.param.variant); });
 

@@ -3,10 +3,11 @@
 // batched wrapper around a correct kernel gets wrong:
 //   mutant_batched_swapped_stride  B advanced by A's batch stride (stride_a for stride_b): every
 //                                  entry past the first reads the wrong B (all of them B[0] when
-//                                  A is broadcast); caught by the bound, or by the NaN/Inf
-//                                  pattern where A's larger stride reads past B's allocation
-//                                  into the arena's NaN canary (a shrunk case of two 1 x 1 x 1
-//                                  entries with a padded A does).
+//                                  A is broadcast); caught by the bound, by the NaN/Inf
+//                                  pattern where A's larger stride reads past B into the
+//                                  arena's NaN canary, or as a crash where it reads past the
+//                                  lane's allocation (compute-sanitizer saw one 854 KB beyond
+//                                  it): its campaign test runs in worker processes.
 //   mutant_batched_even_batches    the pointer-array launch covers batch & ~1 entries: the last
 //                                  entry of an odd batch is never written; with beta == 0 its C
 //                                  keeps the NaN the BLAS convention puts there (NaN/Inf
