@@ -907,6 +907,7 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
           std::vector<std::vector<double>> out2;
           std::vector<HostTensor> ov2;
           ASSAY_RETURN_IF_ERROR(read_outputs(now, out2, ov2));
+          const RelateElement related = op.relate ? op.relate(cv) : RelateElement{};
           for (size_t o = 0; o < outs.size(); ++o) {
             const View2D& w = views[outs[o]];
             int64_t bad = 0, first = -1;
@@ -915,7 +916,7 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
               for (int64_t j = 0; j < w.cols; ++j) {
                 const size_t l = static_cast<size_t>(i * w.cols + j);
                 RelatedElement from{i, j, 1};
-                if (op.relate && !op.relate(cv, o, i, j, from)) continue;
+                if (related && !related(o, i, j, from)) continue;
                 if (from.from_i < 0 || from.from_i >= w.rows || from.from_j < 0 || from.from_j >= w.cols)
                   return internal_error(fmt::format("{}: relation '{}' maps {}{} outside the output", op.name,
                                                     relation, T[outs[o]].name, where(w, static_cast<int64_t>(l))));

@@ -392,6 +392,10 @@ struct RelatedElement {
   int64_t from_i = 0, from_j = 0;
   double scale = 1;
 };
+/// Where element (i, j) of output o of the transformed launch comes from in the original one
+/// (`from` arrives as {i, j, 1}); false: the element is not related (skipped).
+using RelateElement = std::function<bool(size_t o, int64_t i, int64_t j, RelatedElement& from)>;
+
 
 struct OpDef {
   std::string name;
@@ -422,8 +426,10 @@ struct OpDef {
       properties;
   /// Metamorphic transform of the inputs for case param "relation"; false: none.
   std::function<bool(const Case&, std::vector<unsigned char*>& images)> transform;
-  /// How the transformed launch's outputs correspond to the original ones (moved, scaled).
-  std::function<bool(const Case&, size_t o, int64_t i, int64_t j, RelatedElement&)> relate;
+  /// How the transformed launch's outputs correspond to the original ones (moved, scaled): the
+  /// per-element map of one case, built once per case (the relation's compare runs it on every
+  /// output element, so it reads no params itself).
+  std::function<RelateElement(const Case&)> relate;
   /// CPU self-check of the host reference (no GPU); appends lines to `report`.
   std::function<Status(std::string& report)> self_check;
   std::string backward;  ///< the backward op's name, if any

@@ -345,21 +345,17 @@ bool transform(const Case& c, std::vector<unsigned char*>& img) {
   return false;
 }
 
-bool relate(const Case& c, size_t, int64_t i, int64_t j, RelatedElement& e) {
+RelateElement relate(const Case& c) {
   const Params p(c.params);
   const std::string rel = p.s("relation");
-  if (rel == "transpose") {
-    e = {j, i, 1};
-  } else if (rel == "alpha2") {
-    e = {i, j, 2};
-  } else if (rel == "permute_rows") {
-    thread_local std::vector<int64_t> perm;
-    thread_local std::pair<int64_t, uint64_t> key{-1, 0};
-    const std::pair<int64_t, uint64_t> want{p.i("m"), c.tensors[0].values.seed};
-    if (key != want) perm = gemm_relation_permutation(want.first, want.second), key = want;
-    e = {perm[static_cast<size_t>(i)], j, 1};
-  }
-  return true;
+  if (rel == "transpose") return [](size_t, int64_t i, int64_t j, RelatedElement& e) { return e = {j, i, 1}, true; };
+  if (rel == "alpha2") return [](size_t, int64_t i, int64_t j, RelatedElement& e) { return e = {i, j, 2}, true; };
+  if (rel == "permute_rows")
+    return [perm = gemm_relation_permutation(p.i("m"), c.tensors[0].values.seed)](size_t, int64_t i, int64_t j,
+                                                                                   RelatedElement& e) {
+      return e = {perm[static_cast<size_t>(i)], j, 1}, true;
+    };
+  return [](size_t, int64_t, int64_t, RelatedElement&) { return true; };
 }
 
 // ---- vendor ------------------------------------------------------------------------------------

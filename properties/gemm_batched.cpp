@@ -304,19 +304,18 @@ bool transform(const Case& c, std::vector<unsigned char*>& img) {
 }
 
 /// Output element (i, j) of the [batch*m, n] view is (z, r, j) with i = z*m + r.
-bool relate(const Case& c, size_t, int64_t i, int64_t j, RelatedElement& e) {
+RelateElement relate(const Case& c) {
   const Params p(c.params);
   const std::string rel = p.s("relation");
-  const int64_t m = std::max<int64_t>(p.i("m", 1), 1), z = i / m, r = i % m;
-  e = {i, j, 1};
-  if (rel == kPermuteBatches) {
-    e.from_i = permutation(c)[static_cast<size_t>(z)] * m + r;
-  } else if (rel == kScale2) {
-    e.scale = 2;
-  } else if (rel == kTranspose) {
-    e.from_i = z * m + j, e.from_j = r;
-  }
-  return true;
+  const int64_t m = std::max<int64_t>(p.i("m", 1), 1);
+  if (rel == kPermuteBatches)
+    return [m, perm = permutation(c)](size_t, int64_t i, int64_t j, RelatedElement& e) {
+      return e = {perm[static_cast<size_t>(i / m)] * m + i % m, j, 1}, true;
+    };
+  if (rel == kScale2) return [](size_t, int64_t i, int64_t j, RelatedElement& e) { return e = {i, j, 2}, true; };
+  if (rel == kTranspose)
+    return [m](size_t, int64_t i, int64_t j, RelatedElement& e) { return e = {i / m * m + j, i % m, 1}, true; };
+  return [](size_t, int64_t i, int64_t j, RelatedElement& e) { return e = {i, j, 1}, true; };
 }
 
 // ---- declaration -------------------------------------------------------------------------------------

@@ -379,17 +379,11 @@ bool transform_fwd(const Case& c, std::vector<unsigned char*>& img) {
   return false;
 }
 
-bool relate_fwd(const Case& c, size_t, int64_t i, int64_t j, RelatedElement& r) {
+RelateElement relate_fwd(const Case& c) {
   const Params q(c.params);
-  r.from_j = j;
-  if (q.s("relation") == "permute_rows") {
-    r.from_i = perm(q.i("m", 1), i);
-    r.scale = 1;
-  } else {
-    r.from_i = i;
-    r.scale = 2;
-  }
-  return true;
+  if (q.s("relation") == "permute_rows")
+    return [m = q.i("m", 1)](size_t, int64_t i, int64_t j, RelatedElement& r) { return r = {perm(m, i), j, 1}, true; };
+  return [](size_t, int64_t i, int64_t j, RelatedElement& r) { return r = {i, j, 2}, true; };
 }
 
 /// act none / relu: the kernel's Y is act of its own stored Z, bit for bit.

@@ -310,19 +310,25 @@ bool transform(QuantOp op, const Case& c, std::vector<unsigned char*>& img) {
   return true;
 }
 
-bool relate(QuantOp op, const Case& c, size_t o, int64_t i, int64_t j, RelatedElement& from) {
+RelateElement relate(QuantOp op, const Case& c) {
   const Params p(c.params);
   const std::string rel = p.s("relation");
-  const bool is_d = op == QuantOp::kFp8 || o == 1;
-  if (rel == "permute_rows") {
-    from = {p.i("m", 1) - 1 - i, j, 1};
-  } else if (rel == "scale2") {
-    from = {i, j, is_d ? 2.0 : 1.0};
-  } else if (rel == "transpose") {
-    if (op == QuantOp::kInt8 && is_d && p.b("bias")) return false;  // bias[j] does not move
-    from = {j, i, 1};
-  }
-  return true;
+  // Output o is D for fp8 (its only output) and for int8's o == 1; int8's o == 0 is Acc.
+  const bool fp8 = op == QuantOp::kFp8;
+  if (rel == "permute_rows")
+    return [m = p.i("m", 1)](size_t, int64_t i, int64_t j, RelatedElement& from) {
+      return from = {m - 1 - i, j, 1}, true;
+    };
+  if (rel == "scale2")
+    return [fp8](size_t o, int64_t i, int64_t j, RelatedElement& from) {
+      return from = {i, j, fp8 || o == 1 ? 2.0 : 1.0}, true;
+    };
+  if (rel == "transpose")
+    return [fp8, bias = p.b("bias")](size_t o, int64_t i, int64_t j, RelatedElement& from) {
+      if (!fp8 && o == 1 && bias) return false;  // bias[j] does not move
+      return from = {j, i, 1}, true;
+    };
+  return [](size_t, int64_t, int64_t, RelatedElement&) { return true; };
 }
 
 // ---- declaration: value recipes --------------------------------------------------------------------
@@ -538,9 +544,7 @@ OpDef make(QuantOp op) {
   };
   o.bound_name = i8 ? "int8 dequantisation bound" : "fp8 fp32-accumulation ceiling";
   o.transform = [op](const Case& c, std::vector<unsigned char*>& img) { return transform(op, c, img); };
-  o.relate = [op](const Case& c, size_t out, int64_t i, int64_t j, RelatedElement& from) {
-    return relate(op, c, out, i, j, from);
-  };
+  o.relate = [op](const Case& c) { return relate(op, c); };
   o.self_check = [op](std::string& report) { return self_check(op, report); };
   o.device_reference = {.when = device_when,
                         .compute = [op](const Case& c, const Arithmetic&, const std::vector<DevTensor>& t,

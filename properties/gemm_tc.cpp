@@ -301,16 +301,19 @@ bool transform(const Case& c, std::vector<unsigned char*>& img) {
   return false;
 }
 
-bool relate(const Case& c, size_t, int64_t i, int64_t j, RelatedElement& e) {
+RelateElement relate(const Case& c) {
   const Params q(c.params);
   const std::string rel = q.s("relation");
-  if (rel == "permute_rows")
-    e = {permuted_row(q, i), j, 1};
-  else if (rel == "alpha2")
-    e = {i, j, 2};
-  else if (rel == "transpose")
-    e = {j, i, 1};
-  return true;
+  if (rel == "permute_rows") {
+    std::vector<int64_t> rows(static_cast<size_t>(std::max<int64_t>(q.i("m", 1), 1)));
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = permuted_row(q, static_cast<int64_t>(i));
+    return [rows](size_t, int64_t i, int64_t j, RelatedElement& e) {
+      return e = {rows[static_cast<size_t>(i)], j, 1}, true;
+    };
+  }
+  if (rel == "alpha2") return [](size_t, int64_t i, int64_t j, RelatedElement& e) { return e = {i, j, 2}, true; };
+  if (rel == "transpose") return [](size_t, int64_t i, int64_t j, RelatedElement& e) { return e = {j, i, 1}, true; };
+  return [](size_t, int64_t, int64_t, RelatedElement&) { return true; };
 }
 
 // ---- declaration ------------------------------------------------------------------------------------

@@ -190,11 +190,12 @@ void expect_relation_consistent(Case c, const std::string& relation) {
   const int64_t rows = c.params["batch"].get<int64_t>() * c.params["m"].get<int64_t>(),
                 cols = c.params["n"].get<int64_t>();
   std::set<std::pair<int64_t, int64_t>> sources;
+  const RelateElement related = def.relate(c);
   int64_t moved = 0;
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j) {
       RelatedElement e;
-      ASSERT_TRUE(def.relate(c, 0, i, j, e));
+      ASSERT_TRUE(related(0, i, j, e));
       sources.insert({e.from_i, e.from_j});
       moved += e.from_i != i || e.from_j != j || e.scale != 1;
       EXPECT_EQ(b.refs[0].ref[static_cast<size_t>(i * cols + j)],

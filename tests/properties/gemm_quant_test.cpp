@@ -442,11 +442,12 @@ TEST_P(GemmQuantRelations, TransformsMoveTheReferencesAsRelateSays) {
     t.decode(c);
     ASSERT_TRUE(def.reference(c, t.views, r2).ok());
     const int64_t m = c.params["m"], n = c.params["n"];
+    const RelateElement related = def.relate(c);
     for (size_t o = 0; o < r1.size(); ++o)
       for (int64_t i = 0; i < m; ++i)
         for (int64_t j = 0; j < n; ++j) {
           RelatedElement from{i, j, 1};
-          if (!def.relate(c, o, i, j, from)) continue;
+          if (!related(o, i, j, from)) continue;
           const double x1 = from.scale * r1[o].ref[static_cast<size_t>(from.from_i * n + from.from_j)];
           const double x2 = r2[o].ref[static_cast<size_t>(i * n + j)];
           if (std::isnan(x1) && std::isnan(x2)) continue;

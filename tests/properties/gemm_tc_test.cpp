@@ -177,7 +177,7 @@ TEST(GemmTcRelations, TransformsMoveTheReferenceAsRelateSays) {
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < n; ++j) {
             RelatedElement e{i, j, 1};
-            ASSERT_TRUE(def.relate(c, 0, i, j, e));
+            ASSERT_TRUE(def.relate(c)(0, i, j, e));
             const double want = e.scale * a.refs[0].ref[static_cast<size_t>(e.from_i * n + e.from_j)];
             bad += b.refs[0].ref[static_cast<size_t>(i * n + j)] != want;
           }
@@ -214,7 +214,7 @@ TEST(GemmTcRelations, GeneratedCasesGiveFiniteReferencesAndConsistentRelations) 
     for (int64_t r = 0; r < m; ++r)
       for (int64_t j = 0; j < n; ++j) {
         RelatedElement e{r, j, 1};
-        ASSERT_TRUE(def.relate(c, 0, r, j, e));
+        ASSERT_TRUE(def.relate(c)(0, r, j, e));
         const double want = e.scale * a.refs[0].ref[static_cast<size_t>(e.from_i * n + e.from_j)];
         const double got = b.refs[0].ref[static_cast<size_t>(r * n + j)];
         if (std::isfinite(want)) {
