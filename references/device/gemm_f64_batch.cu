@@ -47,6 +47,28 @@ __global__ void __launch_bounds__(256)
   if (lane == 0) f64_gemm_finish(p, image, e, i, j, acc, s, ref, mag);
 }
 
+// The same for k of thousands: a block of 256 threads per output element (the sums are exact,
+// so the split and the tree below give the sequential order's bits).
+__global__ void __launch_bounds__(256)
+    f64_gemm_block_kernel(const F64GemmProblem p, int64_t e0, const unsigned char* image, double* ref, double* mag) {
+  __shared__ double part_acc[8], part_s[8];
+  const int64_t el = blockIdx.x;
+  const int64_t i = el / p.n, j = el % p.n, e = e0 + blockIdx.y;
+  double acc = 0, s = 0;
+  f64_gemm_sums(p, image, e, i, j, threadIdx.x, 256, acc, s);
+  for (int off = 16; off > 0; off /= 2) {
+    acc = f64b_add(acc, __shfl_down_sync(0xffffffffu, acc, off));
+    s = f64b_add(s, __shfl_down_sync(0xffffffffu, s, off));
+  }
+  if (threadIdx.x % 32 == 0) part_acc[threadIdx.x / 32] = acc, part_s[threadIdx.x / 32] = s;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    acc = part_acc[0], s = part_s[0];
+    for (int w = 1; w < 8; ++w) acc = f64b_add(acc, part_acc[w]), s = f64b_add(s, part_s[w]);
+    f64_gemm_finish(p, image, e, i, j, acc, s, ref, mag);
+  }
+}
+
 __global__ void f64_dot_tol_kernel(const F64DotTol t, double* ref, double* mag, int64_t n) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t l = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; l < n; l += stride)
@@ -77,6 +99,12 @@ Status gemm_f64_strided(const F64GemmProblem& p, const unsigned char* image, dou
     return invalid_argument("gemm_f64_strided: more than 65535 row tiles (m > 1048560)");
   for (int64_t e0 = 0; e0 < p.batch; e0 += 65535) {  // gridDim.y / z hold at most 65535 entries
     const int64_t entries = std::min<int64_t>(p.batch - e0, 65535);
+    if (f64_gemm_sums_exact(p) && p.k >= 2048 && p.m * p.n <= (int64_t{1} << 31) - 1) {
+      f64_gemm_block_kernel<<<dim3(static_cast<unsigned>(p.m * p.n), static_cast<unsigned>(entries)), 256, 0,
+                              stream>>>(p, e0, image, ref, mag);
+      CUDA_CHECK(cudaGetLastError());
+      continue;
+    }
     if (f64_gemm_sums_exact(p) && p.k >= 64 && (p.m * p.n + 7) / 8 <= (int64_t{1} << 31) - 1) {
       f64_gemm_warp_kernel<<<dim3(static_cast<unsigned>((p.m * p.n + 7) / 8), static_cast<unsigned>(entries)), 256, 0,
                              stream>>>(p, e0, image, ref, mag);

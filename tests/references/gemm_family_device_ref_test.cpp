@@ -160,22 +160,28 @@ TEST(GemmFamilyDeviceRef, QuantElementFunctionsAreTheHostBitForBit) {
       std::vector<double> acc(n), mag(n);
       for (int64_t i = 0; i < g.m; ++i)
         for (int64_t j = 0; j < g.n; ++j) device_ref::f64_gemm_element(g, img.bytes.data(), 0, i, j, acc.data(), mag.data());
-      // The warp kernel's split of k (f64_gemm_sums_exact): lane l sums q = l, l + 32, ..., then a
-      // shuffle tree; exact sums make it the sequential order's bits.
+      // The warp and block kernels' splits of k (f64_gemm_sums_exact): thread t of 32 or 256 sums
+      // q = t, t + 32 (256), ..., then shuffle trees of 32 and a sum of the 8 warps' partials;
+      // exact sums make them the sequential order's bits.
       ASSERT_TRUE(device_ref::f64_gemm_sums_exact(g)) << c.summary();
-      for (int64_t i = 0; i < g.m; ++i)
-        for (int64_t j = 0; j < g.n; ++j) {
-          double lanes_acc[32] = {}, lanes_s[32] = {};
-          for (int l = 0; l < 32; ++l)
-            device_ref::f64_gemm_sums(g, img.bytes.data(), 0, i, j, l, 32, lanes_acc[l], lanes_s[l]);
-          for (int off = 16; off > 0; off /= 2)
-            for (int l = 0; l < off; ++l) lanes_acc[l] += lanes_acc[l + off], lanes_s[l] += lanes_s[l + off];
-          const size_t l = static_cast<size_t>(i * g.n + j);
-          ASSERT_TRUE(same_bits(lanes_acc[0], acc[l]) && same_bits(lanes_s[0], mag[l]))
-              << c.summary() << " element " << l << ": split sums " << lanes_acc[0] << ", " << lanes_s[0]
-              << " against " << acc[l] << ", " << mag[l];
-          ++split_checked;
-        }
+      for (int threads : {32, 256})
+        for (int64_t i = 0; i < g.m; ++i)
+          for (int64_t j = 0; j < g.n; ++j) {
+            std::vector<double> pa(static_cast<size_t>(threads)), ps(pa.size());
+            for (int t = 0; t < threads; ++t)
+              device_ref::f64_gemm_sums(g, img.bytes.data(), 0, i, j, t, threads, pa[static_cast<size_t>(t)],
+                                        ps[static_cast<size_t>(t)]);
+            for (int w = 0; w < threads; w += 32)
+              for (int off = 16; off > 0; off /= 2)
+                for (int t = w; t < w + off; ++t) pa[t] += pa[t + off], ps[t] += ps[t + off];
+            double sa = pa[0], ss = ps[0];
+            for (int w = 32; w < threads; w += 32) sa += pa[static_cast<size_t>(w)], ss += ps[static_cast<size_t>(w)];
+            const size_t l = static_cast<size_t>(i * g.n + j);
+            ASSERT_TRUE(same_bits(sa, acc[l]) && same_bits(ss, mag[l]))
+                << c.summary() << " element " << l << " over " << threads << " threads: split sums " << sa << ", "
+                << ss << " against " << acc[l] << ", " << mag[l];
+            ++split_checked;
+          }
       const DType od = p.dt("out");
       narrow += od != DType::kF32 ? 1 : 0;
       padded += h.hv[0].v.ld > h.hv[0].v.cols || h.hv[1].v.ld > h.hv[1].v.cols ? 1 : 0;
@@ -212,7 +218,7 @@ TEST(GemmFamilyDeviceRef, QuantElementFunctionsAreTheHostBitForBit) {
       EXPECT_GT(exact, 0) << "no exact-tier fp8 case";
     }
     std::printf("[ measured ] %s device element functions: %zu cases, %lld elements bit for bit (%lld non-finite, %lld "
-                "exact-tier, %lld narrow-output cases), %lld split over 32 lanes bit for bit; %lld cases on the host "
+                "exact-tier, %lld narrow-output cases), %lld split over 32 and 256 threads bit for bit; %lld cases on the host "
                 "path\n",
                 name.c_str(), cases.size(), static_cast<long long>(elements), static_cast<long long>(nonfinite),
                 static_cast<long long>(exact), static_cast<long long>(narrow), static_cast<long long>(split_checked),
