@@ -770,8 +770,11 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
       const VendorTimer timer;
       ASSAY_RETURN_IF_ERROR(vendor_relative(op, s, lane, lane.result(0), verdict.metrics));
     }
-    if (s.on_device && !params.s("relation").empty() && !s.transformed)
-      not_run.push_back(fmt::format("relation '{}' not run ({} reference: no host inputs)", params.s("relation"),
+    // The device path has no decoded host inputs: a relation without a transform, and an op's
+    // properties (which read them), are not run there.
+    if (s.on_device && !params.s("relation").empty() && (!s.transformed || op.properties))
+      not_run.push_back(fmt::format("{} '{}' not run ({} reference: no host inputs)",
+                                    s.transformed ? "properties of relation" : "relation", params.s("relation"),
                                     op.device_reference.name));
     verdict.metrics.not_run = fmt::format("{}", fmt::join(not_run, "; "));
     if (launch_err == cudaErrorNotSupported && v->vendor && !probe) {
