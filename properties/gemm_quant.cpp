@@ -17,7 +17,11 @@
 // < 2^31 keeps every int32 partial sum exact; for fp8 it keeps the double reference exact
 // (references/host/gemm_quant.h). The param's range says so: a larger k is a one-line error.
 // Sizes: m, n in [1, 96], m n max(k, 1) <= 2^22 (the host reference's budget).
-// References: references/host/gemm_quant.h, on the kernel's own (rounded) inputs.
+// References: references/host/gemm_quant.h, on the kernel's own (rounded) inputs. Cases with
+//   k > 0 from 2,048 multiply-adds (relations included) take the device path: the batched fp64
+//   GEMM's element function on the stored int8 / e4m3 bytes (exact sums, so split across a warp
+//   or a block per output with the host's bits) and the same tolerance functions
+//   (references/device/gemm_f64_tol.h) as the bounds below.
 // Bound ([H] = Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed.; u = 2^-24):
 //   int8 Acc: exact (tol 0, exact tier, every case): integer arithmetic has no rounding.
 //   int8 D: x = |sa sw acc|, b = |bias|. Admitted: the int32 -> fp32 conversion (exact below
