@@ -17,7 +17,8 @@
 // fp32, fp16, bf16, e4m3, e5m2 and int8 tensors: a narrow value is the fp32
 // value rounded by harness/dtype_encode.h, the code store_as runs on the host,
 // and the gap canary and output poison are the dtype's own (write_gap_canary,
-// write_output_poison).
+// write_output_poison). int32 tensors only as outputs (their poison): the
+// value generator has no int32 encoder, so int32 inputs stay on the host.
 #pragma once
 
 #include <cstdint>
