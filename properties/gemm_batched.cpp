@@ -174,13 +174,8 @@ device_ref::F64DotTol tolerance_of(const Geometry& g) {
 
 Status bound(const Case& c, const Arithmetic&, const std::vector<HostTensor>&, std::vector<OutputRef>& out) {
   const Geometry g = geometry_of(Params(c.params));
-  const device_ref::F64DotTol tol = tolerance_of(g);
   OutputRef& r = out[0];
-  r.tol = r.aux[0];
-  for (size_t l = 0; l < r.ref.size(); ++l) {
-    double ref = r.ref[l];  // scale 1: unchanged
-    device_ref::f64_dot_tol_element(tol, &ref, &r.tol[l]);
-  }
+  r.tol = device_ref::f64_dot_tolerances(tolerance_of(g), r.ref, r.aux[0]);
   r.exact = exact_tier(c, g);
   return ok_status();
 }

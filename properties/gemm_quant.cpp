@@ -160,12 +160,7 @@ device_ref::F64DotTol fp8_tolerance(int64_t k, double scale_a, double scale_b, D
 }  // namespace
 
 void fp8_bound(int64_t k, double scale_a, double scale_b, DType out, int64_t exact_range, OutputRef& r) {
-  const device_ref::F64DotTol tol = fp8_tolerance(k, scale_a, scale_b, out, 1);
-  r.tol = r.aux[0];
-  for (size_t e = 0; e < r.ref.size(); ++e) {
-    double ref = r.ref[e];
-    device_ref::f64_dot_tol_element(tol, &ref, &r.tol[e]);
-  }
+  r.tol = device_ref::f64_dot_tolerances(fp8_tolerance(k, scale_a, scale_b, out, 1), r.ref, r.aux[0]);
   if (exact_range >= 0) r.exact = gemm_exact_tier_holds(fp8_model(k, scale_a, scale_b, out), exact_range, 0, 0);
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "harness/bound_core.h"
 #include "harness/host_device.h"
@@ -32,6 +33,17 @@ ASSAY_HD inline void f64_dot_tol_element(const F64DotTol& t, double* ref, double
   const double tol = dot_element_tol(t.b, r, m, t.top, t.store);
   *ref = r;
   *mag = tol != tol ? HUGE_VAL : tol;
+}
+
+/// The host bounds' form of it: the tolerance of every element of a reference that is scaled
+/// already (t.scale 1), from its magnitude sums `mag` (host only).
+inline std::vector<double> f64_dot_tolerances(const F64DotTol& t, const std::vector<double>& ref,
+                                              std::vector<double> mag) {
+  for (size_t l = 0; l < ref.size() && l < mag.size(); ++l) {
+    double r = ref[l];
+    f64_dot_tol_element(t, &r, &mag[l]);
+  }
+  return mag;
 }
 
 /// gemm_int8's dequantised output D = sa[i] sw[j] acc + bias[j] from the exact accumulator:
