@@ -112,8 +112,8 @@ namespace {
 
 constexpr int64_t kMaxExtent = 4096, kMaxPad = 64, kMaxStep = 64;
 constexpr int64_t kMaxMacs = int64_t{1} << 22;
-// relation "gradcheck" (the backward passes): the finite differences run the fp64 host forward
-// four times, plus its magnitudes.
+// relation "gradcheck" (the backward passes): the host runs the fp64 forward once more, with its
+// magnitudes, beside the host reference.
 constexpr int64_t kMaxMacsGrad = int64_t{1} << 18;
 
 int64_t budget(const Params& p) {
@@ -431,9 +431,9 @@ Status device_compute(ConvPass pass, const Case& c, const std::vector<DevTensor>
 /// relation "gradcheck" of the backward passes: <dY, J u> by central differences of the fp64
 /// forward y = conv(x, w) in the differentiated operand (bwd-data: x, with w the case's W;
 /// bwd-filter: w, with x the case's X) against sum u . (dX or dW) of the kernel
-/// (properties/gradcheck_relation.h). The forward is linear in that operand, so J does not
-/// depend on the point: the differences are taken at zero (exact steps, the forward's rounding
-/// only), i.e. the adjoint identity <dY, conv(u)> = <conv^T(dY), u>.
+/// (properties/gradcheck_relation.h). The forward is linear in that operand, so J u is the
+/// forward at u, evaluated once with its magnitude (GradProblem::linear): the adjoint identity
+/// <dY, conv(u)> = <conv^T(dY), u>, within the fp64 forward's rounding bound.
 void properties_bwd(ConvPass pass, const Case& c, const std::vector<HostTensor>& in,
                     const std::vector<HostTensor>& out, const std::vector<OutputRef>& refs,
                     std::vector<Failure>& failures) {
@@ -457,12 +457,9 @@ void properties_bwd(ConvPass pass, const Case& c, const std::vector<HostTensor>&
     else
       ref::conv2d_forward<double>(g, fixed->data(), v, y, mag);
   };
-  const int64_t m = g.y_elems();
   p.forward = [run](const double* v, double* y) { run(v, y, nullptr); };
-  p.magnitude = [run, m](const double* v, double* mag) {
-    std::vector<double> y(static_cast<size_t>(m));
-    run(v, y.data(), mag);
-  };
+  p.linear = run;
+  p.linear_terms = g.fwd_reduction();
   p.seed = gradcheck_seed(c);
   p.label = "<dY, J u>";
   check_grad_projection(p, failures);

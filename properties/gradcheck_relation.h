@@ -5,10 +5,12 @@
 // backward-data: x -> y, backward-filter: w -> y) and the upstream gradient v (dO, dY). Along one
 // direction u over the differentiated inputs (harness/values, normal class, seed from the case)
 //   fd     = sum_i v_i (J u)_i          central differences of the fp64 host forward
-//                                       (harness/gradcheck.h fd_directional, Richardson)
+//                                       (harness/gradcheck.h fd_directional, Richardson); for a
+//                                       forward linear in the operands (conv), f(u) itself
 //   kernel = sum_l u_l g_l              the kernel's own gradients (first launch)
 // and the two agree within
-//   tol = 4 sum_i |v_i| err_i                       the differences' error estimate (x the safety 4)
+//   tol = 4 sum_i |v_i| err_i                       the differences' error estimate (x the safety 4;
+//                                                   linear: the forward's rounding bound, x 1)
 //       + sum_l |u_l| (tol_l + dev_l)               the kernel's ceiling per element (OutputRef.tol),
 //                                                   plus any declared deviation of the spec's gradient
 //                                                   from the exact J^T v (attention: the saved,
@@ -70,6 +72,13 @@ struct GradProblem {
   std::vector<double> upstream;
   ForwardFn forward;    ///< packed operands -> m outputs
   ForwardFn magnitude;  ///< optional (see Differentiable::magnitude)
+  /// Optional, for a forward linear in the operands (f(x) = J x with J independent of x, as
+  /// conv is in either operand): y = f(x) and its magnitude sum_j |J_ij x_j| in one evaluation.
+  /// J u is then f(u), evaluated once instead of differenced at four points: the fp64 forward's
+  /// rounding is its only error, at most gamma_T(2^-53) times the magnitude for sums of at most
+  /// T = linear_terms products [H, sec. 3.1], a bound where the differences' error is an estimate.
+  std::function<void(const double* x, double* y, double* mag)> linear;
+  int64_t linear_terms = 0;
   uint64_t seed = 1;
   std::string label = "<v, J u>";  ///< how the detail names the contraction ("<dO, J u>")
 };
@@ -100,37 +109,57 @@ inline void check_grad_projection(const GradProblem& p, std::vector<Failure>& ou
   if (n == 0 || m == 0) return;
   for (double v : p.upstream)
     if (!std::isfinite(v)) return;
-  Differentiable f;
-  f.n = n;
-  f.m = m;
-  f.forward = p.forward;
-  f.magnitude = p.magnitude;
   const std::vector<double> u = draw_values(ValueClass::kNormal, p.seed, 11, n);
-  auto fd = fd_directional(f, x.data(), u.data());
-  if (!fd.ok()) return;  // a non-finite forward point: nothing to compare
+  // J u and its error per output: evaluated at u for a linear forward (the error a bound), else
+  // by central differences (the error an asymptotic estimate, hence the safety factor 4).
+  FdDirectional fd;
+  double err_factor = 4;
+  if (p.linear) {
+    fd.jvp.resize(static_cast<size_t>(m));
+    fd.err.resize(static_cast<size_t>(m));
+    p.linear(u.data(), fd.jvp.data(), fd.err.data());
+    // The magnitude is itself an fp64 sum, low by at most a factor 1 - gamma_T: doubling T covers it.
+    const double g_t = gamma_n(2 * std::max<int64_t>(p.linear_terms, 1), 0x1p-53);
+    for (size_t i = 0; i < fd.err.size(); ++i) {
+      if (!std::isfinite(fd.jvp[i]) || !std::isfinite(fd.err[i])) return;
+      fd.err[i] *= g_t;
+    }
+    fd.u_eff = u;
+    err_factor = 1;
+  } else {
+    Differentiable f;
+    f.n = n;
+    f.m = m;
+    f.forward = p.forward;
+    f.magnitude = p.magnitude;
+    auto d = fd_directional(f, x.data(), u.data());
+    if (!d.ok()) return;  // a non-finite forward point: nothing to compare
+    fd = *std::move(d);
+  }
   double fd_val = 0, fd_err = 0, fd_abs = 0, kern = 0, kern_abs = 0, ceil = 0;
   for (int64_t i = 0; i < m; ++i) {
     const double v = p.upstream[static_cast<size_t>(i)];
-    fd_val += v * fd->jvp[static_cast<size_t>(i)];
-    fd_abs += std::fabs(v * fd->jvp[static_cast<size_t>(i)]);
-    fd_err += std::fabs(v) * fd->err[static_cast<size_t>(i)];
+    fd_val += v * fd.jvp[static_cast<size_t>(i)];
+    fd_abs += std::fabs(v * fd.jvp[static_cast<size_t>(i)]);
+    fd_err += std::fabs(v) * fd.err[static_cast<size_t>(i)];
   }
   for (int64_t l = 0; l < n; ++l) {
-    const double ue = fd->u_eff[static_cast<size_t>(l)];
+    const double ue = fd.u_eff[static_cast<size_t>(l)];
     kern += ue * g[static_cast<size_t>(l)];
     kern_abs += std::fabs(ue * g[static_cast<size_t>(l)]);
     ceil += std::fabs(ue) * tl[static_cast<size_t>(l)];
   }
-  const double tol = 4 * fd_err + ceil + gamma_n(n + m, 0x1p-53) * (kern_abs + fd_abs) + DBL_MIN;
+  const double tol = err_factor * fd_err + ceil + gamma_n(n + m, 0x1p-53) * (kern_abs + fd_abs) + DBL_MIN;
   const double diff = std::fabs(kern - fd_val);
   if (!(diff <= tol)) {
     std::string names;
     for (const auto& o : p.operands) names += (names.empty() ? "" : ", ") + o.name;
+    const std::string how = p.linear ? std::string("by the fp64 forward at u (linear)")
+                                     : fmt::format("by central differences of the fp64 forward (h {:.3g})", fd.h);
     out.push_back({FailureKind::kProjection, "", 1, -1,
-                   fmt::format("gradcheck: {} = {:.10g} by central differences of the fp64 forward (h {:.3g}), "
-                               "{:.10g} from the kernel's {}; |diff| {:.3g} > tolerance {:.3g} (differences {:.3g}, "
-                               "ceiling {:.3g})",
-                               p.label, fd_val, fd->h, kern, names, diff, tol, 4 * fd_err, ceil)});
+                   fmt::format("gradcheck: {} = {:.10g} {}, {:.10g} from the kernel's {}; |diff| {:.3g} > tolerance "
+                               "{:.3g} (forward {:.3g}, ceiling {:.3g})",
+                               p.label, fd_val, how, kern, names, diff, tol, err_factor * fd_err, ceil)});
   }
 }
 
