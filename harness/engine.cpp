@@ -24,6 +24,7 @@
 #include "harness/gpu/materialize_device.h"
 #include "harness/op_model.h"
 #include "harness/phase_time.h"
+#include "harness/vendor_share.h"
 #include "harness/values.h"
 
 namespace assay {
@@ -637,41 +638,43 @@ View2D view_of(const TensorDesc& d) {
   return v;
 }
 
-/// The vendor column's host time on this thread (one lane per thread) against the time since
-/// the thread's first case: the column runs while its share stays at or under `share`. Only
-/// its host time counts (plans, graphs, heuristics, launches, the warning's read-back): that is
-/// what makes a library slow per small case; its kernels overlap the lane's other work.
+/// The vendor column's share of the lanes (harness/vendor_share.h): one clock per lane thread,
+/// one pool of slots per process. Only its host time counts (plans, graphs, heuristics, launches,
+/// the warning's read-back): that is what makes a library slow per small case; its kernels
+/// overlap the lane's other work.
 namespace {
 
-struct VendorClock {
-  bool started = false;
-  std::chrono::steady_clock::time_point t0;
-  double vendor_s = 0;
-};
 thread_local VendorClock vendor_clock;
+thread_local bool vendor_lane_counted = false;
+VendorSlots vendor_slots;
 
-bool vendor_within_share(double share) {
-  if (share >= 1) return true;
-  if (share <= 0) return false;  // the column turned off
-  const auto now = std::chrono::steady_clock::now();
-  if (!vendor_clock.started) {
-    vendor_clock.started = true;
-    vendor_clock.t0 = now;
-    return true;  // the first case measures the library's cost
-  }
-  return vendor_clock.vendor_s <= share * std::chrono::duration<double>(now - vendor_clock.t0).count();
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-/// Adds its lifetime to the vendor column's phase and to this thread's vendor clock.
+/// Whether this case's column runs; true takes a slot, which VendorTimer(true) gives back.
+bool vendor_admit(double share) {
+  if (share >= 1) return true;    // a replay, the library API: every case, no cap
+  if (share <= 0) return false;   // the column turned off
+  if (!vendor_lane_counted) vendor_lane_counted = true, vendor_slots.add_lane();
+  return vendor_clock.within(share, steady_seconds()) && vendor_slots.acquire(share);
+}
+
+/// Adds its lifetime to the vendor column's phase and to this thread's vendor clock; gives back
+/// the slot vendor_admit took, if it holds one.
 class VendorTimer {
  public:
-  VendorTimer() : t0_(std::chrono::steady_clock::now()) {}
-  ~VendorTimer() { vendor_clock.vendor_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
+  explicit VendorTimer(bool slot = false) : slot_(slot), t0_(std::chrono::steady_clock::now()) {}
+  ~VendorTimer() {
+    vendor_clock.add(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count());
+    if (slot_) vendor_slots.release();
+  }
   VendorTimer(const VendorTimer&) = delete;
   VendorTimer& operator=(const VendorTimer&) = delete;
 
  private:
   PhaseTimer phase_{Phase::kVendor};
+  bool slot_;
   std::chrono::steady_clock::time_point t0_;
 };
 
@@ -710,7 +713,9 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
     // The vendor column first, once per setup: its kept outputs serve every variant's ratio. Not
     // for the vendor itself run as a variant: its verdict already judges the library.
     const bool column = op.vendor.defined() && every && !probe && !v->vendor;
-    if (column && !s.vendor_done && !vendor_within_share(lane.options.vendor_share)) {
+    const double share = lane.options.vendor_share;
+    const bool admitted = column && !s.vendor_done && vendor_admit(share);
+    if (column && !s.vendor_done && !admitted) {
       s.vendor_done = true;  // for every variant of this case
       s.vendor_violations = -1;
       s.vendor_note = fmt::format("vendor-relative ratio not measured on this case ({} is held to {:.0f}% of the "
@@ -720,7 +725,7 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
     const bool vendor_now = column && !s.vendor_done;
     bool vendor_launched = false;
     if (vendor_now) {
-      const VendorTimer timer;
+      const VendorTimer timer(admitted && share < 1);
       ASSAY_RETURN_IF_ERROR(launch_vendor(op, s, lane, runs, vendor_launched));
     }
     std::optional<PhaseTimer> launch_timer(std::in_place, Phase::kLaunchCheck);

@@ -2,11 +2,12 @@
 //
 // Sections: references and bound, properties, declaration, binding.
 // Binding: kernels/gemm/gemm_quant.cu (device code kernels/gemm/gemm_quant_impl.cuh):
-//   gemm_int8 "dp4a": one thread per output, __dp4a over 4-byte words where both rows are 4-byte
-//     aligned plus a scalar k % 4 tail, a scalar loop otherwise; int32 accumulation; then, fused,
-//     D = rn_out(fmaf(float(acc), sa[i] * sw[j], bias[j])).
-//   gemm_fp8 "simt": one thread per output, e4m3 -> fp32 (exact) and fmaf in k order (the
-//     products of two e4m3 values are exact in fp32), D = rn_out((scale_a * scale_b) * acc).
+//   gemm_int8 "dp4a": one warp per output, lanes strided over k: __dp4a over 4-byte words where
+//     both rows are 4-byte aligned plus a scalar k % 4 tail, a scalar loop otherwise; int32
+//     accumulation and a shuffle sum; then, fused, D = rn_out(fmaf(float(acc), sa[i] * sw[j], bias[j])).
+//   gemm_fp8 "simt": one warp per output, lanes strided over k, e4m3 -> fp32 (exact) and fmaf in
+//     each lane's order (the products of two e4m3 values are exact in fp32), then an fp32 shuffle
+//     sum, D = rn_out((scale_a * scale_b) * acc).
 //   The planted bugs of tests/mutants/gemm/quant_mutants.cu bind through int8_launch / fp8_launch
 //   (properties/gemm_quant.h). The kernels' contracts are empty (every size and layout).
 // Tensors (each with its own row pad and leading offset, so the dp4a path's 4-byte alignment
@@ -559,13 +560,14 @@ ASSAY_REGISTER(register_op(make(QuantOp::kInt8)));
 ASSAY_REGISTER(register_op(make(QuantOp::kFp8)));
 ASSAY_REGISTER(add_variant("gemm_int8",
                            {.name = "dp4a",
-                            .description = "one thread per output, __dp4a on aligned 4-byte words + scalar tail, fused "
+                            .description = "one warp per output, __dp4a on aligned 4-byte words + scalar tail, fused "
                                            "dequant",
                             .launch = int8_launch(kq::gemm_int8_dp4a),
                             .source = kSrc}));
 ASSAY_REGISTER(add_variant("gemm_fp8",
                            {.name = "simt",
-                            .description = "one thread per output, e4m3 -> fp32 and fmaf in k order, per-tensor scales",
+                            .description = "one warp per output, e4m3 -> fp32 and fmaf per lane, a shuffle sum, "
+                                           "per-tensor scales",
                             .launch = fp8_launch(kq::gemm_fp8_simt),
                             .source = kSrc}));
 

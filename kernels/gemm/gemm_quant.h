@@ -7,8 +7,9 @@
 //         D[i][j] = rn_out(fmaf(float(acc), sa[i] * sw[j], bias[j]))
 //       (sa: per-row activation scale, m; sw: per-output-channel weight scale, n; bias: n, or
 //       none = +0). Acc is optional (null: not written).
-// fp8 e4m3: acc = sum_p fmaf(float(A[i][p]), float(B[j][p]), acc) in fp32 (e4m3 -> fp32 is exact,
-//       the products of two e4m3 values are exact in fp32), then D = rn_out((sa * sb) * acc) with
+// fp8 e4m3: acc = sum_p float(A[i][p]) * float(B[j][p]) in fp32 by fmaf, 32 interleaved partial sums
+//       and a shuffle tree (e4m3 -> fp32 is exact, the products of two e4m3 values are exact in
+//       fp32), then D = rn_out((sa * sb) * acc) with
 //       per-tensor scales sa = *scale_a, sb = *scale_b. Arbitrary m, n, k (k == 0: D = 0).
 // kernels/ includes nothing of harness/ or references/.
 #pragma once
@@ -59,10 +60,10 @@ struct GemmFp8Args {
 using GemmInt8Launcher = cudaError_t (*)(const GemmInt8Args&, cudaStream_t);
 using GemmFp8Launcher = cudaError_t (*)(const GemmFp8Args&, cudaStream_t);
 
-/// One thread per output; __dp4a over 4-byte words where both rows are 4-byte aligned, then a
+/// One warp per output, lanes strided over k; __dp4a over 4-byte words where both rows are 4-byte aligned, then a
 /// scalar tail (k % 4); a scalar loop for unaligned rows.
 cudaError_t gemm_int8_dp4a(const GemmInt8Args& args, cudaStream_t stream);
-/// One thread per output; e4m3 -> fp32 conversion and fmaf, k in order.
+/// One warp per output, lanes strided over k; e4m3 -> fp32 conversion and fmaf, then a shuffle sum.
 cudaError_t gemm_fp8_simt(const GemmFp8Args& args, cudaStream_t stream);
 
 }  // namespace assay::kernels::quant
