@@ -29,6 +29,15 @@ __global__ void __launch_bounds__(kF64TileRows * kF64TileCols)
   f64_gemm_element(p, image, e0 + blockIdx.z, i, j, ref, mag);
 }
 
+/// Both sums of a warp's lanes into lane 0, by a shuffle tree (the split kernels below; their
+/// sums are exact, so the tree's order gives the sequential order's bits).
+__device__ __forceinline__ void warp_sums(double& acc, double& s) {
+  for (int off = 16; off > 0; off /= 2) {
+    acc = f64b_add(acc, __shfl_down_sync(0xffffffffu, acc, off));
+    s = f64b_add(s, __shfl_down_sync(0xffffffffu, s, off));
+  }
+}
+
 // Sums that are exact in any order (f64_gemm_sums_exact): one warp per output element, lane l
 // summing q = l, l + 32, ..., then a shuffle reduction; long reductions over few outputs (the
 // quantised GEMMs' k reaches 2^16 for m n = 64) would otherwise run one thread for milliseconds.
@@ -40,10 +49,7 @@ __global__ void __launch_bounds__(256)
   const int lane = static_cast<int>(threadIdx.x % 32);
   double acc = 0, s = 0;
   f64_gemm_sums(p, image, e, i, j, lane, 32, acc, s);
-  for (int off = 16; off > 0; off /= 2) {
-    acc = f64b_add(acc, __shfl_down_sync(0xffffffffu, acc, off));
-    s = f64b_add(s, __shfl_down_sync(0xffffffffu, s, off));
-  }
+  warp_sums(acc, s);
   if (lane == 0) f64_gemm_finish(p, image, e, i, j, acc, s, ref, mag);
 }
 
@@ -56,10 +62,7 @@ __global__ void __launch_bounds__(256)
   const int64_t i = el / p.n, j = el % p.n, e = e0 + blockIdx.y;
   double acc = 0, s = 0;
   f64_gemm_sums(p, image, e, i, j, threadIdx.x, 256, acc, s);
-  for (int off = 16; off > 0; off /= 2) {
-    acc = f64b_add(acc, __shfl_down_sync(0xffffffffu, acc, off));
-    s = f64b_add(s, __shfl_down_sync(0xffffffffu, s, off));
-  }
+  warp_sums(acc, s);
   if (threadIdx.x % 32 == 0) part_acc[threadIdx.x / 32] = acc, part_s[threadIdx.x / 32] = s;
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -97,15 +100,20 @@ Status gemm_f64_strided(const F64GemmProblem& p, const unsigned char* image, dou
   const int64_t tiles_i = (p.m + kF64TileRows - 1) / kF64TileRows, tiles_j = (p.n + kF64TileCols - 1) / kF64TileCols;
   if (tiles_i > 65535 || tiles_j > (int64_t{1} << 31) - 1)
     return invalid_argument("gemm_f64_strided: more than 65535 row tiles (m > 1048560)");
+  // Which kernel: a block or a warp per output where the sums are exact and k long enough to
+  // split, else a thread per output in the host's order.
+  const bool exact = f64_gemm_sums_exact(p);
+  const bool block = exact && p.k >= 2048 && p.m * p.n <= (int64_t{1} << 31) - 1;
+  const bool warp = !block && exact && p.k >= 64 && (p.m * p.n + 7) / 8 <= (int64_t{1} << 31) - 1;
   for (int64_t e0 = 0; e0 < p.batch; e0 += 65535) {  // gridDim.y / z hold at most 65535 entries
     const int64_t entries = std::min<int64_t>(p.batch - e0, 65535);
-    if (f64_gemm_sums_exact(p) && p.k >= 2048 && p.m * p.n <= (int64_t{1} << 31) - 1) {
+    if (block) {
       f64_gemm_block_kernel<<<dim3(static_cast<unsigned>(p.m * p.n), static_cast<unsigned>(entries)), 256, 0,
                               stream>>>(p, e0, image, ref, mag);
       CUDA_CHECK(cudaGetLastError());
       continue;
     }
-    if (f64_gemm_sums_exact(p) && p.k >= 64 && (p.m * p.n + 7) / 8 <= (int64_t{1} << 31) - 1) {
+    if (warp) {
       f64_gemm_warp_kernel<<<dim3(static_cast<unsigned>((p.m * p.n + 7) / 8), static_cast<unsigned>(entries)), 256, 0,
                              stream>>>(p, e0, image, ref, mag);
       CUDA_CHECK(cudaGetLastError());
