@@ -63,9 +63,9 @@
 //     depend on a tile size (each output is one serial FMA chain in a fixed order).
 // The reference's own fp64 error is below 2^-40 of each magnitude and is covered by a
 // (1 + 2^-30) factor on every tolerance.
-// Device reference (forward only): cases of every dtype from B H Sq Sk D = 4096 up, except
-// those whose mask rows prepare_fwd sets to -inf (masked_every: the device path runs no
-// prepare), are drawn on the device (fp16 / bf16 rounded as the host rounds them) and checked
+// Device reference (forward only): cases of every dtype from B H Sq Sk D = 4096 up are drawn
+// on the device (fp16 / bf16 rounded as the host rounds them; masked_every's rows set to -inf
+// there, as prepare_fwd sets them on the host) and checked
 // against references/device/attention_f64.cu: one block per query row runs steps 1 to 5
 // through references/host/attention.h, the functions fwd_ref and fwd_tol call here, in the
 // same order (only exp and log are CUDA's), O's store rounding included. The backward stays
@@ -594,11 +594,9 @@ Status bound_bwd(const Case& c, const Arithmetic& a, const std::vector<HostTenso
 /// just above it, to check that choice on the machine at hand.
 constexpr int64_t kDeviceRefWork = 4096;
 
-/// Any of the op's dtypes (materialize_device draws fp32, fp16 and bf16), and no rows masked by
-/// prepare_fwd (the device path does not run prepare: a case with masked_every stays on the host).
+/// Any of the op's dtypes (materialize_device draws fp32, fp16 and bf16).
 bool device_when(const Params& p) {
   if (!device_ref::input_rows_support(p.dt("dtype"))) return false;
-  if (p.b("mask") && p.i("masked_every", 0) > 0) return false;
   const AttnDims d = dims_of(p);
   if (d.D > device_ref::kAttentionF64MaxD || d.Sk > device_ref::kAttentionF64MaxSk) return false;
   return d.B * d.H * d.Sq * d.Sk * d.D >= kDeviceRefWork;
@@ -609,10 +607,15 @@ bool device_when(const Params& p) {
 /// path uploads it).
 Status device_compute_fwd(const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
                           std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
-  const AttnDims d = dims_of(Params(c.params));
+  const Params prm(c.params);
+  const AttnDims d = dims_of(prm);
   if (!device_ref::input_rows_support(d.dt) || t.size() != 6 || out.size() != 2 || t[0].dtype != d.dt ||
       t[1].dtype != d.dt || t[2].dtype != d.dt || t[3].dtype != DType::kF32)
     return invalid_argument("attention: no device reference for this case (Q, K, V in fp32, fp16 or bf16, M fp32)");
+  // prepare_fwd's fully masked rows, in the snapshot every launch restores from.
+  if (d.has_mask)
+    ASSAY_RETURN_IF_ERROR(device_ref::attention_mask_rows(t[3].as<float>(), t[3].v.rows, t[3].v.cols, t[3].v.ld,
+                                                          prm.i("masked_every", 0), ctx.stream));
   device_ref::AttentionF64Problem p;
   p.B = d.B, p.H = d.H, p.Hkv = d.Hkv, p.Sq = d.Sq, p.Sk = d.Sk, p.D = d.D;
   p.causal = d.causal, p.has_mask = d.has_mask, p.scale = d.scale;

@@ -4,6 +4,7 @@
 // thread 0, a barrier after each.
 #include "references/device/attention_f64.h"
 
+#include <algorithm>
 #include <mutex>
 #include <string>
 
@@ -75,7 +76,23 @@ __global__ void __launch_bounds__(kThreads) attention_fwd_f64(AttentionF64Proble
   }
 }
 
+__global__ void mask_rows_kernel(float* mask, int64_t rows, int64_t cols, int64_t ld, int64_t every) {
+  const int64_t masked = (rows + every - 1) / every;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < masked * cols; e += stride)
+    mask[(e / cols) * every * ld + e % cols] = -HUGE_VALF;
+}
+
 }  // namespace
+
+Status attention_mask_rows(float* mask, int64_t rows, int64_t cols, int64_t ld, int64_t every, cudaStream_t stream) {
+  if (every <= 0 || rows <= 0 || cols <= 0) return ok_status();
+  const int64_t n = (rows + every - 1) / every * cols;
+  mask_rows_kernel<<<static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 4096)), 256, 0, stream>>>(mask, rows, cols,
+                                                                                                       ld, every);
+  CUDA_CHECK(cudaGetLastError());
+  return ok_status();
+}
 
 Status attention_fwd_f64_reference(const AttentionF64Problem& p, const AttentionF64Io& io, cudaStream_t stream) {
   if (p.D < 1 || p.D > kAttentionF64MaxD || p.Sk < 1 || p.Sk > kAttentionF64MaxSk || p.Hkv < 1 || p.H % p.Hkv != 0)

@@ -6,9 +6,8 @@
 // (references/host/attention.h) in its order, compiled without contracted
 // multiply-adds. Q, K, V (and O) fp32, fp16 or bf16, read widened exactly, O's
 // tolerance with its dtype's store rounding (harness/ulp_core.h), the mask and
-// LSE fp32; a mask is read as given (the host
-// path's fully masked rows come from the op's prepare hook, which the device path
-// does not run). Checked against the host reference and bound on the CPU
+// LSE fp32; a mask is read as given (its fully masked rows are written first, by
+// attention_mask_rows, as the host path's prepare hook writes them). Checked against the host reference and bound on the CPU
 // (tests/references/attention_device_ref_test.cpp: the same phases) and on the GPU
 // (tests/references/attention_device_ref_gpu_test.cpp).
 #pragma once
@@ -29,5 +28,10 @@ inline constexpr int64_t kAttentionF64MaxD = 128, kAttentionF64MaxSk = 8192;
 /// O, LSE and their tolerances into io's outputs. Asynchronous on `stream`; checks the
 /// launch error.
 Status attention_fwd_f64_reference(const AttentionF64Problem& p, const AttentionF64Io& io, cudaStream_t stream);
+
+/// Rows 0, every, 2 every, ... of an fp32 mask (rows x cols, row stride ld) set to -inf: the
+/// device twin of the host prepare's fully masked query rows (properties/attention.cpp
+/// mask_rows), applied to the drawn mask before any reference or launch reads it.
+Status attention_mask_rows(float* mask, int64_t rows, int64_t cols, int64_t ld, int64_t every, cudaStream_t stream);
 
 }  // namespace assay::device_ref

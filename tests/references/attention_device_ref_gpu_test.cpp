@@ -17,11 +17,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
 
 #include "harness/executor.h"
 #include "harness/gpu/lane.h"
 #include "harness/op_model.h"
 #include "harness/spec.h"
+#include "harness/values.h"
+#include "references/device/attention_f64.h"
 #include "tests/references/device_ref_check.h"
 
 namespace assay {
@@ -121,6 +124,46 @@ TEST(AttentionDeviceRefGpu, EngineTimesBothPathsNearTheThreshold) {
   ASSERT_GE(cases.size(), 40u);
   test_util::expect_engine_device_path(test_util::model_op("attention"), {find_variant("attention", "flash")}, cases,
                                        30);
+}
+
+// A case with masked_every takes the device path: the device writes the fully masked rows into
+// the drawn mask (attention_mask_rows), where the host path's prepare writes them. On generated
+// such cases, the drawn mask uploaded as drawn and masked on the device must be the host's
+// prepared image byte for byte.
+TEST(AttentionDeviceRefGpu, MaskRowsOnTheDeviceAreThePreparedRows) {
+  auto nd = gpu::device_count();
+  if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
+  const OpSpec* spec = find_spec("attention");
+  const OpDef& op = test_util::model_op("attention");
+  ASSERT_NE(spec, nullptr);
+  int64_t cases = 0, rows = 0;
+  for (int64_t i = 0; cases < 40 && i < 200000; ++i) {
+    const Case c = generate_case(*spec, GenPlan{31, GenConfig{256}}, i);
+    const Params p(c.params);
+    if (!p.b("mask") || p.i("masked_every", 0) <= 0 || !op.device_reference.when(p)) continue;
+    const auto& d = c.tensors[3].desc;
+    const size_t bytes = static_cast<size_t>(d.extent()) * dtype_size(d.dtype);
+    std::vector<unsigned char> drawn(bytes), dev_img(bytes);
+    materialize(d, c.tensors[3].values, fnv1a64(c.tensors[3].name.data(), c.tensors[3].name.size()), drawn.data());
+    const test_util::ModelHostRun h = test_util::model_host_run(op, c, Contract());
+    ASSERT_EQ(h.images[3].size(), bytes);
+    unsigned char* buf = nullptr;
+    ASSERT_EQ(cudaMalloc(&buf, std::max<size_t>(bytes, 4)), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(buf, drawn.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    const View2D v = view_of(d);
+    const Status st = device_ref::attention_mask_rows(reinterpret_cast<float*>(buf) + d.offset, v.rows, v.cols, v.ld,
+                                                      p.i("masked_every"), nullptr);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    ASSERT_EQ(cudaMemcpy(dev_img.data(), buf, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    cudaFree(buf);
+    EXPECT_EQ(std::memcmp(dev_img.data(), h.images[3].data(), bytes), 0) << c.summary();
+    EXPECT_NE(std::memcmp(drawn.data(), h.images[3].data(), bytes), 0) << "prepare masked no row: " << c.summary();
+    ++cases;
+    rows += (v.rows + p.i("masked_every") - 1) / p.i("masked_every");
+  }
+  std::printf("[ measured ] attention masked_every on the device: %lld cases, %lld rows set to -inf, the host's bytes\n",
+              static_cast<long long>(cases), static_cast<long long>(rows));
+  EXPECT_GE(cases, 20);
 }
 
 }  // namespace
