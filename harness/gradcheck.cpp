@@ -82,8 +82,16 @@ StatusOr<FdDirectional> fd_directional(const Differentiable& f, const double* x,
       xp[i] = x[i] + hk * u[i];
       xm[i] = x[i] - hk * u[i];
     }
-    f.forward(xp.data(), fp.data());
-    f.forward(xm.data(), fm.data());
+    const bool both = f.forward_mag && f.magnitude;
+    if (both) {
+      mp.resize(m);
+      mm.resize(m);
+      f.forward_mag(xp.data(), fp.data(), mp.data());
+      f.forward_mag(xm.data(), fm.data(), mm.data());
+    } else {
+      f.forward(xp.data(), fp.data());
+      f.forward(xm.data(), fm.data());
+    }
     if (!all_finite(fp.data(), m) || !all_finite(fm.data(), m))
       return invalid_argument(fmt::format("fd_directional: the forward is not finite at x +- {:g} u", hk));
     d[k].resize(m);
@@ -98,8 +106,10 @@ StatusOr<FdDirectional> fd_directional(const Differentiable& f, const double* x,
     if (f.magnitude) {
       mp.resize(m);
       mm.resize(m);
-      f.magnitude(xp.data(), mp.data());
-      f.magnitude(xm.data(), mm.data());
+      if (!both) {
+        f.magnitude(xp.data(), mp.data());
+        f.magnitude(xm.data(), mm.data());
+      }
       for (int64_t i = 0; i < m; ++i) {
         const double s = std::max(std::fabs(mp[i]), std::fabs(mm[i]));
         if (!std::isfinite(s)) return invalid_argument("fd_directional: the magnitude is not finite");

@@ -51,6 +51,10 @@ struct Differentiable {
   /// 0, x - mean with |mean| >> spread, logsumexp - x_c): give the magnitude there, or the
   /// check may fail a correct backward (the h, h/2 noise estimate catches most, not all).
   ForwardFn magnitude;
+  /// Optional: y and the magnitude in one evaluation (y = forward, mag = magnitude), where they
+  /// share their work (the softmax of an attention forward): fd_directional then evaluates each
+  /// point once instead of twice.
+  std::function<void(const double* x, double* y, double* mag)> forward_mag;
 };
 
 /// Options of the finite-difference engine.

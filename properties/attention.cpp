@@ -632,7 +632,7 @@ Status device_compute_fwd(const Case& c, const Arithmetic& a, const std::vector<
 
 // ---- properties ---------------------------------------------------------------------
 /// fp64 forward O = softmax(S) V on Q, K, V packed dense one after another in x (the gradcheck's
-/// function); mag (may be null): per output a bound on its rounding error in units of 16 u
+/// function) into y (may be null); mag (may be null): per output a bound on its rounding error in units of 16 u
 /// (Differentiable::magnitude): sum_j P_j |v_j| (1 + ((D + 2)(smag_j + sum_l P_l smag_l) + 2 Sk + 8) / 16),
 /// smag the scores' magnitude scale sum |q||k| + |mask|.
 void attention_forward_packed(const AttnDims& d, const HostTensor* mask, const double* x, double* y, double* mag) {
@@ -644,8 +644,10 @@ void attention_forward_packed(const AttnDims& d, const HostTensor* mask, const d
       const int64_t kbase = (b * d.Hkv + h / G) * d.Sk;
       for (int64_t i = 0; i < d.Sq; ++i) {
         const int64_t row = (b * d.H + h) * d.Sq + i;
-        double* yo = (mag != nullptr ? mag : y) + row * D;
-        std::fill(yo, yo + D, 0.0);
+        double* yo = y != nullptr ? y + row * D : nullptr;
+        double* mo = mag != nullptr ? mag + row * D : nullptr;
+        if (yo != nullptr) std::fill(yo, yo + D, 0.0);
+        if (mo != nullptr) std::fill(mo, mo + D, 0.0);
         scores(d, q, k, mask, row, i, kbase, s, smag);
         double mx = -INFINITY;
         for (double e : s) mx = std::max(mx, e);
@@ -660,11 +662,12 @@ void attention_forward_packed(const AttnDims& d, const HostTensor* mask, const d
           const double pj = P[static_cast<size_t>(j)];
           if (pj == 0) continue;
           const double* vj = v.data + (kbase + j) * D;
+          if (yo != nullptr)
+            for (int64_t c = 0; c < D; ++c) yo[c] += pj * vj[c];
+          if (mo == nullptr) continue;
           const double w =
-              mag != nullptr
-                  ? pj * (1 + (static_cast<double>(D + 2) * (smag[static_cast<size_t>(j)] + PE) + 2.0 * d.Sk + 8) / 16)
-                  : pj;
-          for (int64_t c = 0; c < D; ++c) yo[c] += w * (mag != nullptr ? std::fabs(vj[c]) : vj[c]);
+              pj * (1 + (static_cast<double>(D + 2) * (smag[static_cast<size_t>(j)] + PE) + 2.0 * d.Sk + 8) / 16);
+          for (int64_t c = 0; c < D; ++c) mo[c] += w * std::fabs(vj[c]);
         }
       }
     }
@@ -702,6 +705,7 @@ void properties_bwd(const Case& c, const std::vector<HostTensor>& in, const std:
   p.upstream = pack_dense(in[4]);
   p.forward = [d, mask](const double* x, double* y) { attention_forward_packed(d, mask, x, y, nullptr); };
   p.magnitude = [d, mask](const double* x, double* y) { attention_forward_packed(d, mask, x, nullptr, y); };
+  p.forward_mag = [d, mask](const double* x, double* y, double* mag) { attention_forward_packed(d, mask, x, y, mag); };
   p.seed = gradcheck_seed(c);
   p.label = "<dO, J u>";
   check_grad_projection(p, failures);

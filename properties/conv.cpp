@@ -432,7 +432,7 @@ Status device_compute(ConvPass pass, const Case& c, const std::vector<DevTensor>
 /// forward y = conv(x, w) in the differentiated operand (bwd-data: x, with w the case's W;
 /// bwd-filter: w, with x the case's X) against sum u . (dX or dW) of the kernel
 /// (properties/gradcheck_relation.h). The forward is linear in that operand, so J u is the
-/// forward at u, evaluated once with its magnitude (GradProblem::linear): the adjoint identity
+/// forward at u, evaluated once with its magnitude (GradProblem::linear_terms): the adjoint identity
 /// <dY, conv(u)> = <conv^T(dY), u>, within the fp64 forward's rounding bound.
 void properties_bwd(ConvPass pass, const Case& c, const std::vector<HostTensor>& in,
                     const std::vector<HostTensor>& out, const std::vector<OutputRef>& refs,
@@ -458,7 +458,7 @@ void properties_bwd(ConvPass pass, const Case& c, const std::vector<HostTensor>&
       ref::conv2d_forward<double>(g, fixed->data(), v, y, mag);
   };
   p.forward = [run](const double* v, double* y) { run(v, y, nullptr); };
-  p.linear = run;
+  p.forward_mag = run;
   p.linear_terms = g.fwd_reduction();
   p.seed = gradcheck_seed(c);
   p.label = "<dY, J u>";

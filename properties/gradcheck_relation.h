@@ -72,12 +72,13 @@ struct GradProblem {
   std::vector<double> upstream;
   ForwardFn forward;    ///< packed operands -> m outputs
   ForwardFn magnitude;  ///< optional (see Differentiable::magnitude)
-  /// Optional, for a forward linear in the operands (f(x) = J x with J independent of x, as
-  /// conv is in either operand): y = f(x) and its magnitude sum_j |J_ij x_j| in one evaluation.
-  /// J u is then f(u), evaluated once instead of differenced at four points: the fp64 forward's
-  /// rounding is its only error, at most gamma_T(2^-53) times the magnitude for sums of at most
-  /// T = linear_terms products [H, sec. 3.1], a bound where the differences' error is an estimate.
-  std::function<void(const double* x, double* y, double* mag)> linear;
+  /// Optional: forward and magnitude in one evaluation (Differentiable::forward_mag).
+  std::function<void(const double* x, double* y, double* mag)> forward_mag;
+  /// > 0: the forward is linear in the operands (f(x) = J x with J independent of x, as conv is
+  /// in either operand), and no output sums more than linear_terms products. J u is then f(u),
+  /// one forward_mag evaluation instead of differences at four points: the fp64 forward's
+  /// rounding is its only error, at most gamma_T(2^-53) times the magnitude sum_j |J_ij u_j|
+  /// [H, sec. 3.1], a bound where the differences' error is an estimate.
   int64_t linear_terms = 0;
   uint64_t seed = 1;
   std::string label = "<v, J u>";  ///< how the detail names the contraction ("<dO, J u>")
@@ -114,12 +115,13 @@ inline void check_grad_projection(const GradProblem& p, std::vector<Failure>& ou
   // by central differences (the error an asymptotic estimate, hence the safety factor 4).
   FdDirectional fd;
   double err_factor = 4;
-  if (p.linear) {
+  const bool linear = p.linear_terms > 0 && p.forward_mag;
+  if (linear) {
     fd.jvp.resize(static_cast<size_t>(m));
     fd.err.resize(static_cast<size_t>(m));
-    p.linear(u.data(), fd.jvp.data(), fd.err.data());
+    p.forward_mag(u.data(), fd.jvp.data(), fd.err.data());
     // The magnitude is itself an fp64 sum, low by at most a factor 1 - gamma_T: doubling T covers it.
-    const double g_t = gamma_n(2 * std::max<int64_t>(p.linear_terms, 1), 0x1p-53);
+    const double g_t = gamma_n(2 * p.linear_terms, 0x1p-53);
     for (size_t i = 0; i < fd.err.size(); ++i) {
       if (!std::isfinite(fd.jvp[i]) || !std::isfinite(fd.err[i])) return;
       fd.err[i] *= g_t;
@@ -132,6 +134,7 @@ inline void check_grad_projection(const GradProblem& p, std::vector<Failure>& ou
     f.m = m;
     f.forward = p.forward;
     f.magnitude = p.magnitude;
+    f.forward_mag = p.forward_mag;
     auto d = fd_directional(f, x.data(), u.data());
     if (!d.ok()) return;  // a non-finite forward point: nothing to compare
     fd = *std::move(d);
@@ -154,7 +157,7 @@ inline void check_grad_projection(const GradProblem& p, std::vector<Failure>& ou
   if (!(diff <= tol)) {
     std::string names;
     for (const auto& o : p.operands) names += (names.empty() ? "" : ", ") + o.name;
-    const std::string how = p.linear ? std::string("by the fp64 forward at u (linear)")
+    const std::string how = linear ? std::string("by the fp64 forward at u (linear)")
                                      : fmt::format("by central differences of the fp64 forward (h {:.3g})", fd.h);
     out.push_back({FailureKind::kProjection, "", 1, -1,
                    fmt::format("gradcheck: {} = {:.10g} {}, {:.10g} from the kernel's {}; |diff| {:.3g} > tolerance "
