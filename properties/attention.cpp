@@ -102,7 +102,6 @@ namespace assay::attention {
 
 using rowwise::peek;
 using rowwise::poke;
-using rowwise::store_rounding;
 
 AttnShape AttnDims::shape() const {
   AttnShape s;
@@ -247,8 +246,6 @@ std::vector<TensorDef> tensors(bool fwd) {
 
 // ---- references and bounds --------------------------------------------------------
 constexpr double kU = ref::kAttnU;  // fp32 unit roundoff
-const double kMinNormal = ref::kAttnMinNormal;
-constexpr double kRefSlack = ref::kAttnRefSlack;  // the fp64 reference's own error
 
 /// Mask rows r with r % masked_every == 0 become all -inf (fully masked query rows).
 void mask_rows(const Case& c, std::vector<unsigned char*>& img, size_t mask_index) {
@@ -478,14 +475,11 @@ void bwd_pass(const AttnDims& d, const std::vector<HostTensor>& t, bool with_tol
   const HostTensor &q = t[0], &k = t[1], &v = t[2], &o = t[3], &dout = t[4], &lse = t[5];
   const HostTensor* mask = d.has_mask ? &t[6] : nullptr;
   const int64_t G = d.H / d.Hkv, qrows = d.B * d.H * d.Sq, krows = d.B * d.Hkv * d.Sk, D = d.D;
-  // Accumulators: value, error sum (sum e |x|) and magnitude sum (sum (|w| + e)|x|) per element.
-  std::vector<double> dq(static_cast<size_t>(qrows * D)), dk(static_cast<size_t>(krows * D)),
+  // Per element: value, error sum (sum e |x|) and magnitude sum (sum (|w| + e)|x|); the per-pair
+  // step and the finish are references/host/attention.h's, which the device reference runs too.
+  std::vector<ref::AttnBwdSums> dq(static_cast<size_t>(qrows * D)), dk(static_cast<size_t>(krows * D)),
       dv(static_cast<size_t>(krows * D));
-  const size_t ne = with_tol ? 1 : 0;
-  std::vector<double> dq_e(dq.size() * ne), dq_m(dq.size() * ne), dk_e(dk.size() * ne), dk_m(dk.size() * ne),
-      dv_e(dv.size() * ne), dv_m(dv.size() * ne);
-  const double gD = gamma_n(D, kU), gS = gamma_n(D + 2, kU);
-  const double u2 = (1 + kU) * (1 + kU);
+  const ref::AttnBwdConsts kc = ref::attn_bwd_consts(D, fast_math);
   std::vector<double> s, smag;
   for (int64_t b = 0; b < d.B; ++b)
     for (int64_t h = 0; h < d.H; ++h) {
@@ -499,70 +493,48 @@ void bwd_pass(const AttnDims& d, const std::vector<HostTensor>& t, bool with_tol
         const double* oi = o.data + row * o.v.ld;
         const double* qi = q.data + row * q.v.ld;
         double Di = 0, Dmag = 0;
-        for (int64_t c = 0; c < D; ++c) {
-          Di += doi[c] * oi[c];
-          Dmag += std::fabs(doi[c] * oi[c]);
-        }
+        ref::attn_dot_mag(doi, oi, D, Di, Dmag);
         for (int64_t j = 0; j < d.Sk; ++j) {
           const double sj = s[static_cast<size_t>(j)];
           if (!std::isfinite(sj)) continue;
           const int64_t kr = kbase + j;
           const double* kj = k.data + kr * k.v.ld;
           const double* vj = v.data + kr * v.v.ld;
-          const double P = std::exp(sj - L);
           double dP = 0, dPmag = 0;
-          for (int64_t c = 0; c < D; ++c) {
-            dP += doi[c] * vj[c];
-            dPmag += std::fabs(doi[c] * vj[c]);
-          }
-          const double x = dP - Di;
-          const double dS = P * x;
-          double ep = 0, eds = 0;
-          if (with_tol) {
-            const double E = gS * smag[static_cast<size_t>(j)];
-            // expf: 2 ulp; __expf: 2 + floor(1.173 |x|) ulp, |x| at most 104 before the result is 0.
-            const double ulps = fast_math ? 2 + std::floor(1.173 * std::min(std::fabs(sj - L), 104.0)) : 2;
-            const double cexp = 2 * ulps + 1;
-            ep = P * (std::exp(E + kU * (std::fabs(sj - L) + E)) * (1 + cexp * kU) - 1) + kMinNormal;
-            const double a = gD * (dPmag + Dmag);
-            eds = P * std::fabs(x) * (u2 - 1) + (P * a + ep * (std::fabs(x) + a)) * u2 + kMinNormal;
-          }
+          ref::attn_dot_mag(doi, vj, D, dP, dPmag);
+          const ref::AttnBwdPair pr =
+              ref::attn_bwd_pair(sj, smag[static_cast<size_t>(j)], L, dP, dPmag, Di, Dmag, kc, with_tol);
+          const double adS = std::fabs(pr.dS);
           for (int64_t c = 0; c < D; ++c) {
             const size_t lk = static_cast<size_t>(kr * D + c), lq = static_cast<size_t>(row * D + c);
-            dv[lk] += P * doi[c];
-            dk[lk] += dS * qi[c];
-            dq[lq] += dS * kj[c];
-            if (!with_tol) continue;
-            const double adO = std::fabs(doi[c]), aq = std::fabs(qi[c]), ak = std::fabs(kj[c]);
-            dv_e[lk] += ep * adO;
-            dv_m[lk] += (P + ep) * adO;
-            dk_e[lk] += eds * aq;
-            dk_m[lk] += (std::fabs(dS) + eds) * aq;
-            dq_e[lq] += eds * ak;
-            dq_m[lq] += (std::fabs(dS) + eds) * ak;
+            if (!with_tol) {
+              dv[lk].add_value(pr.P, doi[c]);
+              dk[lk].add_value(pr.dS, qi[c]);
+              dq[lq].add_value(pr.dS, kj[c]);
+              continue;
+            }
+            dv[lk].add(pr.P, pr.P, pr.ep, doi[c]);
+            dk[lk].add(pr.dS, adS, pr.eds, qi[c]);
+            dq[lq].add(pr.dS, adS, pr.eds, kj[c]);
           }
         }
       }
     }
   const int64_t Nk = G * d.Sq, Nq = d.Sk;
-  auto finish = [&](std::vector<double>& val, const std::vector<double>& e, const std::vector<double>& m, double scl,
-                    int64_t n, bool scaled) {
+  const StoreRounding store = store_rounding_for(d.dt);  // the dtype's half ulp (none for fp32)
+  auto finish = [&](const std::vector<ref::AttnBwdSums>& acc, const ref::AttnBwdFinish& f) {
     OutputRef r;
-    r.ref.resize(val.size());
-    for (size_t l = 0; l < val.size(); ++l) r.ref[l] = scl * val[l];
+    r.ref.resize(acc.size());
+    for (size_t l = 0; l < acc.size(); ++l) r.ref[l] = ref::attn_bwd_ref(f, acc[l]);
     if (!with_tol) return r;
-    r.tol.resize(val.size());
-    const double g = gamma_n(n + (scaled ? 2 : 1), kU), fl = static_cast<double>(n + 2) * kMinNormal;
-    for (size_t l = 0; l < val.size(); ++l) {
-      const double e32 = (scl * ((scaled ? 1 + kU : 1.0) * e[l] + g * m[l]) + fl) * kRefSlack;
-      r.tol[l] = e32 + store_rounding(std::fabs(r.ref[l]) * (1 + 0x1p-9) + e32, d.dt);
-    }
+    r.tol.resize(acc.size());
+    for (size_t l = 0; l < acc.size(); ++l) r.tol[l] = ref::attn_bwd_tol(f, r.ref[l], acc[l], store);
     return r;
   };
   out.clear();
-  out.push_back(finish(dq, dq_e, dq_m, d.scale, Nq, true));
-  out.push_back(finish(dk, dk_e, dk_m, d.scale, Nk, true));
-  out.push_back(finish(dv, dv_e, dv_m, 1.0, Nk, false));
+  out.push_back(finish(dq, ref::attn_bwd_finish(d.scale, Nq, true)));
+  out.push_back(finish(dk, ref::attn_bwd_finish(d.scale, Nk, true)));
+  out.push_back(finish(dv, ref::attn_bwd_finish(1.0, Nk, false)));
 }
 
 Status reference_bwd(const Case& c, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
