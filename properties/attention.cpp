@@ -63,13 +63,17 @@
 //     depend on a tile size (each output is one serial FMA chain in a fixed order).
 // The reference's own fp64 error is below 2^-40 of each magnitude and is covered by a
 // (1 + 2^-30) factor on every tolerance.
-// Device reference (forward only): cases of every dtype from B H Sq Sk D = 4096 up, except
-// those whose mask rows prepare_fwd sets to -inf (masked_every: the device path runs no
-// prepare), are drawn on the device (fp16 / bf16 rounded as the host rounds them) and checked
-// against references/device/attention_f64.cu: one block per query row runs steps 1 to 5
-// through references/host/attention.h, the functions fwd_ref and fwd_tol call here, in the
-// same order (only exp and log are CUDA's), O's store rounding included. The backward stays
-// on the host.
+// Device reference: cases of every dtype from B H Sq Sk D = 4096 up, except those whose mask
+// rows prepare sets to -inf (masked_every: the engine runs no host prepare on that path), are
+// drawn on the device (fp16 / bf16 rounded as the host rounds them). Forward: checked against
+// references/device/attention_f64.cu: one block per query row runs steps 1 to 5 through
+// references/host/attention.h, the functions fwd_ref and fwd_tol call here, in the same order
+// (only exp and log are CUDA's), O's store rounding included. Backward (up to 2^20 (row, key)
+// pairs, no gradcheck relation, whose properties read host inputs): its device compute first
+// does prepare_bwd's work on the device (that forward reference's O and LSE, rounded into O's
+// dtype and fp32 as store_as rounds them, dO's row scaling), writing the snapshot every launch
+// restores from, then references/device/attention_bwd_f64.cu runs bwd_pass's per-pair step and
+// finish (references/host/attention.h) with each output element's sum in the host's order.
 // Generation (derived from the declarations below): dtype fp16 / bf16 / fp32 at 40 / 40 / 20%;
 // D 64 or 128 in 70% of the cases, else one of 1, 8, 16, 40, 80, 96, 100, 127; Hkv 1..4, G (query
 // heads per kv head, GQA when > 1) 1, 2 or 4, B 1..3; Sq and Sk edge-biased (tile edges around
@@ -95,6 +99,7 @@
 #include "harness/values.h"
 #include "properties/gradcheck_relation.h"
 #include "properties/rowwise_values.h"
+#include "references/device/attention_bwd_f64.h"
 #include "references/device/attention_f64.h"
 #include "references/host/attention.h"
 
@@ -599,6 +604,98 @@ Status device_compute_fwd(const Case& c, const Arithmetic& a, const std::vector<
   return device_ref::attention_fwd_f64_reference(p, io, ctx.stream);
 }
 
+/// Backward cases take the device path where the forward's would (its prepare runs the forward's
+/// device reference) and their (row, key) pairs fit the scratch (four doubles and a flag each:
+/// 33 MiB at this cap); the gradcheck relation stays on the host (properties_bwd reads host
+/// inputs).
+constexpr int64_t kDeviceBwdPairs = int64_t{1} << 20;
+
+bool device_when_bwd(const Params& p) {
+  if (!p.s("relation").empty() || !device_when(p)) return false;
+  const AttnDims d = dims_of(p);
+  return d.B * d.H * d.Sq * d.Sk <= kDeviceBwdPairs;
+}
+
+device_ref::AttentionBwdF64Problem bwd_problem(const AttnDims& d, bool fast_math) {
+  device_ref::AttentionBwdF64Problem p;
+  p.B = d.B, p.H = d.H, p.Hkv = d.Hkv, p.Sq = d.Sq, p.Sk = d.Sk, p.D = d.D;
+  p.causal = d.causal, p.has_mask = d.has_mask, p.scale = d.scale;
+  p.consts = ref::attn_bwd_consts(d.D, fast_math);
+  p.store = store_rounding_for(d.dt);
+  return p;
+}
+
+int64_t round256(int64_t b) {
+  return (b + 255) / 256 * 256;
+}
+
+/// The backward's scratch, then the forward's O and LSE with their (unused) tolerances.
+int64_t device_scratch_bwd(const Case& c) {
+  const AttnDims d = dims_of(Params(c.params));
+  const device_ref::AttentionBwdF64Problem p = bwd_problem(d, false);
+  return round256(device_ref::attention_bwd_f64_scratch_bytes(p)) + 2 * round256(8 * p.rows() * d.D) +
+         2 * round256(8 * p.rows());
+}
+
+/// prepare_bwd on the device, then dQ, dK, dV with their tolerances
+/// (references/device/attention_bwd_f64.cu), each tolerance outright in mag as the forward's.
+/// The prepared O, LSE and dO are written into the inputs, the pristine snapshot every launch
+/// restores from: what prepare_bwd does to the host images. So a call expects freshly drawn
+/// inputs, as build_device_setup gives it once per draw: a second call on the same snapshot
+/// would scale dO's rows again (attention_bwd has no relation and no large-case timing, the
+/// engine's other callers of compute).
+Status device_compute_bwd(const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
+                          std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
+  const Params prm(c.params);
+  const AttnDims d = dims_of(prm);
+  bool fits = device_ref::input_rows_support(d.dt) && t.size() == 10 && out.size() == 3 && t[5].dtype == DType::kF32 &&
+              t[6].dtype == DType::kF32;
+  for (size_t i = 0; fits && i < 5; ++i) fits = t[i].dtype == d.dt;
+  if (!fits)
+    return invalid_argument(
+        "attention_bwd: no device reference for this case (Q, K, V, O, dO in fp32, fp16 or bf16, LSE and M fp32)");
+  if (ctx.scratch == nullptr || ctx.scratch_bytes < device_scratch_bwd(c))
+    return invalid_argument("attention_bwd: device reference scratch missing or too small");
+  const device_ref::AttentionBwdF64Problem p = bwd_problem(d, a.fast_math);
+  const auto rows = [](const DevTensor& x) { return device_ref::input_rows(x.ptr, x.v.cols, x.v.ld, x.dtype); };
+  unsigned char* at = ctx.scratch;
+  auto take = [&at](int64_t bytes) {
+    auto* r = reinterpret_cast<double*>(at);
+    at += round256(bytes);
+    return r;
+  };
+  device_ref::AttentionBwdF64Io io;
+  device_ref::attention_bwd_f64_scratch(p, at, io);
+  at += round256(device_ref::attention_bwd_f64_scratch_bytes(p));
+  // prepare: O and LSE by the forward's device reference (the host's fwd_ref, step for step).
+  device_ref::AttentionF64Problem f;
+  f.B = d.B, f.H = d.H, f.Hkv = d.Hkv, f.Sq = d.Sq, f.Sk = d.Sk, f.D = d.D;
+  f.causal = d.causal, f.has_mask = d.has_mask, f.scale = d.scale;
+  f.key_tile = kernels::attention::kFwdKeyTile;
+  f.soft = fwd_softmax(d, false);
+  f.store = store_rounding_for(d.dt);
+  device_ref::AttentionF64Io fio;
+  fio.q = rows(t[0]), fio.k = rows(t[1]), fio.v = rows(t[2]), fio.mask = rows(t[6]);
+  fio.o_ref = take(8 * p.rows() * d.D), fio.o_tol = take(8 * p.rows() * d.D);
+  fio.lse_ref = take(8 * p.rows()), fio.lse_tol = take(8 * p.rows());
+  ASSAY_RETURN_IF_ERROR(device_ref::attention_fwd_f64_reference(f, fio, ctx.stream));
+  device_ref::AttentionBwdPrepareIo pio;
+  pio.o_ref = fio.o_ref, pio.lse_ref = fio.lse_ref;
+  pio.o = t[3].ptr, pio.o_ld = t[3].v.ld, pio.o_type = rows(t[3]).type;
+  pio.lse = t[5].as<float>();
+  pio.dout = t[4].ptr, pio.do_ld = t[4].v.ld, pio.do_type = rows(t[4]).type;
+  pio.do_row_scale = prm.b("do_row_scale");
+  pio.rows = p.rows(), pio.D = d.D;
+  ASSAY_RETURN_IF_ERROR(device_ref::attention_bwd_f64_prepare(pio, ctx.stream));
+  // The backward on the prepared inputs.
+  io.q = rows(t[0]), io.k = rows(t[1]), io.v = rows(t[2]), io.o = rows(t[3]), io.dout = rows(t[4]);
+  io.lse = rows(t[5]), io.mask = rows(t[6]);
+  io.dq_ref = out[0].ref, io.dq_tol = out[0].mag;
+  io.dk_ref = out[1].ref, io.dk_tol = out[1].mag;
+  io.dv_ref = out[2].ref, io.dv_tol = out[2].mag;
+  return device_ref::attention_bwd_f64_reference(p, io, ctx.stream);
+}
+
 // ---- properties ---------------------------------------------------------------------
 /// fp64 forward O = softmax(S) V on Q, K, V packed dense one after another in x (the gradcheck's
 /// function); mag (may be null): per output a bound on its rounding error in units of 16 u
@@ -833,10 +930,11 @@ OpDef make(bool fwd) {
   op.bound_name = fwd ? "attention ceiling" : "attention-backward ceiling";
   if (!fwd) op.properties = properties_bwd;
   op.self_check = fwd ? self_check_fwd : self_check_bwd;
+  op.device_reference.when = fwd ? device_when : device_when_bwd;
+  op.device_reference.compute = fwd ? device_compute_fwd : device_compute_bwd;
+  if (!fwd) op.device_reference.scratch = device_scratch_bwd;
   if (fwd) {
     op.backward = "attention_bwd";
-    op.device_reference.when = device_when;
-    op.device_reference.compute = device_compute_fwd;
     // What the SDPA graph cudnn_attention builds takes (its checks above say why).
     op.vendor = {.name = "cudnn-sdpa",
                  .run = cudnn_attention,
