@@ -63,13 +63,18 @@
 //     depend on a tile size (each output is one serial FMA chain in a fixed order).
 // The reference's own fp64 error is below 2^-40 of each magnitude and is covered by a
 // (1 + 2^-30) factor on every tolerance.
-// Device reference (forward only): cases of every dtype from B H Sq Sk D = 4096 up are drawn
-// on the device (fp16 / bf16 rounded as the host rounds them; masked_every's rows set to -inf
-// there, as prepare_fwd sets them on the host) and checked
-// against references/device/attention_f64.cu: one block per query row runs steps 1 to 5
-// through references/host/attention.h, the functions fwd_ref and fwd_tol call here, in the
-// same order (only exp and log are CUDA's), O's store rounding included. The backward stays
-// on the host.
+// Device reference: cases of every dtype from B H Sq Sk D = 4096 up are drawn on the device
+// (fp16 / bf16 rounded as the host rounds them; masked_every's rows set to -inf there, as
+// prepare sets them on the host). Forward: checked against
+// references/device/attention_f64.cu: one block per query row runs steps 1 to 5 through
+// references/host/attention.h, the functions fwd_ref and fwd_tol call here, in the same order
+// (only exp and log are CUDA's), O's store rounding included. Backward (up to 2^20 (row, key)
+// pairs, no gradcheck relation, whose properties read host inputs): its device compute first
+// does prepare_bwd's work on the device (the masked rows, that forward reference's O and LSE,
+// rounded into O's dtype and fp32 as store_as rounds them, dO's row scaling), writing the
+// snapshot every launch restores from, then references/device/attention_bwd_f64.cu runs
+// bwd_pass's per-pair step and finish (references/host/attention.h) with each output
+// element's sum in the host's order.
 // Generation (derived from the declarations below): dtype fp16 / bf16 / fp32 at 40 / 40 / 20%;
 // D 64 or 128 in 70% of the cases, else one of 1, 8, 16, 40, 80, 96, 100, 127; Hkv 1..4, G (query
 // heads per kv head, GQA when > 1) 1, 2 or 4, B 1..3; Sq and Sk edge-biased (tile edges around
@@ -95,6 +100,7 @@
 #include "harness/values.h"
 #include "properties/gradcheck_relation.h"
 #include "properties/rowwise_values.h"
+#include "references/device/attention_bwd_f64.h"
 #include "references/device/attention_f64.h"
 #include "references/host/attention.h"
 
@@ -102,7 +108,6 @@ namespace assay::attention {
 
 using rowwise::peek;
 using rowwise::poke;
-using rowwise::store_rounding;
 
 AttnShape AttnDims::shape() const {
   AttnShape s;
@@ -247,8 +252,6 @@ std::vector<TensorDef> tensors(bool fwd) {
 
 // ---- references and bounds --------------------------------------------------------
 constexpr double kU = ref::kAttnU;  // fp32 unit roundoff
-const double kMinNormal = ref::kAttnMinNormal;
-constexpr double kRefSlack = ref::kAttnRefSlack;  // the fp64 reference's own error
 
 /// Mask rows r with r % masked_every == 0 become all -inf (fully masked query rows).
 void mask_rows(const Case& c, std::vector<unsigned char*>& img, size_t mask_index) {
@@ -478,14 +481,11 @@ void bwd_pass(const AttnDims& d, const std::vector<HostTensor>& t, bool with_tol
   const HostTensor &q = t[0], &k = t[1], &v = t[2], &o = t[3], &dout = t[4], &lse = t[5];
   const HostTensor* mask = d.has_mask ? &t[6] : nullptr;
   const int64_t G = d.H / d.Hkv, qrows = d.B * d.H * d.Sq, krows = d.B * d.Hkv * d.Sk, D = d.D;
-  // Accumulators: value, error sum (sum e |x|) and magnitude sum (sum (|w| + e)|x|) per element.
-  std::vector<double> dq(static_cast<size_t>(qrows * D)), dk(static_cast<size_t>(krows * D)),
+  // Per element: value, error sum (sum e |x|) and magnitude sum (sum (|w| + e)|x|); the per-pair
+  // step and the finish are references/host/attention.h's, which the device reference runs too.
+  std::vector<ref::AttnBwdSums> dq(static_cast<size_t>(qrows * D)), dk(static_cast<size_t>(krows * D)),
       dv(static_cast<size_t>(krows * D));
-  const size_t ne = with_tol ? 1 : 0;
-  std::vector<double> dq_e(dq.size() * ne), dq_m(dq.size() * ne), dk_e(dk.size() * ne), dk_m(dk.size() * ne),
-      dv_e(dv.size() * ne), dv_m(dv.size() * ne);
-  const double gD = gamma_n(D, kU), gS = gamma_n(D + 2, kU);
-  const double u2 = (1 + kU) * (1 + kU);
+  const ref::AttnBwdConsts kc = ref::attn_bwd_consts(D, fast_math);
   std::vector<double> s, smag;
   for (int64_t b = 0; b < d.B; ++b)
     for (int64_t h = 0; h < d.H; ++h) {
@@ -499,70 +499,48 @@ void bwd_pass(const AttnDims& d, const std::vector<HostTensor>& t, bool with_tol
         const double* oi = o.data + row * o.v.ld;
         const double* qi = q.data + row * q.v.ld;
         double Di = 0, Dmag = 0;
-        for (int64_t c = 0; c < D; ++c) {
-          Di += doi[c] * oi[c];
-          Dmag += std::fabs(doi[c] * oi[c]);
-        }
+        ref::attn_dot_mag(doi, oi, D, Di, Dmag);
         for (int64_t j = 0; j < d.Sk; ++j) {
           const double sj = s[static_cast<size_t>(j)];
           if (!std::isfinite(sj)) continue;
           const int64_t kr = kbase + j;
           const double* kj = k.data + kr * k.v.ld;
           const double* vj = v.data + kr * v.v.ld;
-          const double P = std::exp(sj - L);
           double dP = 0, dPmag = 0;
-          for (int64_t c = 0; c < D; ++c) {
-            dP += doi[c] * vj[c];
-            dPmag += std::fabs(doi[c] * vj[c]);
-          }
-          const double x = dP - Di;
-          const double dS = P * x;
-          double ep = 0, eds = 0;
-          if (with_tol) {
-            const double E = gS * smag[static_cast<size_t>(j)];
-            // expf: 2 ulp; __expf: 2 + floor(1.173 |x|) ulp, |x| at most 104 before the result is 0.
-            const double ulps = fast_math ? 2 + std::floor(1.173 * std::min(std::fabs(sj - L), 104.0)) : 2;
-            const double cexp = 2 * ulps + 1;
-            ep = P * (std::exp(E + kU * (std::fabs(sj - L) + E)) * (1 + cexp * kU) - 1) + kMinNormal;
-            const double a = gD * (dPmag + Dmag);
-            eds = P * std::fabs(x) * (u2 - 1) + (P * a + ep * (std::fabs(x) + a)) * u2 + kMinNormal;
-          }
+          ref::attn_dot_mag(doi, vj, D, dP, dPmag);
+          const ref::AttnBwdPair pr =
+              ref::attn_bwd_pair(sj, smag[static_cast<size_t>(j)], L, dP, dPmag, Di, Dmag, kc, with_tol);
+          const double adS = std::fabs(pr.dS);
           for (int64_t c = 0; c < D; ++c) {
             const size_t lk = static_cast<size_t>(kr * D + c), lq = static_cast<size_t>(row * D + c);
-            dv[lk] += P * doi[c];
-            dk[lk] += dS * qi[c];
-            dq[lq] += dS * kj[c];
-            if (!with_tol) continue;
-            const double adO = std::fabs(doi[c]), aq = std::fabs(qi[c]), ak = std::fabs(kj[c]);
-            dv_e[lk] += ep * adO;
-            dv_m[lk] += (P + ep) * adO;
-            dk_e[lk] += eds * aq;
-            dk_m[lk] += (std::fabs(dS) + eds) * aq;
-            dq_e[lq] += eds * ak;
-            dq_m[lq] += (std::fabs(dS) + eds) * ak;
+            if (!with_tol) {
+              dv[lk].add_value(pr.P, doi[c]);
+              dk[lk].add_value(pr.dS, qi[c]);
+              dq[lq].add_value(pr.dS, kj[c]);
+              continue;
+            }
+            dv[lk].add(pr.P, pr.P, pr.ep, doi[c]);
+            dk[lk].add(pr.dS, adS, pr.eds, qi[c]);
+            dq[lq].add(pr.dS, adS, pr.eds, kj[c]);
           }
         }
       }
     }
   const int64_t Nk = G * d.Sq, Nq = d.Sk;
-  auto finish = [&](std::vector<double>& val, const std::vector<double>& e, const std::vector<double>& m, double scl,
-                    int64_t n, bool scaled) {
+  const StoreRounding store = store_rounding_for(d.dt);  // the dtype's half ulp (none for fp32)
+  auto finish = [&](const std::vector<ref::AttnBwdSums>& acc, const ref::AttnBwdFinish& f) {
     OutputRef r;
-    r.ref.resize(val.size());
-    for (size_t l = 0; l < val.size(); ++l) r.ref[l] = scl * val[l];
+    r.ref.resize(acc.size());
+    for (size_t l = 0; l < acc.size(); ++l) r.ref[l] = ref::attn_bwd_ref(f, acc[l]);
     if (!with_tol) return r;
-    r.tol.resize(val.size());
-    const double g = gamma_n(n + (scaled ? 2 : 1), kU), fl = static_cast<double>(n + 2) * kMinNormal;
-    for (size_t l = 0; l < val.size(); ++l) {
-      const double e32 = (scl * ((scaled ? 1 + kU : 1.0) * e[l] + g * m[l]) + fl) * kRefSlack;
-      r.tol[l] = e32 + store_rounding(std::fabs(r.ref[l]) * (1 + 0x1p-9) + e32, d.dt);
-    }
+    r.tol.resize(acc.size());
+    for (size_t l = 0; l < acc.size(); ++l) r.tol[l] = ref::attn_bwd_tol(f, r.ref[l], acc[l], store);
     return r;
   };
   out.clear();
-  out.push_back(finish(dq, dq_e, dq_m, d.scale, Nq, true));
-  out.push_back(finish(dk, dk_e, dk_m, d.scale, Nk, true));
-  out.push_back(finish(dv, dv_e, dv_m, 1.0, Nk, false));
+  out.push_back(finish(dq, ref::attn_bwd_finish(d.scale, Nq, true)));
+  out.push_back(finish(dk, ref::attn_bwd_finish(d.scale, Nk, true)));
+  out.push_back(finish(dv, ref::attn_bwd_finish(1.0, Nk, false)));
 }
 
 Status reference_bwd(const Case& c, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
@@ -628,6 +606,102 @@ Status device_compute_fwd(const Case& c, const Arithmetic& a, const std::vector<
   io.q = rows(t[0]), io.k = rows(t[1]), io.v = rows(t[2]), io.mask = rows(t[3]);
   io.o_ref = out[0].ref, io.o_tol = out[0].mag, io.lse_ref = out[1].ref, io.lse_tol = out[1].mag;
   return device_ref::attention_fwd_f64_reference(p, io, ctx.stream);
+}
+
+/// Backward cases take the device path where the forward's would (its prepare runs the forward's
+/// device reference) and their (row, key) pairs fit the scratch (four doubles and a flag each:
+/// 33 MiB at this cap); the gradcheck relation stays on the host (properties_bwd reads host
+/// inputs).
+constexpr int64_t kDeviceBwdPairs = int64_t{1} << 20;
+
+bool device_when_bwd(const Params& p) {
+  if (!p.s("relation").empty() || !device_when(p)) return false;
+  const AttnDims d = dims_of(p);
+  return d.B * d.H * d.Sq * d.Sk <= kDeviceBwdPairs;
+}
+
+device_ref::AttentionBwdF64Problem bwd_problem(const AttnDims& d, bool fast_math) {
+  device_ref::AttentionBwdF64Problem p;
+  p.B = d.B, p.H = d.H, p.Hkv = d.Hkv, p.Sq = d.Sq, p.Sk = d.Sk, p.D = d.D;
+  p.causal = d.causal, p.has_mask = d.has_mask, p.scale = d.scale;
+  p.consts = ref::attn_bwd_consts(d.D, fast_math);
+  p.store = store_rounding_for(d.dt);
+  return p;
+}
+
+int64_t round256(int64_t b) {
+  return (b + 255) / 256 * 256;
+}
+
+/// The backward's scratch, then the forward's O and LSE with their (unused) tolerances.
+int64_t device_scratch_bwd(const Case& c) {
+  const AttnDims d = dims_of(Params(c.params));
+  const device_ref::AttentionBwdF64Problem p = bwd_problem(d, false);
+  return round256(device_ref::attention_bwd_f64_scratch_bytes(p)) + 2 * round256(8 * p.rows() * d.D) +
+         2 * round256(8 * p.rows());
+}
+
+/// prepare_bwd on the device, then dQ, dK, dV with their tolerances
+/// (references/device/attention_bwd_f64.cu), each tolerance outright in mag as the forward's.
+/// The prepared O, LSE and dO are written into the inputs, the pristine snapshot every launch
+/// restores from: what prepare_bwd does to the host images. So a call expects freshly drawn
+/// inputs, as build_device_setup gives it once per draw: a second call on the same snapshot
+/// would scale dO's rows again (attention_bwd has no relation and no large-case timing, the
+/// engine's other callers of compute).
+Status device_compute_bwd(const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
+                          std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
+  const Params prm(c.params);
+  const AttnDims d = dims_of(prm);
+  bool fits = device_ref::input_rows_support(d.dt) && t.size() == 10 && out.size() == 3 && t[5].dtype == DType::kF32 &&
+              t[6].dtype == DType::kF32;
+  for (size_t i = 0; fits && i < 5; ++i) fits = t[i].dtype == d.dt;
+  if (!fits)
+    return invalid_argument(
+        "attention_bwd: no device reference for this case (Q, K, V, O, dO in fp32, fp16 or bf16, LSE and M fp32)");
+  if (ctx.scratch == nullptr || ctx.scratch_bytes < device_scratch_bwd(c))
+    return invalid_argument("attention_bwd: device reference scratch missing or too small");
+  const device_ref::AttentionBwdF64Problem p = bwd_problem(d, a.fast_math);
+  const auto rows = [](const DevTensor& x) { return device_ref::input_rows(x.ptr, x.v.cols, x.v.ld, x.dtype); };
+  unsigned char* at = ctx.scratch;
+  auto take = [&at](int64_t bytes) {
+    auto* r = reinterpret_cast<double*>(at);
+    at += round256(bytes);
+    return r;
+  };
+  device_ref::AttentionBwdF64Io io;
+  device_ref::attention_bwd_f64_scratch(p, at, io);
+  at += round256(device_ref::attention_bwd_f64_scratch_bytes(p));
+  // prepare: the fully masked rows, then O and LSE by the forward's device reference (the
+  // host's fwd_ref, step for step).
+  if (d.has_mask)
+    ASSAY_RETURN_IF_ERROR(device_ref::attention_mask_rows(t[6].as<float>(), t[6].v.rows, t[6].v.cols, t[6].v.ld,
+                                                          prm.i("masked_every", 0), ctx.stream));
+  device_ref::AttentionF64Problem f;
+  f.B = d.B, f.H = d.H, f.Hkv = d.Hkv, f.Sq = d.Sq, f.Sk = d.Sk, f.D = d.D;
+  f.causal = d.causal, f.has_mask = d.has_mask, f.scale = d.scale;
+  f.key_tile = kernels::attention::kFwdKeyTile;
+  f.soft = fwd_softmax(d, false);
+  f.store = store_rounding_for(d.dt);
+  device_ref::AttentionF64Io fio;
+  fio.q = rows(t[0]), fio.k = rows(t[1]), fio.v = rows(t[2]), fio.mask = rows(t[6]);
+  fio.o_ref = take(8 * p.rows() * d.D), fio.o_tol = take(8 * p.rows() * d.D);
+  fio.lse_ref = take(8 * p.rows()), fio.lse_tol = take(8 * p.rows());
+  ASSAY_RETURN_IF_ERROR(device_ref::attention_fwd_f64_reference(f, fio, ctx.stream));
+  device_ref::AttentionBwdPrepareIo pio;
+  pio.o_ref = fio.o_ref, pio.lse_ref = fio.lse_ref;
+  pio.o = t[3].ptr, pio.o_ld = t[3].v.ld, pio.o_type = rows(t[3]).type;
+  pio.lse = t[5].as<float>();
+  pio.dout = t[4].ptr, pio.do_ld = t[4].v.ld, pio.do_type = rows(t[4]).type;
+  pio.do_row_scale = prm.b("do_row_scale");
+  pio.rows = p.rows(), pio.D = d.D;
+  ASSAY_RETURN_IF_ERROR(device_ref::attention_bwd_f64_prepare(pio, ctx.stream));
+  // The backward on the prepared inputs.
+  io.q = rows(t[0]), io.k = rows(t[1]), io.v = rows(t[2]), io.o = rows(t[3]), io.dout = rows(t[4]);
+  io.lse = rows(t[5]), io.mask = rows(t[6]);
+  io.dq_ref = out[0].ref, io.dq_tol = out[0].mag;
+  io.dk_ref = out[1].ref, io.dk_tol = out[1].mag;
+  io.dv_ref = out[2].ref, io.dv_tol = out[2].mag;
+  return device_ref::attention_bwd_f64_reference(p, io, ctx.stream);
 }
 
 // ---- properties ---------------------------------------------------------------------
@@ -868,10 +942,11 @@ OpDef make(bool fwd) {
   op.bound_name = fwd ? "attention ceiling" : "attention-backward ceiling";
   if (!fwd) op.properties = properties_bwd;
   op.self_check = fwd ? self_check_fwd : self_check_bwd;
+  op.device_reference.when = fwd ? device_when : device_when_bwd;
+  op.device_reference.compute = fwd ? device_compute_fwd : device_compute_bwd;
+  if (!fwd) op.device_reference.scratch = device_scratch_bwd;
   if (fwd) {
     op.backward = "attention_bwd";
-    op.device_reference.when = device_when;
-    op.device_reference.compute = device_compute_fwd;
     // What the SDPA graph cudnn_attention builds takes (its checks above say why).
     op.vendor = {.name = "cudnn-sdpa",
                  .run = cudnn_attention,

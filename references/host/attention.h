@@ -152,4 +152,107 @@ ASSAY_HD double attn_o_tol(const AttnRowBound& b, const AttnOSums& a, const Stor
   return e32 + store(::fabs(a.o) * (1 + 0x1p-9) + e32);
 }
 
+// ---- backward ------------------------------------------------------------------------------
+// The per-(query row i, key j) step and the per-element finish of the backward reference and
+// its ceiling (the header of properties/attention.cpp derives the terms): the host's bwd_pass
+// and the device reference (references/device/attention_bwd_f64.cu) both call these, so the
+// only arithmetic that may differ between them is exp.
+
+/// The backward's per-case constants: gamma_D (the dot products dP and D_i), gamma_{D+2} (the
+/// scores) and whether expf is __expf (fast-math).
+struct AttnBwdConsts {
+  double gD = 0, gS = 0;
+  bool fast_math = false;
+};
+
+ASSAY_HD inline AttnBwdConsts attn_bwd_consts(int64_t D, bool fast_math) {
+  AttnBwdConsts k;
+  k.gD = gamma_n(D, kAttnU);
+  k.gS = gamma_n(D + 2, kAttnU);
+  k.fast_math = fast_math;
+  return k;
+}
+
+/// sum_c a_c b_c and sum_c |a_c b_c| in c order: D_i = dO_i . O_i and dP_ij = dO_i . v_j with
+/// their magnitudes. Row: as attn_score's.
+template <typename RowA, typename RowB>
+ASSAY_HD void attn_dot_mag(RowA a, RowB b, int64_t D, double& sum, double& mag) {
+  double s = 0, m = 0;
+  for (int64_t c = 0; c < D; ++c) {
+    const double prod = static_cast<double>(a[c]) * static_cast<double>(b[c]);
+    s += prod;
+    m += ::fabs(prod);
+  }
+  sum = s;
+  mag = m;
+}
+
+/// One visible pair (finite score s): P = exp(s - L), dS = P (dP - D_i), and under `with_tol`
+/// the bounds e_p on |p^ - P| and e_dS on |dS^ - dS| (0 without).
+struct AttnBwdPair {
+  double P = 0, dS = 0, ep = 0, eds = 0;
+};
+
+ASSAY_HD inline AttnBwdPair attn_bwd_pair(double s, double smag, double L, double dP, double dPmag, double Di,
+                                          double Dmag, const AttnBwdConsts& k, bool with_tol) {
+  AttnBwdPair r;
+  r.P = ::exp(s - L);
+  const double x = dP - Di;
+  r.dS = r.P * x;
+  if (!with_tol) return r;
+  const double E = k.gS * smag;
+  const double ax = ::fabs(s - L);
+  // expf: 2 ulp; __expf: 2 + floor(1.173 |x|) ulp, |x| at most 104 before the result is 0.
+  const double capped = 104.0 < ax ? 104.0 : ax;  // std::min(|x|, 104): a NaN stays NaN
+  const double ulps = k.fast_math ? 2 + ::floor(1.173 * capped) : 2;
+  const double cexp = 2 * ulps + 1;
+  const double u2 = (1 + kAttnU) * (1 + kAttnU);
+  r.ep = r.P * (::exp(E + kAttnU * (ax + E)) * (1 + cexp * kAttnU) - 1) + kAttnMinNormal;
+  const double a = k.gD * (dPmag + Dmag);
+  r.eds = r.P * ::fabs(x) * (u2 - 1) + (r.P * a + r.ep * (::fabs(x) + a)) * u2 + kAttnMinNormal;
+  return r;
+}
+
+/// One output element's sums over its terms w x: the value sum w x, the error sum
+/// sum err |x| and the magnitude sum sum (|w| + err)|x| (wmag = |w|, given: P for dV, |dS|
+/// for dK and dQ).
+struct AttnBwdSums {
+  double v = 0, e = 0, m = 0;
+  ASSAY_HD void add_value(double w, double x) { v += w * x; }
+  ASSAY_HD void add(double w, double wmag, double err, double x) {
+    v += w * x;
+    const double ax = ::fabs(x);
+    e += err * ax;
+    m += (wmag + err) * ax;
+  }
+};
+
+/// The finish of one output (dQ and dK: scaled, N + 2 roundings; dV: N + 1), n its terms per
+/// element (Sk for dQ, G Sq for dK and dV).
+struct AttnBwdFinish {
+  double scl = 1, g = 0, fl = 0;
+  bool scaled = false;
+};
+
+ASSAY_HD inline AttnBwdFinish attn_bwd_finish(double scl, int64_t n, bool scaled) {
+  AttnBwdFinish f;
+  f.scl = scl;
+  f.scaled = scaled;
+  f.g = gamma_n(n + (scaled ? 2 : 1), kAttnU);
+  f.fl = static_cast<double>(n + 2) * kAttnMinNormal;
+  return f;
+}
+
+ASSAY_HD inline double attn_bwd_ref(const AttnBwdFinish& f, const AttnBwdSums& a) {
+  return f.scl * a.v;
+}
+
+/// The element's tolerance at reference `ref`: the fp32 error plus the store's rounding into
+/// the output's dtype (`store`: harness/ulp_core.h StoreRounding).
+template <typename Store>
+ASSAY_HD double attn_bwd_tol(const AttnBwdFinish& f, double ref, const AttnBwdSums& a, const Store& store) {
+  const double e32 = (f.scl * ((f.scaled ? 1 + kAttnU : 1.0) * a.e + f.g * a.m) + f.fl) * kAttnRefSlack;
+  return e32 + store(::fabs(ref) * (1 + 0x1p-9) + e32);
+}
+
 }  // namespace assay::ref
