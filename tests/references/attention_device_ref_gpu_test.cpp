@@ -146,7 +146,7 @@ TEST(AttentionDeviceRefGpu, MaskRowsOnTheDeviceAreThePreparedRows) {
     std::vector<unsigned char> drawn(bytes), dev_img(bytes);
     materialize(d, c.tensors[3].values, fnv1a64(c.tensors[3].name.data(), c.tensors[3].name.size()), drawn.data());
     const test_util::ModelHostRun h = test_util::model_host_run(op, c, Contract());
-    ASSERT_EQ(h.images[3].size(), bytes);
+    ASSERT_GE(h.images[3].size(), bytes);  // the host image may carry slack past the tensor
     unsigned char* buf = nullptr;
     ASSERT_EQ(cudaMalloc(&buf, std::max<size_t>(bytes, 4)), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(buf, drawn.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);

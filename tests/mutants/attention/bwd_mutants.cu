@@ -150,8 +150,10 @@ struct Launch {
                    raw.lddk,
                    raw.lddv};
     const size_t smem = bwd_smem_bytes(static_cast<int>(raw.s.d));
+    // The instantiation's largest size, as kernels/attention/flash_bwd.cu sets it (a per-launch
+    // cap races with other lanes' launches: tests/mutants/attention/fwd_mutants.cu).
     cudaError_t e = cudaFuncSetAttribute(dkdv_wrong_row_kernel<T, NC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem));
+                                         static_cast<int>(bwd_smem_bytes(32 * NC)));
     if (e != cudaSuccess) return e;
     const dim3 grid(static_cast<unsigned>((raw.s.sk + kBwdBlock - 1) / kBwdBlock),
                     static_cast<unsigned>(raw.s.batch * raw.s.kv_heads));

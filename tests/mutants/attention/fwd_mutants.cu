@@ -149,8 +149,11 @@ struct Launch {
                    ldm,
                    ldo};
     const size_t smem = fwd_smem_bytes(static_cast<int>(s.d));
+    // The instantiation's largest size, as kernels/attention/flash_fwd.cu sets it: a per-launch
+    // cap of this d's size races with other lanes' launches ("invalid argument"), which a
+    // campaign then reports as the mutant's launch error instead of its planted bug.
     cudaError_t e = cudaFuncSetAttribute(fwd_mutant_kernel<T, NC, B>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem));
+                                         static_cast<int>(fwd_smem_bytes(32 * NC)));
     if (e != cudaSuccess) return e;
     const dim3 grid(static_cast<unsigned>((s.sq + kFwdBq - 1) / kFwdBq), static_cast<unsigned>(s.batch * s.heads));
     fwd_mutant_kernel<T, NC, B><<<grid, kFwdWarps * 32, smem, stream>>>(p);
