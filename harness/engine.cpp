@@ -85,6 +85,7 @@ struct Setup {
   std::vector<gpu::DevCompare> cmp;
   bool transformed = false;
   bool on_device = false;                ///< inputs drawn on the device, device reference
+  bool host_inputs = false;              ///< on_device: host/hv hold the snapshot, read back for properties
   std::vector<DeviceOutput> douts;       ///< on_device: the reference buffers per output
   std::vector<DeviceOutput> douts2;      ///< on_device and transformed: the transformed inputs' reference
   int64_t save_bytes = 0;                ///< scratch taken by the saved outputs (the variant's and the vendor's)
@@ -221,6 +222,25 @@ Status build_device_setup(const OpDef& op, const Contract& k, gpu::Lane& lane, c
   ctx.scratch_bytes = op_scratch;
   const auto inputs = views_at(c, s.views, [&](int t) { return lane.dev_snapshot_tensor(t); });
   ASSAY_RETURN_IF_ERROR(op.device_reference.compute(c, k.arithmetic(), inputs, s.douts, ctx));
+  // An op's properties read decoded host inputs: the drawn snapshot, as the device reference
+  // left it (an op's device-side prepare included), copied back and decoded as the host path
+  // decodes its images.
+  if (op.properties && !Params(c.params).s("relation").empty()) {
+    s.host.resize(static_cast<size_t>(nt));
+    s.hv.clear();
+    std::vector<std::vector<unsigned char>> raw(static_cast<size_t>(nt));
+    for (int t = 0; t < nt; ++t) {
+      raw[static_cast<size_t>(t)].resize(static_cast<size_t>(lane.tensor_bytes(t)));
+      CUDA_CHECK(cudaMemcpyAsync(raw[static_cast<size_t>(t)].data(), lane.dev_snapshot_tensor(t),
+                                 raw[static_cast<size_t>(t)].size(), cudaMemcpyDeviceToHost, lane.stream()));
+    }
+    CUDA_CHECK(cudaStreamSynchronize(lane.stream()));
+    for (int t = 0; t < nt; ++t) {
+      s.host[static_cast<size_t>(t)] = decode(T[t].desc.dtype, raw[static_cast<size_t>(t)].data(), T[t].desc.extent());
+      s.hv.push_back({s.host[static_cast<size_t>(t)].data() + T[t].desc.offset, s.views[t]});
+    }
+    s.host_inputs = true;
+  }
   if (relation) {
     // The transform works on host images: the drawn tensors copied back (outputs keep their
     // poison). The transformed inputs go to the working arena, which every launch restores
@@ -775,12 +795,10 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
       const VendorTimer timer;
       ASSAY_RETURN_IF_ERROR(vendor_relative(op, s, lane, lane.result(0), verdict.metrics));
     }
-    // The device path has no decoded host inputs: a relation without a transform, and an op's
-    // properties (which read them), are not run there.
-    if (s.on_device && !params.s("relation").empty() && (!s.transformed || op.properties))
-      not_run.push_back(fmt::format("{} '{}' not run ({} reference: no host inputs)",
-                                    s.transformed ? "properties of relation" : "relation", params.s("relation"),
-                                    op.device_reference.name));
+    // A relation the device path cannot run: neither a transform nor properties to run it.
+    if (s.on_device && !params.s("relation").empty() && !s.transformed && !op.properties)
+      not_run.push_back(fmt::format("relation '{}' not run ({} reference: the op has no transform for it)",
+                                    params.s("relation"), op.device_reference.name));
     verdict.metrics.not_run = fmt::format("{}", fmt::join(not_run, "; "));
     if (launch_err == cudaErrorNotSupported && v->vendor && !probe) {
       // A vendor library declining a case (no algorithm, an unsupported type pair) is outside
@@ -867,7 +885,8 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
 
     // ---- properties and metamorphic relations (cases that name one) -------------------------
     const std::string relation = params.s("relation");
-    if (!relation.empty() && (s.on_device ? s.transformed : (op.properties || s.transformed))) {
+    const bool properties = op.properties && (!s.on_device || s.host_inputs);
+    if (!relation.empty() && (properties || s.transformed)) {
       const PhaseTimer timer(Phase::kProperties);
       // The device path's references, read back for the element compare below.
       std::vector<OutputRef> dev1, dev2;
@@ -898,7 +917,7 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
       std::vector<HostTensor> ov1;
       ASSAY_RETURN_IF_ERROR(read_outputs(first_dev, out1, ov1));
       std::vector<Failure> props;
-      if (op.properties && !s.on_device) op.properties(cv, s.hv, ov1, refs, props);
+      if (properties) op.properties(cv, s.hv, ov1, r1, props);
       if (s.transformed) {
         ASSAY_RETURN_IF_ERROR(lane.restore());
         for (int t = 0; t < nt; ++t)

@@ -69,7 +69,7 @@
 // references/device/attention_f64.cu: one block per query row runs steps 1 to 5 through
 // references/host/attention.h, the functions fwd_ref and fwd_tol call here, in the same order
 // (only exp and log are CUDA's), O's store rounding included. Backward (up to 2^20 (row, key)
-// pairs, no gradcheck relation, whose properties read host inputs): its device compute first
+// pairs; the gradcheck relation's properties read the snapshot, copied back): its device compute first
 // does prepare_bwd's work on the device (the masked rows, that forward reference's O and LSE,
 // rounded into O's dtype and fp32 as store_as rounds them, dO's row scaling), writing the
 // snapshot every launch restores from, then references/device/attention_bwd_f64.cu runs
@@ -610,12 +610,12 @@ Status device_compute_fwd(const Case& c, const Arithmetic& a, const std::vector<
 
 /// Backward cases take the device path where the forward's would (its prepare runs the forward's
 /// device reference) and their (row, key) pairs fit the scratch (four doubles and a flag each:
-/// 33 MiB at this cap); the gradcheck relation stays on the host (properties_bwd reads host
-/// inputs).
+/// 33 MiB at this cap). The gradcheck relation's cases too: the engine copies the prepared
+/// snapshot back for properties_bwd.
 constexpr int64_t kDeviceBwdPairs = int64_t{1} << 20;
 
 bool device_when_bwd(const Params& p) {
-  if (!p.s("relation").empty() || !device_when(p)) return false;
+  if (!device_when(p)) return false;
   const AttnDims d = dims_of(p);
   return d.B * d.H * d.Sq * d.Sk <= kDeviceBwdPairs;
 }

@@ -396,10 +396,11 @@ constexpr int64_t kDeviceRefMacs = 2048;
 /// a longer one (backward-filter over a large N P Q with few filter taps) is quicker on the host.
 constexpr int64_t kDeviceRefMaxReduction = int64_t{1} << 14;
 
-/// Any of the op's dtypes (fp32, fp16, bf16: materialize_device draws them all), no gradcheck
-/// relation (it runs on the host reference), and enough work.
+/// Any of the op's dtypes (fp32, fp16, bf16: materialize_device draws them all) and enough work;
+/// the gradcheck relation included (its properties read the snapshot, copied back, and the
+/// device reference's values).
 bool device_when(ConvPass pass, const Params& p) {
-  if (!device_ref::input_rows_support(p.dt("dtype")) || !p.s("relation").empty()) return false;
+  if (!device_ref::input_rows_support(p.dt("dtype"))) return false;
   const ref::Conv2dGeometry g = conv_geometry(p);
   return macs(g) >= kDeviceRefMacs && reduction(pass, g) <= kDeviceRefMaxReduction;
 }
