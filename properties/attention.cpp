@@ -580,6 +580,18 @@ bool device_when(const Params& p) {
   return d.B * d.H * d.Sq * d.Sk * d.D >= kDeviceRefWork;
 }
 
+/// The forward's device problem under arithmetic `a` (its key tile, exp, narrow P).
+device_ref::AttentionF64Problem fwd_problem(const AttnDims& d, const Arithmetic& a) {
+  device_ref::AttentionF64Problem p;
+  p.B = d.B, p.H = d.H, p.Hkv = d.Hkv, p.Sq = d.Sq, p.Sk = d.Sk, p.D = d.D;
+  p.causal = d.causal, p.has_mask = d.has_mask, p.scale = d.scale;
+  p.key_tile = a.tile("kv_tile", kernels::attention::kFwdKeyTile);
+  p.soft = fwd_softmax(d, a.fast_math);
+  p.store = store_rounding_for(d.dt);
+  p.narrow = narrow_p(d, a.narrow_intermediates);
+  return p;
+}
+
 /// O and LSE with their tolerances on the device (references/device/attention_f64.cu), the
 /// tolerance itself in mag (DeviceOutput's defaults: a bound computed outright, as the host
 /// path uploads it).
@@ -594,13 +606,7 @@ Status device_compute_fwd(const Case& c, const Arithmetic& a, const std::vector<
   if (d.has_mask)
     ASSAY_RETURN_IF_ERROR(device_ref::attention_mask_rows(t[3].as<float>(), t[3].v.rows, t[3].v.cols, t[3].v.ld,
                                                           prm.i("masked_every", 0), ctx.stream));
-  device_ref::AttentionF64Problem p;
-  p.B = d.B, p.H = d.H, p.Hkv = d.Hkv, p.Sq = d.Sq, p.Sk = d.Sk, p.D = d.D;
-  p.causal = d.causal, p.has_mask = d.has_mask, p.scale = d.scale;
-  p.key_tile = a.tile("kv_tile", kernels::attention::kFwdKeyTile);
-  p.soft = fwd_softmax(d, a.fast_math);
-  p.store = store_rounding_for(d.dt);
-  p.narrow = narrow_p(d, a.narrow_intermediates);
+  const device_ref::AttentionF64Problem p = fwd_problem(d, a);
   const auto rows = [](const DevTensor& x) { return device_ref::input_rows(x.ptr, x.v.cols, x.v.ld, x.dtype); };
   device_ref::AttentionF64Io io;
   io.q = rows(t[0]), io.k = rows(t[1]), io.v = rows(t[2]), io.mask = rows(t[3]);
@@ -620,15 +626,6 @@ bool device_when_bwd(const Params& p) {
   return d.B * d.H * d.Sq * d.Sk <= kDeviceBwdPairs;
 }
 
-device_ref::AttentionBwdF64Problem bwd_problem(const AttnDims& d, bool fast_math) {
-  device_ref::AttentionBwdF64Problem p;
-  p.B = d.B, p.H = d.H, p.Hkv = d.Hkv, p.Sq = d.Sq, p.Sk = d.Sk, p.D = d.D;
-  p.causal = d.causal, p.has_mask = d.has_mask, p.scale = d.scale;
-  p.consts = ref::attn_bwd_consts(d.D, fast_math);
-  p.store = store_rounding_for(d.dt);
-  return p;
-}
-
 int64_t round256(int64_t b) {
   return (b + 255) / 256 * 256;
 }
@@ -636,7 +633,7 @@ int64_t round256(int64_t b) {
 /// The backward's scratch, then the forward's O and LSE with their (unused) tolerances.
 int64_t device_scratch_bwd(const Case& c) {
   const AttnDims d = dims_of(Params(c.params));
-  const device_ref::AttentionBwdF64Problem p = bwd_problem(d, false);
+  const device_ref::AttentionBwdF64Problem p = attention_bwd_problem(d, false);
   return round256(device_ref::attention_bwd_f64_scratch_bytes(p)) + 2 * round256(8 * p.rows() * d.D) +
          2 * round256(8 * p.rows());
 }
@@ -660,7 +657,7 @@ Status device_compute_bwd(const Case& c, const Arithmetic& a, const std::vector<
         "attention_bwd: no device reference for this case (Q, K, V, O, dO in fp32, fp16 or bf16, LSE and M fp32)");
   if (ctx.scratch == nullptr || ctx.scratch_bytes < device_scratch_bwd(c))
     return invalid_argument("attention_bwd: device reference scratch missing or too small");
-  const device_ref::AttentionBwdF64Problem p = bwd_problem(d, a.fast_math);
+  const device_ref::AttentionBwdF64Problem p = attention_bwd_problem(d, a.fast_math);
   const auto rows = [](const DevTensor& x) { return device_ref::input_rows(x.ptr, x.v.cols, x.v.ld, x.dtype); };
   unsigned char* at = ctx.scratch;
   auto take = [&at](int64_t bytes) {
@@ -676,12 +673,7 @@ Status device_compute_bwd(const Case& c, const Arithmetic& a, const std::vector<
   if (d.has_mask)
     ASSAY_RETURN_IF_ERROR(device_ref::attention_mask_rows(t[6].as<float>(), t[6].v.rows, t[6].v.cols, t[6].v.ld,
                                                           prm.i("masked_every", 0), ctx.stream));
-  device_ref::AttentionF64Problem f;
-  f.B = d.B, f.H = d.H, f.Hkv = d.Hkv, f.Sq = d.Sq, f.Sk = d.Sk, f.D = d.D;
-  f.causal = d.causal, f.has_mask = d.has_mask, f.scale = d.scale;
-  f.key_tile = kernels::attention::kFwdKeyTile;
-  f.soft = fwd_softmax(d, false);
-  f.store = store_rounding_for(d.dt);
+  const device_ref::AttentionF64Problem f = fwd_problem(d, Arithmetic{});  // O and LSE only: no tolerance is read
   device_ref::AttentionF64Io fio;
   fio.q = rows(t[0]), fio.k = rows(t[1]), fio.v = rows(t[2]), fio.mask = rows(t[6]);
   fio.o_ref = take(8 * p.rows() * d.D), fio.o_tol = take(8 * p.rows() * d.D);
@@ -981,6 +973,15 @@ ASSAY_REGISTER(add_variant(
      .source = "kernels/attention/flash_bwd.cu"}));
 
 }  // namespace
+
+device_ref::AttentionBwdF64Problem attention_bwd_problem(const AttnDims& d, bool fast_math) {
+  device_ref::AttentionBwdF64Problem p;
+  p.B = d.B, p.H = d.H, p.Hkv = d.Hkv, p.Sq = d.Sq, p.Sk = d.Sk, p.D = d.D;
+  p.causal = d.causal, p.has_mask = d.has_mask, p.scale = d.scale;
+  p.consts = ref::attn_bwd_consts(d.D, fast_math);
+  p.store = store_rounding_for(d.dt);
+  return p;
+}
 
 void attention_fwd_reference(const AttnDims& d, const HostTensor& q, const HostTensor& k, const HostTensor& v,
                              const HostTensor* mask, OutputRef& o, OutputRef& lse, int64_t key_tile, bool fast_math) {

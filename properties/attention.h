@@ -16,6 +16,7 @@
 #include "harness/dtype.h"
 #include "harness/op.h"
 #include "kernels/attention/attention.h"
+#include "references/device/attention_bwd_f64_phases.h"
 
 namespace assay::attention {
 
@@ -42,6 +43,10 @@ AttnDims dims_of(const Params& p);
 void attention_fwd_reference(const AttnDims& d, const HostTensor& q, const HostTensor& k, const HostTensor& v,
                              const HostTensor* mask, OutputRef& o, OutputRef& lse,
                              int64_t key_tile = kernels::attention::kFwdKeyTile, bool fast_math = false);
+
+/// The backward's device problem (references/device/attention_bwd_f64.h) of a case, under IEEE
+/// or fast-math exp.
+device_ref::AttentionBwdF64Problem attention_bwd_problem(const AttnDims& d, bool fast_math);
 
 inline Dt to_attn_dt(DType t) {
   return t == DType::kF16 ? Dt::kF16 : t == DType::kBF16 ? Dt::kBF16 : Dt::kF32;

@@ -41,15 +41,6 @@ void emulate(const device_ref::AttentionBwdF64Problem& p, const device_ref::Atte
   for (int64_t e = 0; e < p.kv_rows() * p.D; ++e) device_ref::attn_bwd_phase_dkv(p, io, e);
 }
 
-device_ref::AttentionBwdF64Problem problem_of(const attention::AttnDims& d, bool fast_math) {
-  device_ref::AttentionBwdF64Problem p;
-  p.B = d.B, p.H = d.H, p.Hkv = d.Hkv, p.Sq = d.Sq, p.Sk = d.Sk, p.D = d.D;
-  p.causal = d.causal, p.has_mask = d.has_mask, p.scale = d.scale;
-  p.consts = ref::attn_bwd_consts(d.D, fast_math);
-  p.store = store_rounding_for(d.dt);
-  return p;
-}
-
 /// Tensor t of a case's images as the device reference reads it (element [0] at its offset).
 device_ref::InputRows rows_of(const Case& c, const std::vector<std::vector<unsigned char>>& images, size_t t) {
   const auto& desc = c.tensors[t].desc;
@@ -65,7 +56,7 @@ struct PhaseRun {
 
 PhaseRun run_phases(const Case& c, const std::vector<std::vector<unsigned char>>& images, bool fast_math) {
   const attention::AttnDims d = attention::dims_of(Params(c.params));
-  const device_ref::AttentionBwdF64Problem p = problem_of(d, fast_math);
+  const device_ref::AttentionBwdF64Problem p = attention::attention_bwd_problem(d, fast_math);
   std::vector<unsigned char> scratch(static_cast<size_t>(device_ref::attention_bwd_f64_scratch_bytes(p)) + 256);
   auto* base = scratch.data();
   base += (256 - reinterpret_cast<uintptr_t>(base) % 256) % 256;
