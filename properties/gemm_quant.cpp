@@ -152,13 +152,12 @@ GemmBoundModel fp8_model(int64_t k, double scale_a, double scale_b, DType out) {
   return model;
 }
 
-/// D's tolerance on a reference scaled by `scale` (1: scaled already).
+}  // namespace
+
 device_ref::F64DotTol fp8_tolerance(int64_t k, double scale_a, double scale_b, DType out, double scale) {
   return {.b = gemm_ceiling(fp8_model(k, scale_a, scale_b, DType::kF32)), .scale = scale, .top = max_finite(out),
           .store = store_rounding_for(out)};
 }
-
-}  // namespace
 
 void fp8_bound(int64_t k, double scale_a, double scale_b, DType out, int64_t exact_range, OutputRef& r) {
   r.tol = device_ref::f64_dot_tolerances(fp8_tolerance(k, scale_a, scale_b, out, 1), r.ref, r.aux[0]);

@@ -14,6 +14,7 @@
 #include "harness/case.h"
 #include "harness/op.h"
 #include "kernels/gemm/gemm_quant.h"
+#include "references/device/gemm_f64_tol.h"
 
 namespace assay::quant {
 
@@ -79,6 +80,9 @@ OutputRef fp8_reference(int64_t m, int64_t n, int64_t k, const std::vector<doubl
 /// Its fp32-accumulation ceiling; `exact_range` >= 0: both inputs are integers in [-r, r] (exact
 /// tier when gemm_exact_tier_holds says so).
 void fp8_bound(int64_t k, double scale_a, double scale_b, DType out, int64_t exact_range, OutputRef& r);
+/// D's tolerance function (references/device/gemm_f64_tol.h) on a reference scaled by `scale`
+/// (1: scaled already): what fp8_bound and the device path apply to every element.
+device_ref::F64DotTol fp8_tolerance(int64_t k, double scale_a, double scale_b, DType out, double scale);
 /// Both, for the tests.
 OutputRef fp8_expected(int64_t m, int64_t n, int64_t k, const std::vector<double>& a, const std::vector<double>& b,
                        double scale_a, double scale_b, DType out, int64_t exact_range);

@@ -200,11 +200,7 @@ TEST(GemmFamilyDeviceRef, QuantElementFunctionsAreTheHostBitForBit) {
         ASSERT_NO_FATAL_FAILURE(expect_bits(c, h, 1, d, tol, elements, nonfinite));
       } else {
         const double sa = h.hv[2].at(0, 0), sb = h.hv[3].at(0, 0);
-        GemmBoundModel model;
-        model.in = DType::kE4M3, model.acc = DType::kF32, model.out = DType::kF32, model.k = g.k;
-        model.scale_a = std::fabs(sa), model.scale_b = std::fabs(sb);
-        const device_ref::F64DotTol dt{.b = gemm_ceiling(model), .scale = sa * sb, .top = max_finite(od),
-                                       .store = store_rounding_for(od)};
+        const device_ref::F64DotTol dt = quant::fp8_tolerance(g.k, sa, sb, od, sa * sb);
         for (size_t l = 0; l < n; ++l) device_ref::f64_dot_tol_element(dt, &acc[l], &mag[l]);
         ASSERT_NO_FATAL_FAILURE(expect_bits(c, h, 0, acc, mag, elements, nonfinite));
       }
