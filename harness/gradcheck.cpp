@@ -82,16 +82,16 @@ StatusOr<FdDirectional> fd_directional(const Differentiable& f, const double* x,
       xp[i] = x[i] + hk * u[i];
       xm[i] = x[i] - hk * u[i];
     }
-    const bool both = f.forward_mag && f.magnitude;
-    if (both) {
-      mp.resize(m);
-      mm.resize(m);
-      f.forward_mag(xp.data(), fp.data(), mp.data());
-      f.forward_mag(xm.data(), fm.data(), mm.data());
-    } else {
-      f.forward(xp.data(), fp.data());
-      f.forward(xm.data(), fm.data());
-    }
+    // The forward, and the magnitude where given: in one evaluation where forward_mag shares their work.
+    const bool mags = static_cast<bool>(f.magnitude);
+    if (mags) mp.resize(m), mm.resize(m);
+    auto eval = [&](const std::vector<double>& at, std::vector<double>& y, std::vector<double>& mag) {
+      if (mags && f.forward_mag) return f.forward_mag(at.data(), y.data(), mag.data());
+      f.forward(at.data(), y.data());
+      if (mags) f.magnitude(at.data(), mag.data());
+    };
+    eval(xp, fp, mp);
+    eval(xm, fm, mm);
     if (!all_finite(fp.data(), m) || !all_finite(fm.data(), m))
       return invalid_argument(fmt::format("fd_directional: the forward is not finite at x +- {:g} u", hk));
     d[k].resize(m);
@@ -103,13 +103,7 @@ StatusOr<FdDirectional> fd_directional(const Differentiable& f, const double* x,
       scale_i[i] = std::max(scale_i[i], s);
       scale_max = std::max(scale_max, s);
     }
-    if (f.magnitude) {
-      mp.resize(m);
-      mm.resize(m);
-      if (!both) {
-        f.magnitude(xp.data(), mp.data());
-        f.magnitude(xm.data(), mm.data());
-      }
+    if (mags) {
       for (int64_t i = 0; i < m; ++i) {
         const double s = std::max(std::fabs(mp[i]), std::fabs(mm[i]));
         if (!std::isfinite(s)) return invalid_argument("fd_directional: the magnitude is not finite");

@@ -643,8 +643,9 @@ int64_t device_scratch_bwd(const Case& c) {
 /// The prepared O, LSE and dO are written into the inputs, the pristine snapshot every launch
 /// restores from: what prepare_bwd does to the host images. So a call expects freshly drawn
 /// inputs, as build_device_setup gives it once per draw: a second call on the same snapshot
-/// would scale dO's rows again (attention_bwd has no relation and no large-case timing, the
-/// engine's other callers of compute).
+/// would scale dO's rows again (the engine calls compute twice only for a relation with a
+/// transform, which attention_bwd has not; its gradcheck relation reads the snapshot after
+/// this call, prepared).
 Status device_compute_bwd(const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
                           std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
   const Params prm(c.params);
