@@ -24,15 +24,12 @@
 #include "harness/gpu/materialize_device.h"
 #include "harness/op_model.h"
 #include "harness/phase_time.h"
+#include "harness/scratch.h"
 #include "harness/vendor_share.h"
 #include "harness/values.h"
 
 namespace assay {
 namespace {
-
-int64_t round256(int64_t b) {
-  return (b + 255) / 256 * 256;
-}
 
 std::vector<double> decode(DType t, const unsigned char* image, int64_t n) {
   std::vector<double> v(static_cast<size_t>(n));
@@ -172,6 +169,11 @@ Status read_device_refs(gpu::Lane& lane, const std::vector<DeviceOutput>& douts,
       r.tol[l] = std::isnan(t) || !(m * (1.0 + d.rel_mag) + d.floor < limit) ? INFINITY : t;
     }
     r.exact = d.exact;
+    r.device_aux.resize(d.aux.size());
+    for (size_t a = 0; a < d.aux.size(); ++a) {
+      r.device_aux[a].resize(static_cast<size_t>(d.aux[a].second));
+      ASSAY_RETURN_IF_ERROR(lane.read_back(d.aux[a].first, r.device_aux[a].data(), d.aux[a].second * 8));
+    }
   }
   return ok_status();
 }
@@ -196,7 +198,7 @@ Status build_device_setup(const OpDef& op, const Contract& k, gpu::Lane& lane, c
   for (int t : s.outs) ref_bytes += 16 * s.views[t].rows * s.views[t].cols;
   // A metamorphic relation's transformed inputs get a reference of their own beside the first.
   const bool relation = op.transform && !Params(c.params).s("relation").empty();
-  const int64_t refs_bytes = round256(ref_bytes) * (relation ? 2 : 1);
+  const int64_t refs_bytes = scratch_round_up(ref_bytes) * (relation ? 2 : 1);
   const int64_t op_scratch = op.device_reference.scratch ? op.device_reference.scratch(c) : 0;
   ASSAY_RETURN_IF_ERROR(lane.layout_on_device(at, save_bytes + refs_bytes + op_scratch));
   // Accumulated outputs were turned away above, so an arena output is exactly a kOut or
@@ -260,7 +262,7 @@ Status build_device_setup(const OpDef& op, const Contract& k, gpu::Lane& lane, c
         if (T[t].role != Role::kOut)
           CUDA_CHECK(cudaMemcpyAsync(lane.dev_tensor(t), timg[static_cast<size_t>(t)], lane.tensor_bytes(t),
                                      cudaMemcpyHostToDevice, lane.stream()));
-      buffers(lane.dev_scratch() + save_bytes + round256(ref_bytes), s.douts2);
+      buffers(lane.dev_scratch() + save_bytes + scratch_round_up(ref_bytes), s.douts2);
       const auto transformed = views_at(c, s.views, [&](int t) { return lane.dev_tensor(t); });
       ASSAY_RETURN_IF_ERROR(op.device_reference.compute(c, k.arithmetic(), transformed, s.douts2, ctx));
       s.transformed = true;
@@ -327,13 +329,13 @@ Status build_setup(const OpDef& op, const VariantDef& v, const Case& c0, gpu::La
     s.ref_off.push_back(extra / 8);
     extra += 16 * n;
     s.save_off.push_back(scratch);
-    scratch += round256(T[t].desc.extent() * static_cast<int64_t>(dtype_size(T[t].desc.dtype)));
+    scratch += scratch_round_up(T[t].desc.extent() * static_cast<int64_t>(dtype_size(T[t].desc.dtype)));
   }
   // The vendor's outputs are kept beside the variant's, for every variant of the setup.
   for (int t : s.outs) {
     const bool computed = op.vendor.computes(T[t].name);
     s.vendor_off.push_back(computed ? scratch : -1);
-    if (computed) scratch += round256(T[t].desc.extent() * static_cast<int64_t>(dtype_size(T[t].desc.dtype)));
+    if (computed) scratch += scratch_round_up(T[t].desc.extent() * static_cast<int64_t>(dtype_size(T[t].desc.dtype)));
   }
   s.save_bytes = scratch;
   s.on_device = on_device(op, c);
@@ -1153,7 +1155,7 @@ StatusOr<nlohmann::json> time_model(const OpDef& op, const VariantDef& v, gpu::L
                            ctx.cublas = lane.cublas();
                            int64_t ref_bytes = 0;
                            for (int t : s.outs) ref_bytes += 16 * s.views[t].rows * s.views[t].cols;
-                           ctx.scratch = lane.dev_scratch() + s.save_bytes + round256(ref_bytes);
+                           ctx.scratch = lane.dev_scratch() + s.save_bytes + scratch_round_up(ref_bytes);
                            ctx.scratch_bytes = op.device_reference.scratch ? op.device_reference.scratch(s.c) : 0;
                            const auto in = views_at(s.c, s.views, [&](int t) { return lane.dev_snapshot_tensor(t); });
                            std::vector<DeviceOutput> d = s.douts;

@@ -27,6 +27,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -178,6 +179,9 @@ struct OutputRef {
   std::vector<double> ref, tol;
   std::vector<double> expected;  ///< optional: the bound's expected (typical) level, for triage and detection studies
   std::vector<std::vector<double>> aux;
+  /// On the device path, for the op's properties: the further vectors its device reference
+  /// computed beside this output (DeviceOutput::aux), copied back in order.
+  std::vector<std::vector<double>> device_aux;
   bool exact = false;
   /// For a variant that accumulates into this output (Contract::accumulates) term by term in
   /// place (atomics): per element the number of terms k and the sum m of their magnitudes. The
@@ -321,6 +325,10 @@ struct DeviceOutput {
   bool exact = false;  ///< the exact tier: bitwise comparison
   /// Optional: the bound's expected level as the same affine form (NaN: none), for triage.
   double expected_rel_out = NAN, expected_rel_mag = NAN, expected_floor = NAN;
+  /// Optional: further fp64 vectors in the reference's scratch (pointer, count) that the op's
+  /// properties read, such as the forward along the gradcheck direction; the engine copies them
+  /// into OutputRef::device_aux before it runs the properties.
+  std::vector<std::pair<const double*, int64_t>> aux;
 };
 
 /// What a device reference may use: the lane's stream, its cuBLAS handle (a

@@ -97,6 +97,7 @@
 #include <fmt/format.h>
 
 #include "harness/bounds.h"
+#include "harness/scratch.h"
 #include "harness/values.h"
 #include "properties/gradcheck_relation.h"
 #include "properties/rowwise_values.h"
@@ -626,16 +627,22 @@ bool device_when_bwd(const Params& p) {
   return d.B * d.H * d.Sq * d.Sk <= kDeviceBwdPairs;
 }
 
-int64_t round256(int64_t b) {
-  return (b + 255) / 256 * 256;
+/// The backward's scratch, then the forward's O and LSE with their (unused) tolerances: one
+/// layout for the bytes device_scratch_bwd reports and the carving device_compute_bwd does.
+void bwd_scratch_layout(const device_ref::AttentionBwdF64Problem& p, int64_t D, ScratchCarver& s,
+                        device_ref::AttentionBwdF64Io& io, device_ref::AttentionF64Io& fio) {
+  device_ref::attention_bwd_f64_scratch(p, s, io);
+  fio.o_ref = s.take<double>(p.rows() * D), fio.o_tol = s.take<double>(p.rows() * D);
+  fio.lse_ref = s.take<double>(p.rows()), fio.lse_tol = s.take<double>(p.rows());
 }
 
-/// The backward's scratch, then the forward's O and LSE with their (unused) tolerances.
 int64_t device_scratch_bwd(const Case& c) {
   const AttnDims d = dims_of(Params(c.params));
-  const device_ref::AttentionBwdF64Problem p = attention_bwd_problem(d, false);
-  return round256(device_ref::attention_bwd_f64_scratch_bytes(p)) + 2 * round256(8 * p.rows() * d.D) +
-         2 * round256(8 * p.rows());
+  ScratchCarver s;
+  device_ref::AttentionBwdF64Io io;
+  device_ref::AttentionF64Io fio;
+  bwd_scratch_layout(attention_bwd_problem(d, false), d.D, s, io, fio);
+  return s.bytes();
 }
 
 /// prepare_bwd on the device, then dQ, dK, dV with their tolerances
@@ -660,25 +667,17 @@ Status device_compute_bwd(const Case& c, const Arithmetic& a, const std::vector<
     return invalid_argument("attention_bwd: device reference scratch missing or too small");
   const device_ref::AttentionBwdF64Problem p = attention_bwd_problem(d, a.fast_math);
   const auto rows = [](const DevTensor& x) { return device_ref::input_rows(x.ptr, x.v.cols, x.v.ld, x.dtype); };
-  unsigned char* at = ctx.scratch;
-  auto take = [&at](int64_t bytes) {
-    auto* r = reinterpret_cast<double*>(at);
-    at += round256(bytes);
-    return r;
-  };
+  ScratchCarver scratch(ctx.scratch);
   device_ref::AttentionBwdF64Io io;
-  device_ref::attention_bwd_f64_scratch(p, at, io);
-  at += round256(device_ref::attention_bwd_f64_scratch_bytes(p));
+  device_ref::AttentionF64Io fio;
+  bwd_scratch_layout(p, d.D, scratch, io, fio);
   // prepare: the fully masked rows, then O and LSE by the forward's device reference (the
   // host's fwd_ref, step for step).
   if (d.has_mask)
     ASSAY_RETURN_IF_ERROR(device_ref::attention_mask_rows(t[6].as<float>(), t[6].v.rows, t[6].v.cols, t[6].v.ld,
                                                           prm.i("masked_every", 0), ctx.stream));
   const device_ref::AttentionF64Problem f = fwd_problem(d, Arithmetic{});  // O and LSE only: no tolerance is read
-  device_ref::AttentionF64Io fio;
   fio.q = rows(t[0]), fio.k = rows(t[1]), fio.v = rows(t[2]), fio.mask = rows(t[6]);
-  fio.o_ref = take(8 * p.rows() * d.D), fio.o_tol = take(8 * p.rows() * d.D);
-  fio.lse_ref = take(8 * p.rows()), fio.lse_tol = take(8 * p.rows());
   ASSAY_RETURN_IF_ERROR(device_ref::attention_fwd_f64_reference(f, fio, ctx.stream));
   device_ref::AttentionBwdPrepareIo pio;
   pio.o_ref = fio.o_ref, pio.lse_ref = fio.lse_ref;

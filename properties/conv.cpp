@@ -57,13 +57,14 @@
 // (Inf + -Inf = NaN, NaN absorbs); since no finite partial sum can overflow fp32 here (|terms| <
 // 2^48, k < 2^26) the output must match exactly: NaN where the reference is NaN, the same-signed
 // Inf where it is Inf (tol 0 there, so the engine's "may overflow" excuse does not apply).
-// Device reference (every pass): cases of every dtype from 2048 multiply-adds up, without the
-// gradcheck relation (it needs the host reference) and with at most 2^14 terms per output
-// element, are drawn on the device (fp16 / bf16 rounded as the host rounds them) and checked
+// Device reference (every pass): cases of every dtype from 2048 multiply-adds up, with at most
+// 2^14 terms per output element, are drawn on the device (fp16 / bf16 rounded as the host rounds them) and checked
 // against references/device/conv_f64.cu, which runs the host reference's element function
 // (references/host/conv.h) on the inputs widened exactly and this bound's element tolerance
 // (harness/bound_core.h dot_element_tol, the store rounding of an fp16 / bf16 output from
-// harness/ulp_core.h) per output element: the same values as the host path.
+// harness/ulp_core.h) per output element: the same values as the host path. A gradcheck case
+// of a backward pass also gets the forward along the relation's sign direction there, beside
+// the reference, so that its properties run no host forward.
 // Work is capped at 2^22 multiply-adds per case (the fp64 host reference), 2^18 with the
 // gradcheck relation: the params are drawn channels first, and the later ones (h, w, pad, r, s)
 // are capped so that the multiply-adds with the rest at their smallest stay inside the budget.
@@ -79,6 +80,7 @@
 
 #include "harness/bounds.h"
 #include "harness/generators.h"
+#include "harness/scratch.h"
 #include "properties/gradcheck_relation.h"
 #include "properties/rowwise_values.h"
 #include "properties/vendor_columns.h"
@@ -112,8 +114,8 @@ namespace {
 
 constexpr int64_t kMaxExtent = 4096, kMaxPad = 64, kMaxStep = 64;
 constexpr int64_t kMaxMacs = int64_t{1} << 22;
-// relation "gradcheck" (the backward passes): the host runs the fp64 forward once more, with its
-// magnitudes, beside the host reference.
+// relation "gradcheck" (the backward passes): the fp64 forward runs once more, with its
+// magnitudes, beside the reference (on the host below the device threshold).
 constexpr int64_t kMaxMacsGrad = int64_t{1} << 18;
 
 int64_t budget(const Params& p) {
@@ -411,8 +413,35 @@ device_ref::ConvF64Pass device_pass(ConvPass pass) {
                                       : device_ref::ConvF64Pass::kBwdFilter;
 }
 
+/// A backward pass's gradcheck relation on the device: the sign direction u over the
+/// differentiated operand (fp32, exact), then J u = f(u) and its error bound per output.
+struct GradScratch {
+  float* u = nullptr;
+  double* jvp = nullptr;
+  double* err = nullptr;
+};
+
+GradScratch grad_layout(ConvPass pass, const ref::Conv2dGeometry& g, ScratchCarver& s) {
+  GradScratch r;
+  r.u = s.take<float>(pass == ConvPass::kBwdData ? g.x_elems() : g.w_elems());
+  r.jvp = s.take<double>(g.y_elems());
+  r.err = s.take<double>(g.y_elems());
+  return r;
+}
+
+int64_t device_scratch(ConvPass pass, const Case& c) {
+  if (pass == ConvPass::kFwd || !wants_gradcheck(c)) return 0;
+  ScratchCarver s;
+  grad_layout(pass, conv_geometry(Params(c.params)), s);
+  return s.bytes();
+}
+
 /// The pass's reference and tolerance on the device: ref and the tolerance itself in mag
 /// (DeviceOutput's defaults, rel_mag = 1: a bound computed outright, as the host path uploads it).
+/// A gradcheck case of a backward pass adds the forward along the relation's direction
+/// (properties_bwd reads it from DeviceOutput::aux): the element function's tolerance under
+/// the ceiling gamma_{2T}(2^-53) x magnitude, with no store rounding and no overflow limit, is
+/// the bound check_grad_projection puts on a host forward's rounding.
 Status device_compute(ConvPass pass, const Case& c, const std::vector<DevTensor>& t, std::vector<DeviceOutput>& out,
                       const DeviceContext& ctx) {
   const Params p(c.params);
@@ -423,9 +452,24 @@ Status device_compute(ConvPass pass, const Case& c, const std::vector<DevTensor>
         fmt::format("{}: no device reference for this case (fp32, fp16 or bf16 tensors)", conv_op_name(pass)));
   const auto rows = [](const DevTensor& x) { return device_ref::input_rows(x.ptr, x.v.cols, x.v.ld, x.dtype); };
   out[0].exact = conv_exact(pass, g, dt, int_range_of(c));
-  return device_ref::conv2d_f64_reference(device_pass(pass), g, conv_ceiling(pass, g, dt), max_finite(dt),
-                                          store_rounding_for(dt), rows(t[0]), rows(t[1]), out[0].ref, out[0].mag,
-                                          ctx.stream);
+  ASSAY_RETURN_IF_ERROR(device_ref::conv2d_f64_reference(device_pass(pass), g, conv_ceiling(pass, g, dt),
+                                                         max_finite(dt), store_rounding_for(dt), rows(t[0]),
+                                                         rows(t[1]), out[0].ref, out[0].mag, ctx.stream));
+  if (pass == ConvPass::kFwd || !wants_gradcheck(c)) return ok_status();
+  if (ctx.scratch == nullptr || ctx.scratch_bytes < device_scratch(pass, c))
+    return invalid_argument(fmt::format("{}: device reference scratch missing or too small", conv_op_name(pass)));
+  ScratchCarver s(ctx.scratch);
+  const GradScratch gs = grad_layout(pass, g, s);
+  const bool data = pass == ConvPass::kBwdData;
+  const int64_t n = data ? g.x_elems() : g.w_elems();
+  ASSAY_RETURN_IF_ERROR(device_ref::fill_gradcheck_signs(gs.u, n, gradcheck_seed(c), ctx.stream));
+  const device_ref::InputRows u = device_ref::input_rows(gs.u, n, n, DType::kF32);
+  const ElementBound rounding{0, gamma_n(2 * g.fwd_reduction(), 0x1p-53), 0};
+  ASSAY_RETURN_IF_ERROR(device_ref::conv2d_f64_reference(device_ref::ConvF64Pass::kFwd, g, rounding, HUGE_VAL,
+                                                         StoreRounding{}, data ? u : rows(t[0]),
+                                                         data ? rows(t[1]) : u, gs.jvp, gs.err, ctx.stream));
+  out[0].aux = {{gs.jvp, g.y_elems()}, {gs.err, g.y_elems()}};
+  return ok_status();
 }
 
 // ---- properties --------------------------------------------------------------------------------------
@@ -434,7 +478,8 @@ Status device_compute(ConvPass pass, const Case& c, const std::vector<DevTensor>
 /// bwd-filter: w, with x the case's X) against sum u . (dX or dW) of the kernel
 /// (properties/gradcheck_relation.h). The forward is linear in that operand, so J u is the
 /// forward at u, evaluated once with its magnitude (GradProblem::linear_terms): the adjoint identity
-/// <dY, conv(u)> = <conv^T(dY), u>, within the fp64 forward's rounding bound.
+/// <dY, conv(u)> = <conv^T(dY), u>, within the fp64 forward's rounding bound. On the device path
+/// the forward at u was evaluated beside the device reference (device_compute).
 void properties_bwd(ConvPass pass, const Case& c, const std::vector<HostTensor>& in,
                     const std::vector<HostTensor>& out, const std::vector<OutputRef>& refs,
                     std::vector<Failure>& failures) {
@@ -443,7 +488,6 @@ void properties_bwd(ConvPass pass, const Case& c, const std::vector<HostTensor>&
   const bool data = pass == ConvPass::kBwdData;
   const View2D gv = out[0].v;
   auto zero = std::make_shared<std::vector<double>>(static_cast<size_t>(gv.rows * gv.cols), 0.0);
-  auto fixed = std::make_shared<std::vector<double>>(pack_dense(data ? in[1] : in[0]));  // w or x
   GradProblem p;
   GradOperand op;
   op.name = data ? "dX" : "dW";
@@ -452,14 +496,21 @@ void properties_bwd(ConvPass pass, const Case& c, const std::vector<HostTensor>&
   op.ref = &refs[0];
   p.operands.push_back(std::move(op));
   p.upstream = pack_dense(data ? in[0] : in[1]);
-  auto run = [g, data, fixed](const double* v, double* y, double* mag) {
-    if (data)
-      ref::conv2d_forward<double>(g, v, fixed->data(), y, mag);
-    else
-      ref::conv2d_forward<double>(g, fixed->data(), v, y, mag);
-  };
-  p.forward_mag = run;  // linear: f(u) and its magnitude, evaluated once (no differences)
   p.linear_terms = g.fwd_reduction();
+  const std::vector<std::vector<double>>& dev = refs[0].device_aux;
+  if (dev.size() == 2) {
+    p.jvp = dev[0];
+    p.jvp_err = dev[1];
+  } else {
+    auto fixed = std::make_shared<std::vector<double>>(pack_dense(data ? in[1] : in[0]));  // w or x
+    // linear: f(u) and its magnitude, evaluated once (no differences)
+    p.forward_mag = [g, data, fixed](const double* v, double* y, double* mag) {
+      if (data)
+        ref::conv2d_forward<double>(g, v, fixed->data(), y, mag);
+      else
+        ref::conv2d_forward<double>(g, fixed->data(), v, y, mag);
+    };
+  }
   p.seed = gradcheck_seed(c);
   p.label = "<dY, J u>";
   check_grad_projection(p, failures);
@@ -573,6 +624,7 @@ OpDef make(ConvPass pass) {
     };
   op.self_check = [pass](std::string& report) { return self_check(pass, report); };
   op.device_reference.when = [pass](const Params& p) { return device_when(pass, p); };
+  op.device_reference.scratch = [pass](const Case& c) { return device_scratch(pass, c); };
   op.device_reference.compute = [pass](const Case& c, const Arithmetic&, const std::vector<DevTensor>& t,
                                        std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
     return device_compute(pass, c, t, out, ctx);

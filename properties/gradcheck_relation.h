@@ -3,10 +3,12 @@
 //
 // A backward kernel returns g = J(x)^T v for a forward f (attention: (Q, K, V) -> O; conv
 // backward-data: x -> y, backward-filter: w -> y) and the upstream gradient v (dO, dY). Along one
-// direction u over the differentiated inputs (harness/values, normal class, seed from the case)
+// direction u over the differentiated inputs (seeded from the case: harness/values' normal
+// class; for a linear forward random signs, harness/gradcheck_direction.h)
 //   fd     = sum_i v_i (J u)_i          central differences of the fp64 host forward
 //                                       (harness/gradcheck.h fd_directional, Richardson); for a
-//                                       forward linear in the operands (conv), f(u) itself
+//                                       forward linear in the operands (conv), f(u) itself, on
+//                                       the host or beside the device reference
 //   kernel = sum_l u_l g_l              the kernel's own gradients (first launch)
 // and the two agree within
 //   tol = 4 sum_i |v_i| err_i                       the differences' error estimate (x the safety 4;
@@ -23,6 +25,7 @@
 // checks own those.
 #pragma once
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
@@ -34,6 +37,7 @@
 #include "harness/bounds.h"
 #include "harness/case.h"
 #include "harness/gradcheck.h"
+#include "harness/gradcheck_direction.h"
 #include "harness/op.h"
 #include "harness/values.h"
 #include "harness/verdict.h"
@@ -80,6 +84,10 @@ struct GradProblem {
   /// rounding is its only error, at most gamma_T(2^-53) times the magnitude sum_j |J_ij u_j|
   /// [H, sec. 3.1], a bound where the differences' error is an estimate.
   int64_t linear_terms = 0;
+  /// Linear forwards only: J u already evaluated for the direction gradcheck_signs(seed) (the
+  /// device path computes it beside the op's reference: DeviceOutput::aux), with its error bound
+  /// per output, gamma_{2T}(2^-53) x magnitude. Empty: forward_mag evaluates it here.
+  std::vector<double> jvp, jvp_err;
   uint64_t seed = 1;
   std::string label = "<v, J u>";  ///< how the detail names the contraction ("<dO, J u>")
 };
@@ -88,6 +96,17 @@ struct GradProblem {
 inline uint64_t gradcheck_seed(const Case& c) {
   const std::string id = c.id();
   return fnv1a64(id.data(), id.size()) ^ 0x9e3779b97f4a7c15ull;
+}
+
+/// The sign direction of a linear problem: n signs gradcheck_sign(seed, l), 64 per Philox block.
+inline std::vector<double> gradcheck_signs(uint64_t seed, int64_t n) {
+  std::vector<double> u(static_cast<size_t>(n));
+  for (int64_t b = 0; b < n; b += 64) {
+    const uint64_t bits = value_core::philox(seed, static_cast<uint64_t>(b) >> 6, kGradcheckSignStream).u64(0);
+    for (int64_t l = b; l < std::min<int64_t>(n, b + 64); ++l)
+      u[static_cast<size_t>(l)] = ((bits >> (l - b)) & 1) != 0 ? -1.0 : 1.0;
+  }
+  return u;
 }
 
 /// Runs the check; appends at most one kProjection failure.
@@ -110,22 +129,28 @@ inline void check_grad_projection(const GradProblem& p, std::vector<Failure>& ou
   if (n == 0 || m == 0) return;
   for (double v : p.upstream)
     if (!std::isfinite(v)) return;
-  const std::vector<double> u = draw_values(ValueClass::kNormal, p.seed, 11, n);
   // J u and its error per output: evaluated at u for a linear forward (the error a bound), else
   // by central differences (the error an asymptotic estimate, hence the safety factor 4).
   FdDirectional fd;
   double err_factor = 4;
-  const bool linear = p.linear_terms > 0 && p.forward_mag;
+  const bool given = !p.jvp.empty();
+  const bool linear = p.linear_terms > 0 && (p.forward_mag || given);
+  const std::vector<double> u = linear ? gradcheck_signs(p.seed, n) : draw_values(ValueClass::kNormal, p.seed, 11, n);
   if (linear) {
-    fd.jvp.resize(static_cast<size_t>(m));
-    fd.err.resize(static_cast<size_t>(m));
-    p.forward_mag(u.data(), fd.jvp.data(), fd.err.data());
-    // The magnitude is itself an fp64 sum, low by at most a factor 1 - gamma_T: doubling T covers it.
-    const double g_t = gamma_n(2 * p.linear_terms, 0x1p-53);
-    for (size_t i = 0; i < fd.err.size(); ++i) {
-      if (!std::isfinite(fd.jvp[i]) || !std::isfinite(fd.err[i])) return;
-      fd.err[i] *= g_t;
+    if (given) {
+      if (static_cast<int64_t>(p.jvp.size()) != m || p.jvp_err.size() != p.jvp.size()) return;
+      fd.jvp = p.jvp;
+      fd.err = p.jvp_err;
+    } else {
+      fd.jvp.resize(static_cast<size_t>(m));
+      fd.err.resize(static_cast<size_t>(m));
+      p.forward_mag(u.data(), fd.jvp.data(), fd.err.data());
+      // The magnitude is itself an fp64 sum, low by at most a factor 1 - gamma_T: doubling T covers it.
+      const double g_t = gamma_n(2 * p.linear_terms, 0x1p-53);
+      for (double& e : fd.err) e *= g_t;
     }
+    for (size_t i = 0; i < fd.err.size(); ++i)
+      if (!std::isfinite(fd.jvp[i]) || !std::isfinite(fd.err[i])) return;
     fd.u_eff = u;
     err_factor = 1;
   } else {
@@ -157,7 +182,7 @@ inline void check_grad_projection(const GradProblem& p, std::vector<Failure>& ou
   if (!(diff <= tol)) {
     std::string names;
     for (const auto& o : p.operands) names += (names.empty() ? "" : ", ") + o.name;
-    const std::string how = linear ? std::string("by the fp64 forward at u (linear)")
+    const std::string how = linear ? fmt::format("by the fp64 forward at u (linear{})", given ? ", on the device" : "")
                                      : fmt::format("by central differences of the fp64 forward (h {:.3g})", fd.h);
     out.push_back({FailureKind::kProjection, "", 1, -1,
                    fmt::format("gradcheck: {} = {:.10g} {}, {:.10g} from the kernel's {}; |diff| {:.3g} > tolerance "

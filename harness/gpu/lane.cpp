@@ -101,15 +101,15 @@ Status Lane::place(const std::vector<ArenaTensor>& tensors) {
   offsets_.clear();
   sizes_.clear();
   int64_t payload = 0;
-  for (const auto& t : tensors) payload += round_up(t.desc.extent() * static_cast<int64_t>(dtype_size(t.desc.dtype)));
-  const int64_t moat = std::max<int64_t>(64 << 10, round_up(payload / 8));
+  for (const auto& t : tensors) payload += scratch_round_up(t.desc.extent() * static_cast<int64_t>(dtype_size(t.desc.dtype)));
+  const int64_t moat = std::max<int64_t>(64 << 10, scratch_round_up(payload / 8));
   int64_t at = moat;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const auto& t = tensors[i];
     offsets_.push_back(at);
     const int64_t bytes = t.desc.extent() * static_cast<int64_t>(dtype_size(t.desc.dtype));
     sizes_.push_back(bytes);
-    at += round_up(bytes) + (i + 1 < tensors.size() ? kGuardBytes : moat);
+    at += scratch_round_up(bytes) + (i + 1 < tensors.size() ? kGuardBytes : moat);
   }
   if (tensors.empty()) at += moat;
   arena_bytes_ = at;
@@ -120,7 +120,7 @@ Status Lane::layout(const std::vector<ArenaTensor>& tensors, int64_t extra_bytes
   ASSAY_RETURN_IF_ERROR(place(tensors));
   extra_bytes_ = extra_bytes;
   scratch_bytes_ = scratch_bytes;
-  const int64_t device_bytes = 2 * arena_bytes_ + round_up(extra_bytes) + round_up(scratch_bytes);
+  const int64_t device_bytes = 2 * arena_bytes_ + scratch_round_up(extra_bytes) + scratch_round_up(scratch_bytes);
   ASSAY_RETURN_IF_ERROR(reserve(device_bytes, arena_bytes_ + extra_bytes));
   // Guards and padding get the canary; tensor payloads are written by the caller.
   auto fill = [&](int64_t b, int64_t e) {
@@ -130,7 +130,7 @@ Status Lane::layout(const std::vector<ArenaTensor>& tensors, int64_t extra_bytes
   for (size_t i = 0; i < tensors.size(); ++i) {
     fill(prev, offsets_[i]);
     const int64_t pad_begin = offsets_[i] + sizes_[i];
-    const int64_t pad_end = offsets_[i] + round_up(sizes_[i]);
+    const int64_t pad_end = offsets_[i] + scratch_round_up(sizes_[i]);
     std::memset(host_ + pad_begin, 0xA5, static_cast<size_t>(pad_end - pad_begin));
     prev = pad_end;
   }
@@ -142,14 +142,14 @@ Status Lane::layout_on_device(const std::vector<ArenaTensor>& tensors, int64_t s
   ASSAY_RETURN_IF_ERROR(place(tensors));
   extra_bytes_ = 0;
   scratch_bytes_ = scratch_bytes;
-  ASSAY_RETURN_IF_ERROR(reserve(2 * arena_bytes_ + round_up(scratch_bytes), 0));
+  ASSAY_RETURN_IF_ERROR(reserve(2 * arena_bytes_ + scratch_round_up(scratch_bytes), 0));
   // The same guard words and padding bytes as layout(), written into the snapshot.
   auto fill = [&](int64_t b, int64_t e) { return fill_words_device(dev_snapshot() + b, kGuardWord, (e - b) / 4, stream_); };
   int64_t prev = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     ASSAY_RETURN_IF_ERROR(fill(prev, offsets_[i]));
     const int64_t pad_begin = offsets_[i] + sizes_[i];
-    const int64_t pad_end = offsets_[i] + round_up(sizes_[i]);
+    const int64_t pad_end = offsets_[i] + scratch_round_up(sizes_[i]);
     if (pad_end > pad_begin)
       CUDA_CHECK(cudaMemsetAsync(dev_snapshot() + pad_begin, 0xA5, static_cast<size_t>(pad_end - pad_begin), stream_));
     prev = pad_end;
@@ -186,7 +186,7 @@ CheckParams Lane::check_params() {
     const auto& t = tensors_[i];
     DevRegion r;
     r.byte_begin = offsets_[i];
-    r.byte_end = offsets_[i] + round_up(sizes_[i]);
+    r.byte_end = offsets_[i] + scratch_round_up(sizes_[i]);
     if (t.role == Role::kIn) {
       r.kind = DevRegion::kBytesEqual;
     } else {

@@ -23,6 +23,7 @@
 
 #include "harness/case.h"
 #include "harness/gpu/check_kernels.h"
+#include "harness/scratch.h"
 #include "harness/spec.h"
 #include "harness/status.h"
 
@@ -72,7 +73,7 @@ class Lane {
   unsigned char* dev_tensor(int i) { return dev_arena() + offsets_[i]; }
   unsigned char* dev_snapshot_tensor(int i) { return dev_snapshot() + offsets_[i]; }
   unsigned char* dev_extra() { return dev_ + arena_bytes_; }
-  unsigned char* dev_scratch() { return dev_extra() + round_up(extra_bytes_); }
+  unsigned char* dev_scratch() { return dev_extra() + scratch_round_up(extra_bytes_); }
   int64_t tensor_bytes(int i) const { return sizes_[i]; }
 
   /// One H2D copy: host image + extra -> snapshot + extra.
@@ -92,9 +93,8 @@ class Lane {
 
  private:
   Lane() = default;
-  static int64_t round_up(int64_t x) { return (x + 255) / 256 * 256; }
   unsigned char* dev_snapshot() { return dev_; }
-  unsigned char* dev_arena() { return dev_scratch() + round_up(scratch_bytes_); }
+  unsigned char* dev_arena() { return dev_scratch() + scratch_round_up(scratch_bytes_); }
   Status reserve(int64_t device_bytes, int64_t host_bytes);
   /// Offsets and sizes of `tensors`; sets arena_bytes_.
   Status place(const std::vector<ArenaTensor>& tensors);

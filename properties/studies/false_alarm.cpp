@@ -24,6 +24,7 @@
 
 #include "harness/dtype_encode.h"
 #include "harness/interrupt.h"
+#include "harness/scratch.h"
 #include "references/host/gemm.h"
 
 namespace assay {
@@ -198,10 +199,6 @@ struct Rng {
 
 int64_t round_up(int64_t v, int64_t g) {
   return (v + g - 1) / g * g;
-}
-
-size_t align256(size_t x) {
-  return (x + 255) / 256 * 256;
 }
 
 /// Largest integer magnitude r with every integer in [-r, r] exact in `t`.
@@ -1356,22 +1353,22 @@ void fa_layout(FaBatch& batch) {
   for (size_t i = 0; i < batch.cases.size(); ++i) {
     const FaCase& c = batch.cases[i];
     FaSlot& s = batch.slots[i];
-    s.a = align256(pos);
+    s.a = scratch_round_up(pos);
     pos = s.a + static_cast<size_t>(fa_desc_a(c).extent()) * dtype_size(c.cfg().a);
-    s.b = align256(pos);
+    s.b = scratch_round_up(pos);
     pos = s.b + static_cast<size_t>(fa_desc_b(c).extent()) * dtype_size(c.cfg().b);
-    s.scale_a = align256(pos);
+    s.scale_a = scratch_round_up(pos);
     s.scale_b = s.scale_a + 256;
     pos = s.scale_b + sizeof(float);
   }
-  batch.out_begin = align256(pos);
+  batch.out_begin = scratch_round_up(pos);
   pos = batch.out_begin;
   for (size_t i = 0; i < batch.cases.size(); ++i) {
     const FaCase& c = batch.cases[i];
-    batch.slots[i].c = align256(pos);
+    batch.slots[i].c = scratch_round_up(pos);
     pos = batch.slots[i].c + static_cast<size_t>(fa_desc_c(c).extent()) * dtype_size(c.cfg().out);
   }
-  batch.bytes = align256(pos);
+  batch.bytes = scratch_round_up(pos);
   batch.ref_at.assign(batch.cases.size(), 0);
   uint64_t at = 0;
   for (size_t i = 0; i < batch.cases.size(); ++i) {

@@ -18,6 +18,7 @@
 #include "properties/studies/false_alarm_draw.h"
 #include "harness/gpu/cuda_check.h"
 #include "harness/gpu/lane.h"
+#include "harness/scratch.h"
 #include "references/library/cublas_gemm.h"
 #include "references/library/cublaslt_gemm.h"
 #include "references/device/gemm_f64_batch.h"
@@ -61,10 +62,6 @@ struct Grown {
   size_t cap = 0;
 };
 
-size_t align256(size_t x) {
-  return (x + 255) / 256 * 256;
-}
-
 /// Enqueues the drawing of `batch` into `image` (device, batch.bytes) on `stream`: its
 /// regions and their first blocks through the pinned `host` buffer into `dev`. With
 /// FaPlant::kDeviceInputs, every A is drawn from another key than the host's.
@@ -73,7 +70,7 @@ Status enqueue_draw(const FaBatch& batch, FaPlant plant, std::vector<FaRegion>& 
   ASSAY_RETURN_IF_ERROR(fa_batch_regions(batch, regions));
   if (plant == FaPlant::kDeviceInputs)
     for (size_t r = 0; r < regions.size(); r += 5) regions[r].gen.key ^= 1;  // A: the first of each case's five
-  const size_t region_bytes = align256(regions.size() * sizeof(FaRegion));
+  const size_t region_bytes = scratch_round_up(regions.size() * sizeof(FaRegion));
   const size_t bytes = region_bytes + (regions.size() + 1) * sizeof(uint32_t);
   ASSAY_RETURN_IF_ERROR(host.ensure(bytes));
   ASSAY_RETURN_IF_ERROR(dev.ensure(bytes));
@@ -154,7 +151,7 @@ class GpuBackend : public FaBackend {
     size_t problems_bytes = 0, tiles_bytes = 0;
     if (device_ref_) {
       fa_device_problems(batch, problems_, tiles_);
-      problems_bytes = align256(problems_.size() * sizeof(device_ref::F64GemmProblem));
+      problems_bytes = scratch_round_up(problems_.size() * sizeof(device_ref::F64GemmProblem));
       tiles_bytes = tiles_.size() * sizeof(device_ref::F64GemmTile);
       ASSAY_RETURN_IF_ERROR(slot.work.ensure(problems_bytes + tiles_bytes + 1));
       std::memcpy(slot.work.p, problems_.data(), problems_.size() * sizeof(device_ref::F64GemmProblem));

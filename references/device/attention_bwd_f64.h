@@ -14,6 +14,7 @@
 
 #include <cuda_runtime.h>
 
+#include "harness/scratch.h"
 #include "harness/status.h"
 #include "references/device/attention_bwd_f64_phases.h"
 
@@ -23,29 +24,16 @@ namespace assay::device_ref {
 /// runs first.
 inline constexpr int64_t kAttentionBwdF64MaxD = 128, kAttentionBwdF64MaxSk = 8192;
 
-/// Bytes of scratch the backward needs: two doubles per query row, four doubles and a flag per
-/// (row, key) pair, each array 256-byte aligned.
-inline int64_t attention_bwd_f64_scratch_bytes(const AttentionBwdF64Problem& p) {
-  auto up = [](int64_t b) { return (b + 255) / 256 * 256; };
-  return 2 * up(8 * p.rows()) + 4 * up(8 * p.pairs()) + up(p.pairs());
-}
-
-/// Points io's scratch arrays into `scratch` (attention_bwd_f64_scratch_bytes(p) bytes, 256-byte
-/// aligned).
-inline void attention_bwd_f64_scratch(const AttentionBwdF64Problem& p, unsigned char* scratch, AttentionBwdF64Io& io) {
-  auto up = [](int64_t b) { return (b + 255) / 256 * 256; };
-  auto take = [&](int64_t bytes) {
-    unsigned char* at = scratch;
-    scratch += up(bytes);
-    return at;
-  };
-  io.Di = reinterpret_cast<double*>(take(8 * p.rows()));
-  io.Dmag = reinterpret_cast<double*>(take(8 * p.rows()));
-  io.P = reinterpret_cast<double*>(take(8 * p.pairs()));
-  io.dS = reinterpret_cast<double*>(take(8 * p.pairs()));
-  io.ep = reinterpret_cast<double*>(take(8 * p.pairs()));
-  io.eds = reinterpret_cast<double*>(take(8 * p.pairs()));
-  io.live = take(p.pairs());
+/// The backward's scratch arrays into io, in order from `s` (harness/scratch.h): two doubles per
+/// query row, four doubles and a flag per (row, key) pair. A counting carver gives the bytes.
+inline void attention_bwd_f64_scratch(const AttentionBwdF64Problem& p, ScratchCarver& s, AttentionBwdF64Io& io) {
+  io.Di = s.take<double>(p.rows());
+  io.Dmag = s.take<double>(p.rows());
+  io.P = s.take<double>(p.pairs());
+  io.dS = s.take<double>(p.pairs());
+  io.ep = s.take<double>(p.pairs());
+  io.eds = s.take<double>(p.pairs());
+  io.live = s.take<unsigned char>(p.pairs());
 }
 
 /// dQ, dK, dV and their tolerances into io's outputs (scratch laid out by

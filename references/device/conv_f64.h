@@ -29,4 +29,8 @@ Status conv2d_f64_reference(ConvF64Pass pass, const ref::Conv2dGeometry& g, cons
                             const StoreRounding& store, InputRows in0, InputRows in1, double* ref, double* tol,
                             cudaStream_t stream);
 
+/// u[l] = gradcheck_sign(seed, l) for l < n (harness/gradcheck_direction.h), exact in fp32: the
+/// gradcheck relation's direction for a forward linear in its operand. Asynchronous on `stream`.
+Status fill_gradcheck_signs(float* u, int64_t n, uint64_t seed, cudaStream_t stream);
+
 }  // namespace assay::device_ref

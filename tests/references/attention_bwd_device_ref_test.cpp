@@ -57,11 +57,14 @@ struct PhaseRun {
 PhaseRun run_phases(const Case& c, const std::vector<std::vector<unsigned char>>& images, bool fast_math) {
   const attention::AttnDims d = attention::dims_of(Params(c.params));
   const device_ref::AttentionBwdF64Problem p = attention::attention_bwd_problem(d, fast_math);
-  std::vector<unsigned char> scratch(static_cast<size_t>(device_ref::attention_bwd_f64_scratch_bytes(p)) + 256);
+  device_ref::AttentionBwdF64Io io;
+  ScratchCarver count;
+  device_ref::attention_bwd_f64_scratch(p, count, io);
+  std::vector<unsigned char> scratch(static_cast<size_t>(count.bytes()) + 256);
   auto* base = scratch.data();
   base += (256 - reinterpret_cast<uintptr_t>(base) % 256) % 256;
-  device_ref::AttentionBwdF64Io io;
-  device_ref::attention_bwd_f64_scratch(p, base, io);
+  ScratchCarver carve(base);
+  device_ref::attention_bwd_f64_scratch(p, carve, io);
   io.q = rows_of(c, images, 0), io.k = rows_of(c, images, 1), io.v = rows_of(c, images, 2);
   io.o = rows_of(c, images, 3), io.dout = rows_of(c, images, 4), io.lse = rows_of(c, images, 5);
   io.mask = rows_of(c, images, 6);

@@ -6,10 +6,14 @@
 // (bit for bit in fact; the summary line gives the bitwise share) and the tolerances to 1e-12
 // relative, with the same NaN / Inf pattern and exact-tier flag; for fp32, fp16 and bf16 cases
 // alike (a narrow case's inputs are read widened, its tolerance carries the output's store
-// rounding). Then the engine itself: the direct and implicit-GEMM kernels pass such cases, of
+// rounding). A gradcheck case of a backward pass also leaves the forward along the relation's
+// sign direction beside the reference (DeviceOutput::aux): it is the host forward at the same
+// signs, within the same 4 ulps, and its error bound gamma_{2T}(2^-53) x magnitude within 1e-12.
+// Then the engine itself: the direct and implicit-GEMM kernels pass such cases, of
 // every dtype, with the verdict naming the device reference.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "harness/executor.h"
@@ -17,6 +21,7 @@
 #include "harness/op_model.h"
 #include "harness/spec.h"
 #include "properties/conv.h"
+#include "properties/gradcheck_relation.h"
 #include "tests/references/device_ref_check.h"
 
 namespace assay {
@@ -48,9 +53,48 @@ TEST_P(ConvDeviceRefGpu, MatchesTheHostReferenceAndBound) {
   ASSERT_GE(cases.size(), 200u);
   test_util::DeviceRefStats st;
   const test_util::RefScale mag = [](size_t, size_t l, const std::vector<OutputRef>& h) { return h[0].aux[0][l]; };
+  const ConvPass pass = GetParam();
+  int64_t grad_cases = 0, grad_elems = 0, grad_bitwise = 0;
+  // The host's J u: its forward at the signs the relation draws for the case, with the magnitude.
+  const test_util::AuxCheck jvp = [&](const test_util::ModelHostRun& h, size_t, const std::vector<std::vector<double>>& aux) {
+    const bool data = pass == ConvPass::kBwdData;
+    const ref::Conv2dGeometry g = conv::conv_geometry(Params(h.c.params));
+    const std::vector<double> u = gradcheck_signs(gradcheck_seed(h.c), data ? g.x_elems() : g.w_elems());
+    const std::vector<double> fixed = h.dense(data ? 1 : 0);  // W, or X
+    std::vector<double> y(static_cast<size_t>(g.y_elems())), m(y.size());
+    if (data)
+      ref::conv2d_forward<double>(g, u.data(), fixed.data(), y.data(), m.data());
+    else
+      ref::conv2d_forward<double>(g, fixed.data(), u.data(), y.data(), m.data());
+    ASSERT_EQ(aux.size(), 2u) << h.c.summary();
+    ASSERT_EQ(aux[0].size(), y.size()) << h.c.summary();
+    ++grad_cases;
+    const double g_t = gamma_n(2 * g.fwd_reduction(), 0x1p-53);
+    int reported = 0;
+    for (size_t i = 0; i < y.size() && reported < 5; ++i) {
+      ++grad_elems;
+      grad_bitwise += aux[0][i] == y[i] || (std::isnan(aux[0][i]) && std::isnan(y[i])) ? 1 : 0;
+      // A non-finite J u (an Inf input) ends the relation on either path: only its value must agree.
+      const bool ok = !std::isfinite(y[i])
+                          ? aux[0][i] == y[i] || (std::isnan(aux[0][i]) && std::isnan(y[i]))
+                          : std::fabs(aux[0][i] - y[i]) <= 4 * std::ldexp(m[i], -52) &&
+                                std::fabs(aux[1][i] - g_t * m[i]) <= 1e-12 * g_t * m[i];
+      if (!ok) {
+        ++reported;
+        ADD_FAILURE() << h.c.summary() << " J u[" << i << "]: device " << aux[0][i] << " err " << aux[1][i]
+                      << ", host " << y[i] << " err " << g_t * m[i];
+      }
+    }
+  };
   for (const Case& c : cases) {
-    ASSERT_NO_FATAL_FAILURE(test_util::check_device_reference(op, c, Contract(), 4, mag, 1e-12, st));
+    ASSERT_NO_FATAL_FAILURE(test_util::check_device_reference(op, c, Contract(), 4, mag, 1e-12, st, jvp));
     if (HasFailure()) break;
+  }
+  if (pass != ConvPass::kFwd) {
+    EXPECT_GT(grad_cases, 0) << "no gradcheck case took the device path";
+    std::printf("[ measured ] %s gradcheck J u on the device: %lld cases, %lld elements, %lld bit for bit\n",
+                name.c_str(), static_cast<long long>(grad_cases), static_cast<long long>(grad_elems),
+                static_cast<long long>(grad_bitwise));
   }
   EXPECT_GT(st.by_dtype[0], 0);
   EXPECT_GT(st.by_dtype[1], 0) << "no fp16 case";
