@@ -101,13 +101,16 @@ struct FuzzArgs {
   double seconds = 0;
   uint64_t seed = 1;
   int64_t max_dim = 2048;
-  // Two worker processes per GPU of 8 lanes each, each worker with its own generator lock: on
-  // a 16-core H100 host this gave 1.1x to 1.65x the small-case rate of one worker of 8 lanes
-  // (gemm, conv2d, attention, softmax, rope, gemm_tc); four or eight workers gave less, and two
-  // of 4 lanes 0.55x to 0.9x of two of 8 on 24 of the 25 ops.
-  int lanes = 8;
+  // One worker process per GPU of 16 lanes: its lanes' streams share one CUDA context, which the
+  // GPU runs concurrently, where two processes' contexts take turns on it. On a 16-core H100
+  // host it gave 1.1x to 1.36x the small-case rate of two workers of 8 on the ops with the most
+  // device work (attention, conv2d, conv2d_bwd_data, gemm_bwd, gemm_int8), and 0.74x to 0.9x on
+  // the host-bound row-wise backward ops, whose case generation (serialised in a process)
+  // then sets the pace; all 22 ops above 10,000 cases/s stayed above 12,000. Three workers
+  // of 6 and four of 4 gave less than either (docs/results.md).
+  int lanes = 16;
   std::vector<int> devices;  // empty: all visible
-  int workers_per_gpu = 2;
+  int workers_per_gpu = 1;
   std::string shard = "0/1";
   std::string sanitize;
   double case_timeout = 60;
@@ -475,7 +478,7 @@ int cmd_replay(std::vector<std::string> paths, int device, bool require_gpu, boo
 struct BenchArgs {
   std::vector<std::string> ops;
   double seconds = 10;
-  int lanes = 8;
+  int lanes = 16;  // as `assay fuzz`
   int64_t mutant_cases = 20000;
   std::string out = "bench-results";
   bool per_variant = false;  ///< each correct variant alone per size class, beside all together
@@ -485,9 +488,9 @@ struct BenchArgs {
   /// `PEER --op OP --mode {hypothesis,loop} --seconds S --max-dim 64`, one JSON line back.
   std::string peer;
   bool split = false;  ///< the small class once more in-process, its lane time split by phase
-  /// Worker processes on GPU 0, each with its own lanes (host threads) and generator lock: for
-  /// ops whose host work per case, not the GPU, sets the rate (2: as `assay fuzz`).
-  int workers_per_gpu = 2;
+  /// Worker processes on GPU 0, each with its own lanes (host threads) and generator lock (1:
+  /// as `assay fuzz`; more for ops whose case generation, not the GPU, sets the rate).
+  int workers_per_gpu = 1;
   double vendor_share = kCampaignVendorShare;
 };
 
@@ -997,7 +1000,7 @@ int main(int argc, char** argv) {
   fuzz->add_option("--devices", fa.devices, "CUDA devices (default: all visible), --workers-per-gpu workers each")
       ->check(cli::integer_in(0, 1023));
   fuzz->add_option("--workers-per-gpu", fa.workers_per_gpu,
-                   "Worker processes per GPU, each with --lanes lanes (default 2; --in-process: one)")
+                   "Worker processes per GPU, each with --lanes lanes (default 1; --in-process: one)")
       ->check(CLI::Range(1, 16));
   fuzz->add_option("--shard", fa.shard, "Run shard i of N (i/N): case indices k with k % N == i");
   fuzz->add_option("--sanitize", fa.sanitize, "Run workers under compute-sanitizer with this tool")
@@ -1200,7 +1203,7 @@ int main(int argc, char** argv) {
   bench->add_flag("--per-variant", ba.per_variant, "Also each correct variant alone, per size class");
   bench->add_flag("--skip-mutants", ba.skip_mutants, "No time-to-detect runs of the planted mutants");
   bench->add_flag("--skip-large", ba.skip_large, "No large-case breakdown");
-  bench->add_option("--workers-per-gpu", ba.workers_per_gpu, "Worker processes on the GPU (throughput runs; default 2)")
+  bench->add_option("--workers-per-gpu", ba.workers_per_gpu, "Worker processes on the GPU (throughput runs; default 1)")
       ->check(CLI::Range(1, 16));
   bench->add_option("--vendor-share", ba.vendor_share,
                     fmt::format("Most of a lane's time the vendor column (the vendor-relative ratio) may take; 0: "
