@@ -224,39 +224,36 @@ Status build_device_setup(const OpDef& op, const Contract& k, gpu::Lane& lane, c
   ctx.scratch_bytes = op_scratch;
   const auto inputs = views_at(c, s.views, [&](int t) { return lane.dev_snapshot_tensor(t); });
   ASSAY_RETURN_IF_ERROR(op.device_reference.compute(c, k.arithmetic(), inputs, s.douts, ctx));
-  // An op's properties read decoded host inputs: the drawn snapshot, as the device reference
-  // left it (an op's device-side prepare included), copied back and decoded as the host path
-  // decodes its images.
-  if (op.properties && !Params(c.params).s("relation").empty()) {
-    s.host.resize(static_cast<size_t>(nt));
-    s.hv.clear();
-    std::vector<std::vector<unsigned char>> raw(static_cast<size_t>(nt));
+  // An op's properties read decoded host inputs, and a transform works on host images: both
+  // the drawn snapshot as the device reference left it (an op's device-side prepare included),
+  // copied back once (outputs keep their poison).
+  const bool props = op.properties && !Params(c.params).s("relation").empty();
+  std::vector<std::vector<unsigned char>> images;
+  if (props || relation) {
+    images.resize(static_cast<size_t>(nt));
     for (int t = 0; t < nt; ++t) {
-      raw[static_cast<size_t>(t)].resize(static_cast<size_t>(lane.tensor_bytes(t)));
-      CUDA_CHECK(cudaMemcpyAsync(raw[static_cast<size_t>(t)].data(), lane.dev_snapshot_tensor(t),
-                                 raw[static_cast<size_t>(t)].size(), cudaMemcpyDeviceToHost, lane.stream()));
+      images[static_cast<size_t>(t)].resize(static_cast<size_t>(lane.tensor_bytes(t)));
+      CUDA_CHECK(cudaMemcpyAsync(images[static_cast<size_t>(t)].data(), lane.dev_snapshot_tensor(t),
+                                 images[static_cast<size_t>(t)].size(), cudaMemcpyDeviceToHost, lane.stream()));
     }
     CUDA_CHECK(cudaStreamSynchronize(lane.stream()));
+  }
+  if (props) {  // decoded as the host path decodes its images
+    s.host.resize(static_cast<size_t>(nt));
+    s.hv.clear();
     for (int t = 0; t < nt; ++t) {
-      s.host[static_cast<size_t>(t)] = decode(T[t].desc.dtype, raw[static_cast<size_t>(t)].data(), T[t].desc.extent());
+      const auto& img = images[static_cast<size_t>(t)];
+      s.host[static_cast<size_t>(t)] = decode(T[t].desc.dtype, img.data(), T[t].desc.extent());
       s.hv.push_back({s.host[static_cast<size_t>(t)].data() + T[t].desc.offset, s.views[t]});
     }
     s.host_inputs = true;
   }
   if (relation) {
-    // The transform works on host images: the drawn tensors copied back (outputs keep their
-    // poison). The transformed inputs go to the working arena, which every launch restores
-    // from the snapshot first, and their reference into the second buffers.
-    s.timages.resize(static_cast<size_t>(nt));
+    // The transformed inputs go to the working arena, which every launch restores from the
+    // snapshot first, and their reference into the second buffers.
+    s.timages = std::move(images);
     std::vector<unsigned char*> timg;
-    for (int t = 0; t < nt; ++t) {
-      auto& img = s.timages[static_cast<size_t>(t)];
-      img.resize(static_cast<size_t>(lane.tensor_bytes(t)));
-      CUDA_CHECK(cudaMemcpyAsync(img.data(), lane.dev_snapshot_tensor(t), img.size(), cudaMemcpyDeviceToHost,
-                                 lane.stream()));
-      timg.push_back(img.data());
-    }
-    CUDA_CHECK(cudaStreamSynchronize(lane.stream()));
+    for (auto& img : s.timages) timg.push_back(img.data());
     if (op.transform(c, timg)) {
       for (int t = 0; t < nt; ++t)
         if (T[t].role != Role::kOut)

@@ -101,7 +101,8 @@ Status Lane::place(const std::vector<ArenaTensor>& tensors) {
   offsets_.clear();
   sizes_.clear();
   int64_t payload = 0;
-  for (const auto& t : tensors) payload += scratch_round_up(t.desc.extent() * static_cast<int64_t>(dtype_size(t.desc.dtype)));
+  for (const auto& t : tensors)
+    payload += scratch_round_up(t.desc.extent() * static_cast<int64_t>(dtype_size(t.desc.dtype)));
   const int64_t moat = std::max<int64_t>(64 << 10, scratch_round_up(payload / 8));
   int64_t at = moat;
   for (size_t i = 0; i < tensors.size(); ++i) {

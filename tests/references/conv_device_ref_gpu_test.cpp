@@ -56,7 +56,8 @@ TEST_P(ConvDeviceRefGpu, MatchesTheHostReferenceAndBound) {
   const ConvPass pass = GetParam();
   int64_t grad_cases = 0, grad_elems = 0, grad_bitwise = 0;
   // The host's J u: its forward at the signs the relation draws for the case, with the magnitude.
-  const test_util::AuxCheck jvp = [&](const test_util::ModelHostRun& h, size_t, const std::vector<std::vector<double>>& aux) {
+  const test_util::AuxCheck jvp = [&](const test_util::ModelHostRun& h, size_t,
+                                      const std::vector<std::vector<double>>& aux) {
     const bool data = pass == ConvPass::kBwdData;
     const ref::Conv2dGeometry g = conv::conv_geometry(Params(h.c.params));
     const std::vector<double> u = gradcheck_signs(gradcheck_seed(h.c), data ? g.x_elems() : g.w_elems());
