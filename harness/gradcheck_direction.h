@@ -1,8 +1,9 @@
-// The direction of the gradcheck relation for a forward linear in its operand (conv): random
-// signs, u_l = +-1. Host and device draw the same signs from the case's seed, so the device
+// The direction of the gradcheck relation: random signs, u_l = +-1, from the case's seed. Host
+// and device draw the same signs, so for a forward linear in its operand (conv) the device
 // path evaluates f(u) beside its reference while the host forms sum u . g from the same u. A
 // sign direction is exact in every input dtype the device references read (fp32, fp16, bf16),
-// and it projects a gradient error e as a Gaussian direction does: E[(e . u)^2] = |e|^2.
+// costs a fraction of a nanosecond an element (64 signs per Philox block), and projects a
+// gradient error e as a Gaussian direction does: E[(e . u)^2] = |e|^2.
 #pragma once
 
 #include <cstdint>
