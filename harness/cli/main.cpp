@@ -104,10 +104,11 @@ struct FuzzArgs {
   // One worker process per GPU of 16 lanes: its lanes' streams share one CUDA context, which the
   // GPU runs concurrently, where two processes' contexts take turns on it. On a 16-core H100
   // host it gave 1.1x to 1.36x the small-case rate of two workers of 8 on the ops with the most
-  // device work (attention, conv2d, conv2d_bwd_data, gemm_bwd, gemm_int8), and 0.74x to 0.9x on
-  // the host-bound row-wise backward ops, whose case generation (serialised in a process)
-  // then sets the pace; all 22 ops above 10,000 cases/s stayed above 12,000. Three workers
-  // of 6 and four of 4 gave less than either (docs/results.md).
+  // device work (attention, conv2d, conv2d_bwd_data, gemm_bwd, gemm_int8), and 0.74x to 0.95x on
+  // host-bound ones (the row-wise backward passes, cross_entropy, the norms), whose case
+  // generation (serialised in a process) then sets the pace; all 22 ops above 10,000 cases/s
+  // stayed above 12,000. Three workers of 6 and four of 4 gave less than either
+  // (docs/results.md).
   int lanes = 16;
   std::vector<int> devices;  // empty: all visible
   int workers_per_gpu = 1;
