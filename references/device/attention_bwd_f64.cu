@@ -4,6 +4,8 @@
 // previous one's writes).
 #include "references/device/attention_bwd_f64.h"
 
+#include <type_traits>
+
 #include "harness/gpu/cuda_check.h"
 
 namespace assay::device_ref {
@@ -11,24 +13,21 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void __launch_bounds__(kThreads) bwd_rows(AttentionBwdF64Problem p, AttentionBwdF64Io io, int64_t n) {
-  const int64_t e = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  if (e < n) attn_bwd_phase_row(p, io, e);
-}
+enum class Phase { kRow, kPair, kDq, kDkv };
 
-__global__ void __launch_bounds__(kThreads) bwd_pairs(AttentionBwdF64Problem p, AttentionBwdF64Io io, int64_t n) {
+/// Thread e of phase P (attention_bwd_f64_phases.h): query row, (row, key) pair, or output element.
+template <Phase P>
+__global__ void __launch_bounds__(kThreads) bwd_phase(AttentionBwdF64Problem p, AttentionBwdF64Io io, int64_t n) {
   const int64_t e = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  if (e < n) attn_bwd_phase_pair(p, io, e);
-}
-
-__global__ void __launch_bounds__(kThreads) bwd_dq(AttentionBwdF64Problem p, AttentionBwdF64Io io, int64_t n) {
-  const int64_t e = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  if (e < n) attn_bwd_phase_dq(p, io, e);
-}
-
-__global__ void __launch_bounds__(kThreads) bwd_dkv(AttentionBwdF64Problem p, AttentionBwdF64Io io, int64_t n) {
-  const int64_t e = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  if (e < n) attn_bwd_phase_dkv(p, io, e);
+  if (e >= n) return;
+  if constexpr (P == Phase::kRow)
+    attn_bwd_phase_row(p, io, e);
+  else if constexpr (P == Phase::kPair)
+    attn_bwd_phase_pair(p, io, e);
+  else if constexpr (P == Phase::kDq)
+    attn_bwd_phase_dq(p, io, e);
+  else
+    attn_bwd_phase_dkv(p, io, e);
 }
 
 __global__ void __launch_bounds__(kThreads) bwd_prepare(AttentionBwdPrepareIo io, int64_t n) {
@@ -52,18 +51,16 @@ Status attention_bwd_f64_reference(const AttentionBwdF64Problem& p, const Attent
   const int64_t rows = p.rows(), pairs = p.pairs(), nq = rows * p.D, nk = p.kv_rows() * p.D;
   if (pairs > kMaxThreads || nq > kMaxThreads || nk > kMaxThreads)
     return invalid_argument("attention_bwd device reference: problem too large for one launch");
-  if (rows > 0) {
-    bwd_rows<<<blocks(rows), kThreads, 0, stream>>>(p, io, rows);
+  auto launch = [&](auto phase, int64_t n) -> Status {
+    if (n <= 0) return ok_status();
+    bwd_phase<decltype(phase)::value><<<blocks(n), kThreads, 0, stream>>>(p, io, n);
     CUDA_CHECK(cudaGetLastError());
-    bwd_pairs<<<blocks(pairs), kThreads, 0, stream>>>(p, io, pairs);
-    CUDA_CHECK(cudaGetLastError());
-    bwd_dq<<<blocks(nq), kThreads, 0, stream>>>(p, io, nq);
-    CUDA_CHECK(cudaGetLastError());
-  }
-  if (nk > 0) {
-    bwd_dkv<<<blocks(nk), kThreads, 0, stream>>>(p, io, nk);
-    CUDA_CHECK(cudaGetLastError());
-  }
+    return ok_status();
+  };
+  ASSAY_RETURN_IF_ERROR(launch(std::integral_constant<Phase, Phase::kRow>{}, rows));
+  ASSAY_RETURN_IF_ERROR(launch(std::integral_constant<Phase, Phase::kPair>{}, pairs));
+  ASSAY_RETURN_IF_ERROR(launch(std::integral_constant<Phase, Phase::kDq>{}, nq));
+  ASSAY_RETURN_IF_ERROR(launch(std::integral_constant<Phase, Phase::kDkv>{}, nk));
   return ok_status();
 }
 
