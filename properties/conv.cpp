@@ -58,11 +58,11 @@
 // 2^48, k < 2^26) the output must match exactly: NaN where the reference is NaN, the same-signed
 // Inf where it is Inf (tol 0 there, so the engine's "may overflow" excuse does not apply).
 // Device reference (every pass): cases of every dtype from 2048 multiply-adds up, with at most
-// 2^14 terms per output element, are drawn on the device (fp16 / bf16 rounded as the host rounds them) and checked
-// against references/device/conv_f64.cu, which runs the host reference's element function
-// (references/host/conv.h) on the inputs widened exactly and this bound's element tolerance
-// (harness/bound_core.h dot_element_tol, the store rounding of an fp16 / bf16 output from
-// harness/ulp_core.h) per output element: the same values as the host path. A gradcheck case
+// 2^14 terms per output element, are drawn on the device (fp16 / bf16 rounded as the host rounds
+// them) and checked against references/device/conv_f64.cu, which runs the host reference's
+// element function (references/host/conv.h) on the inputs widened exactly and this bound's
+// element tolerance (harness/bound_core.h dot_element_tol, the store rounding of an fp16 / bf16
+// output from harness/ulp_core.h) per output element: the same values as the host path. A gradcheck case
 // of a backward pass also gets the forward along the relation's sign direction there, beside
 // the reference, so that its properties run no host forward.
 // Work is capped at 2^22 multiply-adds per case (the fp64 host reference), 2^18 with the

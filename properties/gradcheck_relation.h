@@ -4,8 +4,8 @@
 // A backward kernel returns g = J(x)^T v for a forward f (attention: (Q, K, V) -> O; conv
 // backward-data: x -> y, backward-filter: w -> y) and the upstream gradient v (dO, dY). Along one
 // direction u over the differentiated inputs (random signs seeded from the case,
-// harness/gradcheck_direction.h: drawing a normal direction had cost attention_bwd's relation
-// 43% of its host time, 126 ns an element against a fraction of one)
+// harness/gradcheck_direction.h: a fraction of a nanosecond an element, where a normal direction
+// cost over a hundred, and the same signs on the device)
 //   fd     = sum_i v_i (J u)_i          central differences of the fp64 host forward
 //                                       (harness/gradcheck.h fd_directional, Richardson); for a
 //                                       forward linear in the operands (conv), f(u) itself, on
@@ -99,7 +99,7 @@ inline uint64_t gradcheck_seed(const Case& c) {
   return fnv1a64(id.data(), id.size()) ^ 0x9e3779b97f4a7c15ull;
 }
 
-/// The sign direction of a linear problem: n signs gradcheck_sign(seed, l), 64 per Philox block.
+/// The direction of a problem: n signs gradcheck_sign(seed, l), 64 per Philox block.
 inline std::vector<double> gradcheck_signs(uint64_t seed, int64_t n) {
   std::vector<double> u(static_cast<size_t>(n));
   for (int64_t b = 0; b < n; b += 64) {
