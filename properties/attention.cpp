@@ -69,12 +69,12 @@
 // references/device/attention_f64.cu: one block per query row runs steps 1 to 5 through
 // references/host/attention.h, the functions fwd_ref and fwd_tol call here, in the same order
 // (only exp and log are CUDA's), O's store rounding included. Backward (up to 2^20 (row, key)
-// pairs; the gradcheck relation's properties read the snapshot, copied back): its device compute first
-// does prepare_bwd's work on the device (the masked rows, that forward reference's O and LSE,
-// rounded into O's dtype and fp32 as store_as rounds them, dO's row scaling), writing the
-// snapshot every launch restores from, then references/device/attention_bwd_f64.cu runs
-// bwd_pass's per-pair step and finish (references/host/attention.h) with each output
-// element's sum in the host's order.
+// pairs; the gradcheck relation's properties read the snapshot, copied back): its device
+// compute first does prepare_bwd's work on the device (the masked rows, that forward
+// reference's O and LSE, rounded into O's dtype and fp32 as store_as rounds them, dO's row
+// scaling), writing the snapshot every launch restores from, then
+// references/device/attention_bwd_f64.cu runs bwd_pass's per-pair step and finish
+// (references/host/attention.h) with each output element's sum in the host's order.
 // Generation (derived from the declarations below): dtype fp16 / bf16 / fp32 at 40 / 40 / 20%;
 // D 64 or 128 in 70% of the cases, else one of 1, 8, 16, 40, 80, 96, 100, 127; Hkv 1..4, G (query
 // heads per kv head, GQA when > 1) 1, 2 or 4, B 1..3; Sq and Sk edge-biased (tile edges around
@@ -581,18 +581,6 @@ bool device_when(const Params& p) {
   return d.B * d.H * d.Sq * d.Sk * d.D >= kDeviceRefWork;
 }
 
-/// The forward's device problem under arithmetic `a` (its key tile, exp, narrow P).
-device_ref::AttentionF64Problem fwd_problem(const AttnDims& d, const Arithmetic& a) {
-  device_ref::AttentionF64Problem p;
-  p.B = d.B, p.H = d.H, p.Hkv = d.Hkv, p.Sq = d.Sq, p.Sk = d.Sk, p.D = d.D;
-  p.causal = d.causal, p.has_mask = d.has_mask, p.scale = d.scale;
-  p.key_tile = a.tile("kv_tile", kernels::attention::kFwdKeyTile);
-  p.soft = fwd_softmax(d, a.fast_math);
-  p.store = store_rounding_for(d.dt);
-  p.narrow = narrow_p(d, a.narrow_intermediates);
-  return p;
-}
-
 /// O and LSE with their tolerances on the device (references/device/attention_f64.cu), the
 /// tolerance itself in mag (DeviceOutput's defaults: a bound computed outright, as the host
 /// path uploads it).
@@ -607,7 +595,7 @@ Status device_compute_fwd(const Case& c, const Arithmetic& a, const std::vector<
   if (d.has_mask)
     ASSAY_RETURN_IF_ERROR(device_ref::attention_mask_rows(t[3].as<float>(), t[3].v.rows, t[3].v.cols, t[3].v.ld,
                                                           prm.i("masked_every", 0), ctx.stream));
-  const device_ref::AttentionF64Problem p = fwd_problem(d, a);
+  const device_ref::AttentionF64Problem p = attention_fwd_problem(d, a);
   const auto rows = [](const DevTensor& x) { return device_ref::input_rows(x.ptr, x.v.cols, x.v.ld, x.dtype); };
   device_ref::AttentionF64Io io;
   io.q = rows(t[0]), io.k = rows(t[1]), io.v = rows(t[2]), io.mask = rows(t[3]);
@@ -676,7 +664,8 @@ Status device_compute_bwd(const Case& c, const Arithmetic& a, const std::vector<
   if (d.has_mask)
     ASSAY_RETURN_IF_ERROR(device_ref::attention_mask_rows(t[6].as<float>(), t[6].v.rows, t[6].v.cols, t[6].v.ld,
                                                           prm.i("masked_every", 0), ctx.stream));
-  const device_ref::AttentionF64Problem f = fwd_problem(d, Arithmetic{});  // O and LSE only: no tolerance is read
+  // O and LSE only: no tolerance is read.
+  const device_ref::AttentionF64Problem f = attention_fwd_problem(d, Arithmetic{});
   fio.q = rows(t[0]), fio.k = rows(t[1]), fio.v = rows(t[2]), fio.mask = rows(t[6]);
   ASSAY_RETURN_IF_ERROR(device_ref::attention_fwd_f64_reference(f, fio, ctx.stream));
   device_ref::AttentionBwdPrepareIo pio;
@@ -698,8 +687,8 @@ Status device_compute_bwd(const Case& c, const Arithmetic& a, const std::vector<
 
 // ---- properties ---------------------------------------------------------------------
 /// fp64 forward O = softmax(S) V on Q, K, V packed dense one after another in x (the gradcheck's
-/// function) into y (may be null); mag (may be null): per output a bound on its rounding error in units of 16 u
-/// (Differentiable::magnitude): sum_j P_j |v_j| (1 + ((D + 2)(smag_j + sum_l P_l smag_l) + 2 Sk + 8) / 16),
+/// function) into y (may be null); mag (may be null): per output a bound on its rounding error in
+/// units of 16 u (Differentiable::magnitude): sum_j P_j |v_j| (1 + ((D + 2)(smag_j + sum_l P_l smag_l) + 2 Sk + 8) / 16),
 /// smag the scores' magnitude scale sum |q||k| + |mask|.
 void attention_forward_packed(const AttnDims& d, const HostTensor* mask, const double* x, double* y, double* mag) {
   const int64_t G = d.H / d.Hkv, qr = d.B * d.H * d.Sq, kr = d.B * d.Hkv * d.Sk, D = d.D;
@@ -973,6 +962,17 @@ ASSAY_REGISTER(add_variant(
      .source = "kernels/attention/flash_bwd.cu"}));
 
 }  // namespace
+
+device_ref::AttentionF64Problem attention_fwd_problem(const AttnDims& d, const Arithmetic& a) {
+  device_ref::AttentionF64Problem p;
+  p.B = d.B, p.H = d.H, p.Hkv = d.Hkv, p.Sq = d.Sq, p.Sk = d.Sk, p.D = d.D;
+  p.causal = d.causal, p.has_mask = d.has_mask, p.scale = d.scale;
+  p.key_tile = a.tile("kv_tile", kernels::attention::kFwdKeyTile);
+  p.soft = fwd_softmax(d, a.fast_math);
+  p.store = store_rounding_for(d.dt);
+  p.narrow = narrow_p(d, a.narrow_intermediates);
+  return p;
+}
 
 device_ref::AttentionBwdF64Problem attention_bwd_problem(const AttnDims& d, bool fast_math) {
   device_ref::AttentionBwdF64Problem p;

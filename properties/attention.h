@@ -17,6 +17,7 @@
 #include "harness/op.h"
 #include "kernels/attention/attention.h"
 #include "references/device/attention_bwd_f64_phases.h"
+#include "references/device/attention_f64_row.h"
 
 namespace assay::attention {
 
@@ -43,6 +44,10 @@ AttnDims dims_of(const Params& p);
 void attention_fwd_reference(const AttnDims& d, const HostTensor& q, const HostTensor& k, const HostTensor& v,
                              const HostTensor* mask, OutputRef& o, OutputRef& lse,
                              int64_t key_tile = kernels::attention::kFwdKeyTile, bool fast_math = false);
+
+/// The forward's device problem (references/device/attention_f64.h) of a case under a variant's
+/// declared arithmetic `a` (its key tile, exp, narrow P).
+device_ref::AttentionF64Problem attention_fwd_problem(const AttnDims& d, const Arithmetic& a);
 
 /// The backward's device problem (references/device/attention_bwd_f64.h) of a case, under IEEE
 /// or fast-math exp.

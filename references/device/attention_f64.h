@@ -7,8 +7,9 @@
 // multiply-adds. Q, K, V (and O) fp32, fp16 or bf16, read widened exactly, O's
 // tolerance with its dtype's store rounding (harness/ulp_core.h), the mask and
 // LSE fp32; a mask is read as given (its fully masked rows are written first, by
-// attention_mask_rows, as the host path's prepare hook writes them). Checked against the host reference and bound on the CPU
-// (tests/references/attention_device_ref_test.cpp: the same phases) and on the GPU
+// attention_mask_rows, as the host path's prepare hook writes them). Checked against the host
+// reference and bound on the CPU (tests/references/attention_device_ref_test.cpp: the same
+// phases) and on the GPU
 // (tests/references/attention_device_ref_gpu_test.cpp).
 #pragma once
 

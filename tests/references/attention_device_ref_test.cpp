@@ -86,16 +86,7 @@ TEST(AttentionDeviceRef, KernelPhasesAreTheHostReferenceAndBoundBitForBit) {
       return device_ref::input_rows(h.images[t].data() + desc.offset * static_cast<int64_t>(dtype_size(desc.dtype)),
                                     v.cols, v.ld, desc.dtype);
     };
-    device_ref::AttentionF64Problem p;
-    p.B = d.B, p.H = d.H, p.Hkv = d.Hkv, p.Sq = d.Sq, p.Sk = d.Sk, p.D = d.D;
-    p.causal = d.causal, p.has_mask = d.has_mask, p.scale = d.scale;
-    p.key_tile = k.arithmetic().tile("kv_tile", kernels::attention::kFwdKeyTile);
-    SoftmaxModel m;
-    m.in = d.dt;
-    m.n = d.Sk;
-    m.fast_math = k.arithmetic().fast_math;
-    p.soft = softmax_scalars(m);
-    p.store = store_rounding_for(d.dt);
+    const device_ref::AttentionF64Problem p = attention::attention_fwd_problem(d, k.arithmetic());
     const int64_t rows_n = d.B * d.H * d.Sq;
     std::vector<double> o_ref(static_cast<size_t>(rows_n * d.D), -1), o_tol(o_ref.size(), -1),
         l_ref(static_cast<size_t>(rows_n), -1), l_tol(l_ref.size(), -1);
