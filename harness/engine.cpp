@@ -85,6 +85,7 @@ struct Setup {
   bool host_inputs = false;              ///< on_device: host/hv hold the snapshot, read back for properties
   std::vector<DeviceOutput> douts;       ///< on_device: the reference buffers per output
   std::vector<DeviceOutput> douts2;      ///< on_device and transformed: the transformed inputs' reference
+  DeviceContext dctx;                    ///< on_device: what the device reference ran with (its scratch)
   int64_t save_bytes = 0;                ///< scratch taken by the saved outputs (the variant's and the vendor's)
   bool vendor_done = false;              ///< the vendor column ran on this setup
   bool vendor_kept = false;              ///< its outputs are saved (vendor_off) for the vendor-relative ratio
@@ -169,11 +170,6 @@ Status read_device_refs(gpu::Lane& lane, const std::vector<DeviceOutput>& douts,
       r.tol[l] = std::isnan(t) || !(m * (1.0 + d.rel_mag) + d.floor < limit) ? INFINITY : t;
     }
     r.exact = d.exact;
-    r.device_aux.resize(d.aux.size());
-    for (size_t a = 0; a < d.aux.size(); ++a) {
-      r.device_aux[a].resize(static_cast<size_t>(d.aux[a].second));
-      ASSAY_RETURN_IF_ERROR(lane.read_back(d.aux[a].first, r.device_aux[a].data(), d.aux[a].second * 8));
-    }
   }
   return ok_status();
 }
@@ -227,7 +223,9 @@ Status build_device_setup(const OpDef& op, const Contract& k, gpu::Lane& lane, c
   // An op's properties read decoded host inputs, and a transform works on host images: both
   // the drawn snapshot as the device reference left it (an op's device-side prepare included),
   // copied back once (outputs keep their poison).
-  const bool props = op.properties && !Params(c.params).s("relation").empty();
+  s.dctx = ctx;
+  // A device-side properties hook reads the device buffers themselves.
+  const bool props = op.properties && !op.device_reference.properties && !Params(c.params).s("relation").empty();
   std::vector<std::vector<unsigned char>> images;
   if (props || relation) {
     images.resize(static_cast<size_t>(nt));
@@ -885,11 +883,26 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
     // ---- properties and metamorphic relations (cases that name one) -------------------------
     const std::string relation = params.s("relation");
     const bool properties = op.properties && (!s.on_device || s.host_inputs);
-    if (!relation.empty() && (properties || s.transformed)) {
+    const bool device_props = s.on_device && static_cast<bool>(op.device_reference.properties);
+    if (!relation.empty() && (properties || device_props || s.transformed)) {
       const PhaseTimer timer(Phase::kProperties);
-      // The device path's references, read back for the element compare below.
+      std::vector<Failure> props;
+      if (device_props) {
+        DevicePropertiesIn in;
+        in.inputs = views_at(cv, views, [&](int t) { return lane.dev_snapshot_tensor(t); });
+        for (size_t o = 0; o < outs.size(); ++o) {
+          const auto& d = T[outs[o]].desc;
+          in.outputs.push_back({lane.dev_scratch() + s.save_off[o] + d.offset * static_cast<int64_t>(dtype_size(d.dtype)),
+                                d.dtype, views[outs[o]], d.shape, d.strides});
+        }
+        in.refs = s.douts;
+        for (size_t o = 0; o < in.refs.size(); ++o)
+          if (!(in.refs[o].overflow_mag > 0)) in.refs[o].overflow_mag = s.cmp[o].out_max;
+        ASSAY_RETURN_IF_ERROR(op.device_reference.properties(cv, in, s.dctx, props));
+      }
+      // The device path's references, read back for the host properties and the element compare below.
       std::vector<OutputRef> dev1, dev2;
-      if (s.on_device) {
+      if (s.on_device && (properties || s.transformed)) {
         std::vector<double> out_max;
         for (const auto& x : s.cmp) out_max.push_back(x.out_max);
         ASSAY_RETURN_IF_ERROR(read_device_refs(lane, s.douts, out_max, dev1));
@@ -914,8 +927,7 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
       for (size_t o = 0; o < outs.size(); ++o) first_dev.push_back(lane.dev_scratch() + s.save_off[o]);
       std::vector<std::vector<double>> out1;
       std::vector<HostTensor> ov1;
-      ASSAY_RETURN_IF_ERROR(read_outputs(first_dev, out1, ov1));
-      std::vector<Failure> props;
+      if (properties || s.transformed) ASSAY_RETURN_IF_ERROR(read_outputs(first_dev, out1, ov1));
       if (properties) op.properties(cv, s.hv, ov1, r1, props);
       if (s.transformed) {
         ASSAY_RETURN_IF_ERROR(lane.restore());

@@ -179,9 +179,6 @@ struct OutputRef {
   std::vector<double> ref, tol;
   std::vector<double> expected;  ///< optional: the bound's expected (typical) level, for triage and detection studies
   std::vector<std::vector<double>> aux;
-  /// On the device path, for the op's properties: the further vectors its device reference
-  /// computed beside this output (DeviceOutput::aux), copied back in order.
-  std::vector<std::vector<double>> device_aux;
   bool exact = false;
   /// For a variant that accumulates into this output (Contract::accumulates) term by term in
   /// place (atomics): per element the number of terms k and the sum m of their magnitudes. The
@@ -325,10 +322,6 @@ struct DeviceOutput {
   bool exact = false;  ///< the exact tier: bitwise comparison
   /// Optional: the bound's expected level as the same affine form (NaN: none), for triage.
   double expected_rel_out = NAN, expected_rel_mag = NAN, expected_floor = NAN;
-  /// Optional: further fp64 vectors in the reference's scratch (pointer, count) that the op's
-  /// properties read, such as the forward along the gradcheck direction; the engine copies them
-  /// into OutputRef::device_aux before it runs the properties.
-  std::vector<std::pair<const double*, int64_t>> aux;
 };
 
 /// What a device reference may use: the lane's stream, its cuBLAS handle (a
@@ -348,12 +341,27 @@ struct DeviceContext {
 /// inputs (DevTensors on the pristine snapshot, in OpDef order; outputs hold their poison)
 /// and one DeviceOutput per output. Accumulated outputs (Contract::accumulates) are not
 /// supported on this path (the case fails with a clear error).
+/// What a device reference's properties hook reads, all in device memory (DeviceReference::properties).
+struct DevicePropertiesIn {
+  std::vector<DevTensor> inputs;    ///< the pristine snapshot, in OpDef order (outputs hold their poison)
+  std::vector<DevTensor> outputs;   ///< the kernel's first launch, one per output
+  /// The reference's outputs as compute left them (aux included), each overflow_mag resolved to
+  /// the limit the element check uses (never 0: the output dtype's largest finite value there).
+  std::vector<DeviceOutput> refs;
+};
+
 struct DeviceReference {
   std::function<bool(const Params&)> when;
   std::function<int64_t(const Case&)> scratch;  ///< device scratch bytes (null: none)
   std::function<Status(const Case&, const Arithmetic&, const std::vector<DevTensor>&, std::vector<DeviceOutput>&,
                        const DeviceContext&)>
       compute;
+  /// Optional: the op's properties of a relation case on this path, evaluated on the device from
+  /// what compute left in its scratch (the same DeviceContext). Where set it replaces
+  /// OpDef::properties here: the engine copies neither the snapshot, the outputs nor the
+  /// references back for them (conv's gradcheck: six sums come back, properties/conv.cpp).
+  std::function<Status(const Case&, const DevicePropertiesIn&, const DeviceContext&, std::vector<Failure>&)>
+      properties;
   std::string name = "device-f64";
 };
 

@@ -414,11 +414,13 @@ device_ref::ConvF64Pass device_pass(ConvPass pass) {
 }
 
 /// A backward pass's gradcheck relation on the device: the sign direction u over the
-/// differentiated operand (fp32, exact), then J u = f(u) and its error bound per output.
+/// differentiated operand (fp32, exact), J u = f(u) and its error bound per output, then the
+/// relation's partial sums.
 struct GradScratch {
   float* u = nullptr;
   double* jvp = nullptr;
   double* err = nullptr;
+  unsigned char* sums = nullptr;
 };
 
 GradScratch grad_layout(ConvPass pass, const ref::Conv2dGeometry& g, ScratchCarver& s) {
@@ -426,6 +428,7 @@ GradScratch grad_layout(ConvPass pass, const ref::Conv2dGeometry& g, ScratchCarv
   r.u = s.take<float>(pass == ConvPass::kBwdData ? g.x_elems() : g.w_elems());
   r.jvp = s.take<double>(g.y_elems());
   r.err = s.take<double>(g.y_elems());
+  r.sums = s.take<unsigned char>(device_ref::linear_grad_sums_scratch());
   return r;
 }
 
@@ -438,10 +441,10 @@ int64_t device_scratch(ConvPass pass, const Case& c) {
 
 /// The pass's reference and tolerance on the device: ref and the tolerance itself in mag
 /// (DeviceOutput's defaults, rel_mag = 1: a bound computed outright, as the host path uploads it).
-/// A gradcheck case of a backward pass adds the forward along the relation's direction
-/// (properties_bwd reads it from DeviceOutput::aux): the element function's tolerance under
-/// the ceiling gamma_{2T}(2^-53) x magnitude, with no store rounding and no overflow limit, is
-/// the bound check_grad_projection puts on a host forward's rounding.
+/// A gradcheck case of a backward pass adds the forward along the relation's direction, in the
+/// scratch (device_gradcheck_sums reads it): the element function's tolerance under the ceiling
+/// gamma_{2T}(2^-53) x magnitude, with no store rounding and no overflow limit, is the bound
+/// check_grad_projection puts on a host forward's rounding.
 Status device_compute(ConvPass pass, const Case& c, const std::vector<DevTensor>& t, std::vector<DeviceOutput>& out,
                       const DeviceContext& ctx) {
   const Params p(c.params);
@@ -468,7 +471,16 @@ Status device_compute(ConvPass pass, const Case& c, const std::vector<DevTensor>
   ASSAY_RETURN_IF_ERROR(device_ref::conv2d_f64_reference(device_ref::ConvF64Pass::kFwd, g, rounding, HUGE_VAL,
                                                          StoreRounding{}, data ? u : rows(t[0]),
                                                          data ? rows(t[1]) : u, gs.jvp, gs.err, ctx.stream));
-  out[0].aux = {{gs.jvp, g.y_elems()}, {gs.err, g.y_elems()}};
+  return ok_status();
+}
+
+/// relation "gradcheck" on the device path: the six sums come back, judged as the host judges
+/// its own (judge_grad_projection).
+Status device_properties(ConvPass pass, const Case& c, const DevicePropertiesIn& in, const DeviceContext& ctx,
+                         std::vector<Failure>& failures) {
+  GradSums s;
+  ASSAY_RETURN_IF_ERROR(device_gradcheck_sums(pass, c, in, ctx, s));
+  judge_grad_projection(s, 1, kJvpOnDevice, "<dY, J u>", pass == ConvPass::kBwdData ? "dX" : "dW", failures);
   return ok_status();
 }
 
@@ -497,20 +509,14 @@ void properties_bwd(ConvPass pass, const Case& c, const std::vector<HostTensor>&
   p.operands.push_back(std::move(op));
   p.upstream = pack_dense(data ? in[0] : in[1]);
   p.linear_terms = g.fwd_reduction();
-  const std::vector<std::vector<double>>& dev = refs[0].device_aux;
-  if (dev.size() == 2) {
-    p.jvp = dev[0];
-    p.jvp_err = dev[1];
-  } else {
-    auto fixed = std::make_shared<std::vector<double>>(pack_dense(data ? in[1] : in[0]));  // w or x
-    // linear: f(u) and its magnitude, evaluated once (no differences)
-    p.forward_mag = [g, data, fixed](const double* v, double* y, double* mag) {
-      if (data)
-        ref::conv2d_forward<double>(g, v, fixed->data(), y, mag);
-      else
-        ref::conv2d_forward<double>(g, fixed->data(), v, y, mag);
-    };
-  }
+  auto fixed = std::make_shared<std::vector<double>>(pack_dense(data ? in[1] : in[0]));  // w or x
+  // linear: f(u) and its magnitude, evaluated once (no differences)
+  p.forward_mag = [g, data, fixed](const double* v, double* y, double* mag) {
+    if (data)
+      ref::conv2d_forward<double>(g, v, fixed->data(), y, mag);
+    else
+      ref::conv2d_forward<double>(g, fixed->data(), v, y, mag);
+  };
   p.seed = gradcheck_seed(c);
   p.label = "<dY, J u>";
   check_grad_projection(p, failures);
@@ -629,6 +635,11 @@ OpDef make(ConvPass pass) {
                                        std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
     return device_compute(pass, c, t, out, ctx);
   };
+  if (pass != ConvPass::kFwd)
+    op.device_reference.properties = [pass](const Case& c, const DevicePropertiesIn& in, const DeviceContext& ctx,
+                                            std::vector<Failure>& failures) {
+      return device_properties(pass, c, in, ctx, failures);
+    };
   op.vendor = {.name = "cudnn-conv",
                .run = [pass](const Params& p, const std::vector<DevTensor>& t, cudaStream_t st) {
                  return cudnn_conv(pass, p, t, st);
@@ -684,6 +695,37 @@ OutputRef conv_reference(ConvPass pass, const ref::Conv2dGeometry& g, DType dt, 
   OutputRef out = conv_ref(pass, g, in0, in1);
   conv_tol(pass, g, dt, int_range, out);
   return out;
+}
+
+Status device_gradcheck_sums(ConvPass pass, const Case& c, const DevicePropertiesIn& in, const DeviceContext& ctx,
+                             GradSums& sums) {
+  sums = GradSums{};
+  if (pass == ConvPass::kFwd || !wants_gradcheck(c)) return ok_status();
+  const char* name = conv_op_name(pass);
+  if (in.inputs.size() != 3 || in.outputs.size() != 1 || in.refs.size() != 1)
+    return invalid_argument(fmt::format("{}: gradcheck on the device needs 3 inputs, 1 output, 1 reference", name));
+  if (ctx.scratch == nullptr || ctx.scratch_bytes < device_scratch(pass, c))
+    return invalid_argument(fmt::format("{}: device reference scratch missing or too small", name));
+  const ref::Conv2dGeometry g = conv_geometry(Params(c.params));
+  ScratchCarver s(ctx.scratch);
+  const GradScratch gs = grad_layout(pass, g, s);
+  const bool data = pass == ConvPass::kBwdData;
+  const DevTensor& grad = in.outputs[0];
+  const DevTensor& up = in.inputs[data ? 0 : 1];  // dY
+  const DeviceOutput& r = in.refs[0];
+  if (r.rows * r.cols != grad.v.rows * grad.v.cols || grad.v.rows * grad.v.cols != (data ? g.x_elems() : g.w_elems()) ||
+      up.v.rows * up.v.cols != g.y_elems())
+    return invalid_argument(fmt::format("{}: gradcheck on the device: tensor sizes do not match the geometry", name));
+  device_ref::LinearGradIn li;
+  li.grad = device_ref::input_rows(grad.ptr, grad.v.cols, grad.v.ld, grad.dtype);
+  li.rows = grad.v.rows, li.cols = grad.v.cols;
+  li.u = gs.u;
+  li.ref = r.ref, li.mag = r.mag;
+  li.rel_out = r.rel_out, li.rel_mag = r.rel_mag, li.floor = r.floor, li.limit = r.overflow_mag;
+  li.upstream = device_ref::input_rows(up.ptr, up.v.cols, up.v.ld, up.dtype);
+  li.up_rows = up.v.rows, li.up_cols = up.v.cols;
+  li.jvp = gs.jvp, li.err = gs.err;
+  return device_ref::linear_grad_sums(li, gs.sums, &sums, ctx.stream);
 }
 
 }  // namespace assay::conv

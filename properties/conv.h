@@ -13,6 +13,7 @@
 #include "harness/bound_core.h"
 #include "harness/op.h"
 #include "kernels/conv/conv.h"
+#include "references/device/gradcheck_f64.h"
 #include "references/host/conv.h"
 
 namespace assay::conv {
@@ -38,6 +39,13 @@ OutputRef conv_reference(ConvPass pass, const ref::Conv2dGeometry& g, DType dt, 
 /// reduction length), before the store's rounding: what the host bound and the device reference
 /// hand to dot_element_tol (harness/bound_core.h) per element.
 ElementBound conv_accumulation_ceiling(ConvPass pass, const ref::Conv2dGeometry& g, DType dt);
+
+/// The gradcheck relation's sums (properties/gradcheck_relation.h) of a backward pass's case on
+/// the device path, reduced on the device from what its device reference left in ctx's scratch
+/// (the sign direction, and J u = f(u) with its error bound) and from `in`: what the op's
+/// device-side properties judge. Not a gradcheck case, or the forward: n = m = 0.
+Status device_gradcheck_sums(ConvPass pass, const Case& c, const DevicePropertiesIn& in, const DeviceContext& ctx,
+                             GradSums& sums);
 
 inline kernels::conv::Dt to_conv_dt(DType t) {
   return t == DType::kF16    ? kernels::conv::Dt::kF16

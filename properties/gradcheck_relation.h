@@ -1,5 +1,7 @@
 // The "gradcheck" relation of the backward specs: a finite-difference projection
-// check of the kernel's gradients, on the host, from the op's properties hook (OpDef::properties).
+// check of the kernel's gradients, on the host, from the op's properties hook (OpDef::properties);
+// for a forward linear in its operand, on the device path, its sums are reduced on the device
+// (references/device/gradcheck_f64.h, DeviceReference::properties) and judged here alike.
 //
 // A backward kernel returns g = J(x)^T v for a forward f (attention: (Q, K, V) -> O; conv
 // backward-data: x -> y, backward-filter: w -> y) and the upstream gradient v (dO, dY). Along one
@@ -9,7 +11,8 @@
 //   fd     = sum_i v_i (J u)_i          central differences of the fp64 host forward
 //                                       (harness/gradcheck.h fd_directional, Richardson); for a
 //                                       forward linear in the operands (conv), f(u) itself, on
-//                                       the host or beside the device reference
+//                                       the host or beside the device reference (and then the
+//                                       sums too)
 //   kernel = sum_l u_l g_l              the kernel's own gradients (first launch)
 // and the two agree within
 //   tol = 4 sum_i |v_i| err_i                       the differences' error estimate (x the safety 4;
@@ -42,6 +45,7 @@
 #include "harness/op.h"
 #include "harness/values.h"
 #include "harness/verdict.h"
+#include "references/device/gradcheck_f64.h"
 
 namespace assay {
 
@@ -85,10 +89,6 @@ struct GradProblem {
   /// rounding is its only error, at most gamma_T(2^-53) times the magnitude sum_j |J_ij u_j|
   /// [H, sec. 3.1], a bound where the differences' error is an estimate.
   int64_t linear_terms = 0;
-  /// Linear forwards only: J u already evaluated for the direction gradcheck_signs(seed) (the
-  /// device path computes it beside the op's reference: DeviceOutput::aux), with its error bound
-  /// per output, gamma_{2T}(2^-53) x magnitude. Empty: forward_mag evaluates it here.
-  std::vector<double> jvp, jvp_err;
   uint64_t seed = 1;
   std::string label = "<v, J u>";  ///< how the detail names the contraction ("<dO, J u>")
 };
@@ -109,6 +109,30 @@ inline std::vector<double> gradcheck_signs(uint64_t seed, int64_t n) {
   }
   return u;
 }
+
+/// The verdict on a problem's sums (host or device): at most one kProjection failure. err_factor
+/// scales sum |v| err (4 for central differences, whose error is an estimate; 1 for a linear
+/// forward's rounding bound); `how` says how J u was evaluated.
+inline void judge_grad_projection(const GradSums& s, double err_factor, const std::string& how,
+                                  const std::string& label, const std::string& names, std::vector<Failure>& out) {
+  if (s.skip || s.n == 0 || s.m == 0) return;
+  const double tol = err_factor * s.fd_err + s.ceil + gamma_n(s.n + s.m, 0x1p-53) * (s.kern_abs + s.fd_abs) + DBL_MIN;
+  const double diff = std::fabs(s.kern - s.fd_val);
+  if (!(diff <= tol))
+    out.push_back({FailureKind::kProjection, "", 1, -1,
+                   fmt::format("gradcheck: {} = {:.10g} {}, {:.10g} from the kernel's {}; |diff| {:.3g} > tolerance "
+                               "{:.3g} (forward {:.3g}, ceiling {:.3g})",
+                               label, s.fd_val, how, s.kern, names, diff, tol, err_factor * s.fd_err, s.ceil)});
+}
+
+inline std::string operand_names(const GradProblem& p) {
+  std::string names;
+  for (const auto& o : p.operands) names += (names.empty() ? "" : ", ") + o.name;
+  return names;
+}
+
+/// The words the failure uses for J u evaluated at u on the device (a linear forward).
+inline constexpr const char* kJvpOnDevice = "by the fp64 forward at u (linear, on the device)";
 
 /// Runs the check; appends at most one kProjection failure.
 inline void check_grad_projection(const GradProblem& p, std::vector<Failure>& out) {
@@ -134,22 +158,15 @@ inline void check_grad_projection(const GradProblem& p, std::vector<Failure>& ou
   // by central differences (the error an asymptotic estimate, hence the safety factor 4).
   FdDirectional fd;
   double err_factor = 4;
-  const bool given = !p.jvp.empty();
-  const bool linear = p.linear_terms > 0 && (p.forward_mag || given);
+  const bool linear = p.linear_terms > 0 && p.forward_mag;
   const std::vector<double> u = gradcheck_signs(p.seed, n);
   if (linear) {
-    if (given) {
-      if (static_cast<int64_t>(p.jvp.size()) != m || p.jvp_err.size() != p.jvp.size()) return;
-      fd.jvp = p.jvp;
-      fd.err = p.jvp_err;
-    } else {
-      fd.jvp.resize(static_cast<size_t>(m));
-      fd.err.resize(static_cast<size_t>(m));
-      p.forward_mag(u.data(), fd.jvp.data(), fd.err.data());
-      // The magnitude is itself an fp64 sum, low by at most a factor 1 - gamma_T: doubling T covers it.
-      const double g_t = gamma_n(2 * p.linear_terms, 0x1p-53);
-      for (double& e : fd.err) e *= g_t;
-    }
+    fd.jvp.resize(static_cast<size_t>(m));
+    fd.err.resize(static_cast<size_t>(m));
+    p.forward_mag(u.data(), fd.jvp.data(), fd.err.data());
+    // The magnitude is itself an fp64 sum, low by at most a factor 1 - gamma_T: doubling T covers it.
+    const double g_t = gamma_n(2 * p.linear_terms, 0x1p-53);
+    for (double& e : fd.err) e *= g_t;
     for (size_t i = 0; i < fd.err.size(); ++i)
       if (!std::isfinite(fd.jvp[i]) || !std::isfinite(fd.err[i])) return;
     fd.u_eff = u;
@@ -165,31 +182,23 @@ inline void check_grad_projection(const GradProblem& p, std::vector<Failure>& ou
     if (!d.ok()) return;  // a non-finite forward point: nothing to compare
     fd = *std::move(d);
   }
-  double fd_val = 0, fd_err = 0, fd_abs = 0, kern = 0, kern_abs = 0, ceil = 0;
+  GradSums s;
+  s.n = n, s.m = m;
   for (int64_t i = 0; i < m; ++i) {
     const double v = p.upstream[static_cast<size_t>(i)];
-    fd_val += v * fd.jvp[static_cast<size_t>(i)];
-    fd_abs += std::fabs(v * fd.jvp[static_cast<size_t>(i)]);
-    fd_err += std::fabs(v) * fd.err[static_cast<size_t>(i)];
+    s.fd_val += v * fd.jvp[static_cast<size_t>(i)];
+    s.fd_abs += std::fabs(v * fd.jvp[static_cast<size_t>(i)]);
+    s.fd_err += std::fabs(v) * fd.err[static_cast<size_t>(i)];
   }
   for (int64_t l = 0; l < n; ++l) {
     const double ue = fd.u_eff[static_cast<size_t>(l)];
-    kern += ue * g[static_cast<size_t>(l)];
-    kern_abs += std::fabs(ue * g[static_cast<size_t>(l)]);
-    ceil += std::fabs(ue) * tl[static_cast<size_t>(l)];
+    s.kern += ue * g[static_cast<size_t>(l)];
+    s.kern_abs += std::fabs(ue * g[static_cast<size_t>(l)]);
+    s.ceil += std::fabs(ue) * tl[static_cast<size_t>(l)];
   }
-  const double tol = err_factor * fd_err + ceil + gamma_n(n + m, 0x1p-53) * (kern_abs + fd_abs) + DBL_MIN;
-  const double diff = std::fabs(kern - fd_val);
-  if (!(diff <= tol)) {
-    std::string names;
-    for (const auto& o : p.operands) names += (names.empty() ? "" : ", ") + o.name;
-    const std::string how = linear ? fmt::format("by the fp64 forward at u (linear{})", given ? ", on the device" : "")
-                                     : fmt::format("by central differences of the fp64 forward (h {:.3g})", fd.h);
-    out.push_back({FailureKind::kProjection, "", 1, -1,
-                   fmt::format("gradcheck: {} = {:.10g} {}, {:.10g} from the kernel's {}; |diff| {:.3g} > tolerance "
-                               "{:.3g} (forward {:.3g}, ceiling {:.3g})",
-                               p.label, fd_val, how, kern, names, diff, tol, err_factor * fd_err, ceil)});
-  }
+  const std::string how = linear ? std::string("by the fp64 forward at u (linear)")
+                                 : fmt::format("by central differences of the fp64 forward (h {:.3g})", fd.h);
+  judge_grad_projection(s, err_factor, how, p.label, operand_names(p), out);
 }
 
 }  // namespace assay

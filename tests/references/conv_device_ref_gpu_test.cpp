@@ -7,8 +7,8 @@
 // relative, with the same NaN / Inf pattern and exact-tier flag; for fp32, fp16 and bf16 cases
 // alike (a narrow case's inputs are read widened, its tolerance carries the output's store
 // rounding). A gradcheck case of a backward pass also leaves the forward along the relation's
-// sign direction beside the reference (DeviceOutput::aux): it is the host forward at the same
-// signs, within the same 4 ulps, and its error bound gamma_{2T}(2^-53) x magnitude within 1e-12.
+// sign direction in the reference's scratch, from which the device reduces the relation's sums:
+// they are the host's (its forward at the same signs), but for the order of the sums.
 // Then the engine itself: the direct and implicit-GEMM kernels pass such cases, of
 // every dtype, with the verdict naming the device reference.
 #include <gtest/gtest.h>
@@ -54,48 +54,91 @@ TEST_P(ConvDeviceRefGpu, MatchesTheHostReferenceAndBound) {
   test_util::DeviceRefStats st;
   const test_util::RefScale mag = [](size_t, size_t l, const std::vector<OutputRef>& h) { return h[0].aux[0][l]; };
   const ConvPass pass = GetParam();
-  int64_t grad_cases = 0, grad_elems = 0, grad_bitwise = 0;
-  // The host's J u: its forward at the signs the relation draws for the case, with the magnitude.
-  const test_util::AuxCheck jvp = [&](const test_util::ModelHostRun& h, size_t,
-                                      const std::vector<std::vector<double>>& aux) {
+  int64_t grad_cases = 0, grad_skipped = 0;
+  double worst = 0;
+  // The relation's sums on the device (device_gradcheck_sums, from the direction and J u its
+  // device reference left in the scratch) against the host's, from the host forward at the same
+  // signs. The gradient is the host reference in fp32, as a correct kernel's output would be
+  // read. The two differ only in summation order: each sum within gamma_{n+m}(2^-53) of its
+  // absolute sum, the term the relation's tolerance carries for it.
+  const test_util::DeviceCheck sums = [&](const test_util::ModelHostRun& h, const std::vector<DevTensor>& in,
+                                          const std::vector<DeviceOutput>& douts, const DeviceContext& ctx) {
+    if (pass == ConvPass::kFwd || !wants_gradcheck(h.c)) return;
     const bool data = pass == ConvPass::kBwdData;
     const ref::Conv2dGeometry g = conv::conv_geometry(Params(h.c.params));
-    const std::vector<double> u = gradcheck_signs(gradcheck_seed(h.c), data ? g.x_elems() : g.w_elems());
-    const std::vector<double> fixed = h.dense(data ? 1 : 0);  // W, or X
-    std::vector<double> y(static_cast<size_t>(g.y_elems())), m(y.size());
+    const OutputRef& r = h.refs[0];
+    const int64_t n = static_cast<int64_t>(r.ref.size()), m = g.y_elems();
+    std::vector<float> grad(static_cast<size_t>(n));
+    for (int64_t l = 0; l < n; ++l) grad[static_cast<size_t>(l)] = static_cast<float>(r.ref[static_cast<size_t>(l)]);
+    float* dgrad = nullptr;
+    ASSERT_EQ(cudaMalloc(&dgrad, sizeof(float) * static_cast<size_t>(std::max<int64_t>(n, 1))), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dgrad, grad.data(), sizeof(float) * grad.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    const View2D gv = view_of(h.c.tensors[2].desc);
+    DevicePropertiesIn pin;
+    pin.inputs = in;
+    pin.outputs = {{dgrad, DType::kF32, {gv.rows, gv.cols, gv.cols}, {}, {}}};
+    pin.refs = douts;
+    GradSums dev;
+    const Status st = conv::device_gradcheck_sums(pass, h.c, pin, ctx, dev);
+    cudaFree(dgrad);
+    ASSERT_TRUE(st.ok()) << h.c.summary() << ": " << st.message();
+    // The host's sums, as check_grad_projection forms them.
+    const std::vector<double> u = gradcheck_signs(gradcheck_seed(h.c), n);
+    const std::vector<double> fixed = h.dense(data ? 1 : 0), v = h.dense(data ? 0 : 1);  // W or X; dY
+    std::vector<double> y(static_cast<size_t>(m)), mg(y.size());
     if (data)
-      ref::conv2d_forward<double>(g, u.data(), fixed.data(), y.data(), m.data());
+      ref::conv2d_forward<double>(g, u.data(), fixed.data(), y.data(), mg.data());
     else
-      ref::conv2d_forward<double>(g, fixed.data(), u.data(), y.data(), m.data());
-    ASSERT_EQ(aux.size(), 2u) << h.c.summary();
-    ASSERT_EQ(aux[0].size(), y.size()) << h.c.summary();
-    ++grad_cases;
+      ref::conv2d_forward<double>(g, fixed.data(), u.data(), y.data(), mg.data());
     const double g_t = gamma_n(2 * g.fwd_reduction(), 0x1p-53);
-    int reported = 0;
-    for (size_t i = 0; i < y.size() && reported < 5; ++i) {
-      ++grad_elems;
-      grad_bitwise += aux[0][i] == y[i] || (std::isnan(aux[0][i]) && std::isnan(y[i])) ? 1 : 0;
-      // A non-finite J u (an Inf input) ends the relation on either path: only its value must agree.
-      const bool ok = !std::isfinite(y[i])
-                          ? aux[0][i] == y[i] || (std::isnan(aux[0][i]) && std::isnan(y[i]))
-                          : std::fabs(aux[0][i] - y[i]) <= 4 * std::ldexp(m[i], -52) &&
-                                std::fabs(aux[1][i] - g_t * m[i]) <= 1e-12 * g_t * m[i];
-      if (!ok) {
-        ++reported;
-        ADD_FAILURE() << h.c.summary() << " J u[" << i << "]: device " << aux[0][i] << " err " << aux[1][i]
-                      << ", host " << y[i] << " err " << g_t * m[i];
-      }
+    GradSums host;
+    host.n = n, host.m = m;
+    for (int64_t l = 0; l < n; ++l) {
+      const double gl = grad[static_cast<size_t>(l)], t = r.tol[static_cast<size_t>(l)], ul = u[static_cast<size_t>(l)];
+      if (!std::isfinite(gl) || !std::isfinite(t)) host.skip = true;
+      host.kern += ul * gl, host.kern_abs += std::fabs(ul * gl), host.ceil += std::fabs(ul) * t;
     }
+    for (int64_t i = 0; i < m; ++i) {
+      const double vi = v[static_cast<size_t>(i)], j = y[static_cast<size_t>(i)], e = g_t * mg[static_cast<size_t>(i)];
+      if (!std::isfinite(vi) || !std::isfinite(j) || !std::isfinite(e)) host.skip = true;
+      host.fd_val += vi * j, host.fd_abs += std::fabs(vi * j), host.fd_err += std::fabs(vi) * e;
+    }
+    ++grad_cases;
+    EXPECT_EQ(dev.n, n) << h.c.summary();
+    EXPECT_EQ(dev.m, m) << h.c.summary();
+    ASSERT_EQ(dev.skip, host.skip) << h.c.summary();
+    if (host.skip) {
+      ++grad_skipped;
+      return;
+    }
+    const double gam = 2 * gamma_n(n + m, 0x1p-53);
+    const auto near = [&](const char* what, double a, double b, double scale) {
+      const double d = std::fabs(a - b);
+      worst = std::max(worst, d / (scale + 1e-300));
+      EXPECT_LE(d, gam * scale + 1e-300) << h.c.summary() << " " << what << ": device " << a << ", host " << b;
+    };
+    near("sum v (J u)", dev.fd_val, host.fd_val, host.fd_abs);
+    near("sum |v (J u)|", dev.fd_abs, host.fd_abs, host.fd_abs);
+    near("sum |v| err", dev.fd_err, host.fd_err, host.fd_err);
+    near("sum u g", dev.kern, host.kern, host.kern_abs);
+    near("sum |u g|", dev.kern_abs, host.kern_abs, host.kern_abs);
+    near("sum |u| tol", dev.ceil, host.ceil, host.ceil);
+    // The reference as the gradient satisfies the relation on both sides.
+    std::vector<Failure> fd, fh;
+    judge_grad_projection(dev, 1, kJvpOnDevice, "<dY, J u>", "d", fd);
+    judge_grad_projection(host, 1, "host", "<dY, J u>", "d", fh);
+    EXPECT_TRUE(fd.empty()) << h.c.summary() << ": " << (fd.empty() ? "" : fd[0].detail);
+    EXPECT_TRUE(fh.empty()) << h.c.summary() << ": " << (fh.empty() ? "" : fh[0].detail);
   };
   for (const Case& c : cases) {
-    ASSERT_NO_FATAL_FAILURE(test_util::check_device_reference(op, c, Contract(), 4, mag, 1e-12, st, jvp));
+    ASSERT_NO_FATAL_FAILURE(test_util::check_device_reference(op, c, Contract(), 4, mag, 1e-12, st, sums));
     if (HasFailure()) break;
   }
   if (pass != ConvPass::kFwd) {
-    EXPECT_GT(grad_cases, 0) << "no gradcheck case took the device path";
-    std::printf("[ measured ] %s gradcheck J u on the device: %lld cases, %lld elements, %lld bit for bit\n",
-                name.c_str(), static_cast<long long>(grad_cases), static_cast<long long>(grad_elems),
-                static_cast<long long>(grad_bitwise));
+    EXPECT_GT(grad_cases - grad_skipped, 0) << "no gradcheck case took the device path";
+    std::printf("[ measured ] %s gradcheck sums on the device: %lld cases (%lld skipped as non-finite), worst "
+                "difference from the host's %.3g of the absolute sum\n",
+                name.c_str(), static_cast<long long>(grad_cases), static_cast<long long>(grad_skipped), worst);
   }
   EXPECT_GT(st.by_dtype[0], 0);
   EXPECT_GT(st.by_dtype[1], 0) << "no fp16 case";

@@ -50,16 +50,17 @@ struct DeviceRefStats {
 /// difference is measured (the sum of |terms|), from the host run's refs (ref, aux).
 using RefScale = std::function<double(size_t o, size_t l, const std::vector<OutputRef>& host)>;
 
-/// Checks the further vectors the device reference left beside output o (DeviceOutput::aux,
-/// copied to the host) against the host run.
-using AuxCheck = std::function<void(const ModelHostRun& h, size_t o, const std::vector<std::vector<double>>& aux)>;
+/// Checks, while the device buffers live, what the device reference left beyond its outputs (in
+/// its scratch, for the op's device-side properties) against the host run.
+using DeviceCheck = std::function<void(const ModelHostRun& h, const std::vector<DevTensor>& in,
+                                       const std::vector<DeviceOutput>& douts, const DeviceContext& ctx)>;
 
 /// Runs both references on `c` under `k`'s arithmetic and checks, per output element: the same
 /// NaN / Inf pattern, |ref_dev - ref_host| <= ulps * 2^-52 * scale(o, l), the tolerance within
-/// `tol_rel` of the host's (+Inf and 0 alike exactly), and the same exact-tier flag; then hands
-/// any aux vectors to `aux_check`. The compute gets the scratch its op asks for.
+/// `tol_rel` of the host's (+Inf and 0 alike exactly), and the same exact-tier flag; then runs
+/// `device_check`. The compute gets the scratch its op asks for.
 inline void check_device_reference(const OpDef& op, const Case& c, const Contract& k, double ulps, const RefScale& scale,
-                                   double tol_rel, DeviceRefStats& stats, const AuxCheck& aux_check = {}) {
+                                   double tol_rel, DeviceRefStats& stats, const DeviceCheck& device_check = {}) {
   ASSERT_TRUE(op.device_reference.when && op.device_reference.compute) << op.name;
   const ModelHostRun h = model_host_run(op, c, k);
   ASSERT_EQ(h.refs.size(), h.outs.size()) << c.summary();
@@ -142,15 +143,8 @@ inline void check_device_reference(const OpDef& op, const Case& c, const Contrac
         if (++reported >= 5) break;
       }
     }
-    if (!d.aux.empty() && aux_check) {
-      std::vector<std::vector<double>> aux(d.aux.size());
-      for (size_t a = 0; a < d.aux.size(); ++a) {
-        aux[a].resize(static_cast<size_t>(d.aux[a].second));
-        ASSERT_EQ(cudaMemcpy(aux[a].data(), d.aux[a].first, 8 * aux[a].size(), cudaMemcpyDeviceToHost), cudaSuccess);
-      }
-      aux_check(h, o, aux);
-    }
   }
+  if (device_check) device_check(h, in, douts, ctx);
   for (auto* b : bufs) cudaFree(b);
   release();
 }
