@@ -24,12 +24,14 @@ if [[ -z "$cudnn_inc" || -z "$cudnn_lib" ]]; then
        "(install NVIDIA's cudnn9-cuda-<major> for the cuDNN references and tests)" >&2
 fi
 
-# Debian packages; python3: the CLI report tests parse the JUnit XML; git: assay --version.
+# Debian packages; python3: the CLI report tests parse the JUnit XML; git: assay --version;
+# libgoogle-perftools-dev: tcmalloc for the tool (cmake/assayAllocator.cmake).
 packages=(
   build-essential cmake ninja-build
   googletest libgtest-dev librapidcheck-dev
   libboost-dev libmpfr-dev libgmp-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev
+  libgoogle-perftools-dev
   python3 git
 )
 

@@ -41,6 +41,7 @@
 # GPU entries ask CTest for one GPU (RESOURCE_GROUPS gpus:1): with
 # `ctest --resource-spec-file` they spread over the GPUs listed there.
 include_guard(GLOBAL)
+include("${CMAKE_CURRENT_LIST_DIR}/assayAllocator.cmake")
 
 # Architectures of ASSAY_CUDA_ARCHITECTURES as (number, suffix) pairs: "90a-real" -> 90a.
 function(_assay_arch_list out)
@@ -217,6 +218,7 @@ function(_assay_add_kernel_spec)
   # The executable: assay's own CLI main with these specs linked in.
   add_executable(${A_NAME} "${ASSAY_CLI_MAIN}")
   target_link_libraries(${A_NAME} PRIVATE ${objs} assay::cli assay::gpu CLI11::CLI11)
+  assay_link_host_allocator(${A_NAME})
   if(NOT A_NO_BUILTIN_OPS)
     target_link_libraries(${A_NAME} PRIVATE assay::specs)
   endif()

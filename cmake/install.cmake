@@ -141,6 +141,7 @@ install(FILES
   ${PROJECT_BINARY_DIR}/assayConfig.cmake
   ${PROJECT_BINARY_DIR}/assayConfigVersion.cmake
   ${CMAKE_CURRENT_LIST_DIR}/assayHelpers.cmake
+  ${CMAKE_CURRENT_LIST_DIR}/assayAllocator.cmake
   ${CMAKE_CURRENT_LIST_DIR}/assayDiscoverTests.cmake
   ${CMAKE_CURRENT_LIST_DIR}/hash_sources.cmake
   DESTINATION ${ASSAY_INSTALL_CMAKEDIR})

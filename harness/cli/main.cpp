@@ -980,7 +980,8 @@ int main(int argc, char** argv) {
   // hand such blocks back to the kernel (mmap above a threshold, trimming the heap's top), so the
   // next case faults the pages in again, under the process's one mmap lock. Keeping blocks up to
   // 64 MiB in the heap, and 256 MiB of free top, cut attention_bwd's gradcheck host time by 40%
-  // on one thread, and raised its campaign rate on an H100 by 3-4% (docs/results.md).
+  // on one thread, and raised its campaign rate on an H100 by 3-4% (docs/results.md). Where the
+  // tool links tcmalloc (cmake/assayAllocator.cmake), these calls reach its no-op mallopt.
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
 #endif
