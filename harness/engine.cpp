@@ -1159,16 +1159,9 @@ StatusOr<nlohmann::json> time_model(const OpDef& op, const VariantDef& v, gpu::L
                              std::vector<OutputRef> r;
                              return compute_refs(op, s.c, v.contract.arithmetic(), s.hv, r);
                            }
-                           DeviceContext ctx;
-                           ctx.stream = lane.stream();
-                           ctx.cublas = lane.cublas();
-                           int64_t ref_bytes = 0;
-                           for (int t : s.outs) ref_bytes += 16 * s.views[t].rows * s.views[t].cols;
-                           ctx.scratch = lane.dev_scratch() + s.save_bytes + scratch_round_up(ref_bytes);
-                           ctx.scratch_bytes = op.device_reference.scratch ? op.device_reference.scratch(s.c) : 0;
                            const auto in = views_at(s.c, s.views, [&](int t) { return lane.dev_snapshot_tensor(t); });
                            std::vector<DeviceOutput> d = s.douts;
-                           return op.device_reference.compute(s.c, v.contract.arithmetic(), in, d, ctx);
+                           return op.device_reference.compute(s.c, v.contract.arithmetic(), in, d, s.dctx);
                          }));
   // The other steps of a checked run, each alone: what the run cannot do without (the floor),
   // against what it took.
