@@ -220,11 +220,11 @@ Status build_device_setup(const OpDef& op, const Contract& k, gpu::Lane& lane, c
   ctx.scratch_bytes = op_scratch;
   const auto inputs = views_at(c, s.views, [&](int t) { return lane.dev_snapshot_tensor(t); });
   ASSAY_RETURN_IF_ERROR(op.device_reference.compute(c, k.arithmetic(), inputs, s.douts, ctx));
+  s.dctx = ctx;
   // An op's properties read decoded host inputs, and a transform works on host images: both
   // the drawn snapshot as the device reference left it (an op's device-side prepare included),
-  // copied back once (outputs keep their poison).
-  s.dctx = ctx;
-  // A device-side properties hook reads the device buffers themselves.
+  // copied back once (outputs keep their poison). A device-side properties hook reads the device
+  // buffers themselves.
   const bool props = op.properties && !op.device_reference.properties && !Params(c.params).s("relation").empty();
   std::vector<std::vector<unsigned char>> images;
   if (props || relation) {
