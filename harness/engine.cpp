@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "harness/bounds.h"
+#include "harness/device_output_tol.h"
 #include "harness/gpu/cuda_check.h"
 #include "harness/gpu/lane.h"
 #include "harness/gpu/materialize_device.h"
@@ -164,11 +165,8 @@ Status read_device_refs(gpu::Lane& lane, const std::vector<DeviceOutput>& douts,
     r.tol.resize(static_cast<size_t>(n));
     ASSAY_RETURN_IF_ERROR(lane.read_back(d.ref, r.ref.data(), n * 8));
     ASSAY_RETURN_IF_ERROR(lane.read_back(d.mag, r.tol.data(), n * 8));
-    for (size_t l = 0; l < r.tol.size(); ++l) {
-      const double m = r.tol[l];
-      const double t = d.rel_out * std::fabs(r.ref[l]) + d.rel_mag * m + d.floor;
-      r.tol[l] = std::isnan(t) || !(m * (1.0 + d.rel_mag) + d.floor < limit) ? INFINITY : t;
-    }
+    for (size_t l = 0; l < r.tol.size(); ++l)
+      r.tol[l] = device_output_tol(r.ref[l], r.tol[l], d.rel_out, d.rel_mag, d.floor, limit);
     r.exact = d.exact;
   }
   return ok_status();

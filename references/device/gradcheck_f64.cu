@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "harness/device_output_tol.h"
 #include "harness/gpu/cuda_check.h"
 
 namespace assay::device_ref {
@@ -19,9 +20,7 @@ __global__ void linear_grad_partials(LinearGradIn in, double* partials) {
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   for (int64_t l = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; l < n; l += stride) {
     const double g = in.grad.at(l / in.cols * in.grad.ld + l % in.cols);
-    const double mg = in.mag[l];
-    double t = in.rel_out * fabs(in.ref[l]) + in.rel_mag * mg + in.floor;
-    if (isnan(t) || !(mg * (1.0 + in.rel_mag) + in.floor < in.limit)) t = HUGE_VAL;
+    const double t = device_output_tol(in.ref[l], in.mag[l], in.rel_out, in.rel_mag, in.floor, in.limit);
     if (!isfinite(g) || !isfinite(t)) {
       a[6] += 1;
       continue;
