@@ -1,4 +1,5 @@
 #include "harness/gradcheck.h"
+#include "harness/fd_core.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -65,16 +66,13 @@ StatusOr<FdDirectional> fd_directional(const Differentiable& f, const double* x,
   double move = 0;
   for (int64_t i = 0; i < n; ++i) move = std::max(move, std::fabs(u[i]) / std::max(std::fabs(x[i]), 1.0));
   if (!(move > 0)) return invalid_argument("fd_directional: u is zero");
-  const double h_raw = std::cbrt(DBL_EPSILON) * opts.step_factor / move;
-  if (!std::isfinite(h_raw) || !(h_raw > 0)) return invalid_argument("fd_directional: no finite step for this u");
-  int e = 0;
-  std::frexp(h_raw, &e);
-  const double h = std::ldexp(1.0, e - 1);  // largest power of two <= h_raw
+  const double h = fd::step(move, opts.step_factor);  // largest power of two <= cbrt(eps) step_factor / move
+  if (!(h > 0)) return invalid_argument("fd_directional: no finite step for this u");
 
   FdDirectional out;
   out.h = h;
   std::vector<double> xp(n), xm(n), fp(m), fm(m), mp, mm;
-  std::vector<double> d[2], ueff[2], scale_i(m, 0.0);
+  std::vector<double> d[2], scale_i(m, 0.0);
   double scale_max = 0;
   for (int k = 0; k < 2; ++k) {
     const double hk = k == 0 ? h : h / 2;
@@ -95,8 +93,6 @@ StatusOr<FdDirectional> fd_directional(const Differentiable& f, const double* x,
     if (!all_finite(fp.data(), m) || !all_finite(fm.data(), m))
       return invalid_argument(fmt::format("fd_directional: the forward is not finite at x +- {:g} u", hk));
     d[k].resize(m);
-    ueff[k].resize(n);
-    for (int64_t i = 0; i < n; ++i) ueff[k][i] = (xp[i] - xm[i]) / (2 * hk);
     for (int64_t i = 0; i < m; ++i) {
       d[k][i] = (fp[i] - fm[i]) / (2 * hk);
       const double s = std::max(std::fabs(fp[i]), std::fabs(fm[i]));
@@ -116,21 +112,11 @@ StatusOr<FdDirectional> fd_directional(const Differentiable& f, const double* x,
 
   out.jvp.resize(m);
   out.err.resize(m);
-  for (int64_t i = 0; i < m; ++i) {
-    const double s = f.magnitude ? scale_i[i] : scale_max;
-    const double r1 = opts.forward_ulps * kU * s / h + 2 * kU * std::fabs(d[0][i]);
-    const double r2 = opts.forward_ulps * kU * s / (h / 2) + 2 * kU * std::fabs(d[1][i]);
-    const double diff = std::fabs(d[0][i] - d[1][i]);
-    if (opts.richardson) {
-      out.jvp[i] = (4 * d[1][i] - d[0][i]) / 3;
-      out.err[i] = diff + (r1 + 4 * r2) / 3;
-    } else {
-      out.jvp[i] = d[0][i];
-      out.err[i] = 4 * diff / 3 + 7 * r1 / 3 + 4 * r2 / 3;
-    }
-  }
+  for (int64_t i = 0; i < m; ++i)
+    fd::estimate(d[0][i], d[1][i], f.magnitude ? scale_i[i] : scale_max, h, opts.forward_ulps, opts.richardson,
+                 out.jvp[i], out.err[i]);
   out.u_eff.resize(n);
-  for (int64_t i = 0; i < n; ++i) out.u_eff[i] = opts.richardson ? (4 * ueff[1][i] - ueff[0][i]) / 3 : ueff[0][i];
+  for (int64_t i = 0; i < n; ++i) out.u_eff[i] = fd::u_eff(x[i], u[i], h, opts.richardson);
   return out;
 }
 

@@ -69,12 +69,14 @@
 // references/device/attention_f64.cu: one block per query row runs steps 1 to 5 through
 // references/host/attention.h, the functions fwd_ref and fwd_tol call here, in the same order
 // (only exp and log are CUDA's), O's store rounding included. Backward (up to 2^20 (row, key)
-// pairs; the gradcheck relation's properties read the snapshot, copied back): its device
-// compute first does prepare_bwd's work on the device (the masked rows, that forward
-// reference's O and LSE, rounded into O's dtype and fp32 as store_as rounds them, dO's row
-// scaling), writing the snapshot every launch restores from, then
+// pairs): its device compute first does prepare_bwd's work on the device (the masked rows, that
+// forward reference's O and LSE, rounded into O's dtype and fp32 as store_as rounds them, dO's
+// row scaling), writing the snapshot every launch restores from, then
 // references/device/attention_bwd_f64.cu runs bwd_pass's per-pair step and finish
-// (references/host/attention.h) with each output element's sum in the host's order.
+// (references/host/attention.h) with each output element's sum in the host's order. A gradcheck
+// case's relation stays on the device too: the differences of the forward
+// (references/device/attention_fd_f64.cu) and the backward from the exact O and LSE beside the
+// reference, the six sums after the launch (device_gradcheck_sums_bwd); nothing is copied back.
 // Generation (derived from the declarations below): dtype fp16 / bf16 / fp32 at 40 / 40 / 20%;
 // D 64 or 128 in 70% of the cases, else one of 1, 8, 16, 40, 80, 96, 100, 127; Hkv 1..4, G (query
 // heads per kv head, GQA when > 1) 1, 2 or 4, B 1..3; Sq and Sk edge-biased (tile edges around
@@ -103,6 +105,8 @@
 #include "properties/rowwise_values.h"
 #include "references/device/attention_bwd_f64.h"
 #include "references/device/attention_f64.h"
+#include "references/device/attention_fd_f64.h"
+#include "references/device/gradcheck_f64.h"
 #include "references/host/attention.h"
 
 namespace assay::attention {
@@ -605,8 +609,7 @@ Status device_compute_fwd(const Case& c, const Arithmetic& a, const std::vector<
 
 /// Backward cases take the device path where the forward's would (its prepare runs the forward's
 /// device reference) and their (row, key) pairs fit the scratch (four doubles and a flag each:
-/// 33 MiB at this cap). The gradcheck relation's cases too: the engine copies the prepared
-/// snapshot back for properties_bwd.
+/// 33 MiB at this cap). The gradcheck relation's cases too (device_properties_bwd).
 constexpr int64_t kDeviceBwdPairs = int64_t{1} << 20;
 
 bool device_when_bwd(const Params& p) {
@@ -624,12 +627,40 @@ void bwd_scratch_layout(const device_ref::AttentionBwdF64Problem& p, int64_t D, 
   fio.lse_ref = s.take<double>(p.rows()), fio.lse_tol = s.take<double>(p.rows());
 }
 
+/// A gradcheck case's arrays on the device path, after the backward's: the differences of the
+/// forward (references/device/attention_fd_f64.h), the backward from the exact O and LSE (dQ, dK,
+/// dV, and tolerances nothing reads) whose distance from the reference is the declared deviation,
+/// and the relation's partial sums.
+struct GradScratch {
+  device_ref::AttentionFdIo fd;
+  double* exact[3] = {nullptr, nullptr, nullptr};
+  double* exact_tol[3] = {nullptr, nullptr, nullptr};
+  unsigned char* sums = nullptr;
+};
+
+GradScratch grad_layout(const AttnDims& d, ScratchCarver& s) {
+  GradScratch g;
+  device_ref::attention_fd_f64_scratch(attention_fwd_problem(d, Arithmetic{}), s, g.fd);
+  const int64_t n[3] = {d.B * d.H * d.Sq * d.D, d.B * d.Hkv * d.Sk * d.D, d.B * d.Hkv * d.Sk * d.D};
+  for (int t = 0; t < 3; ++t) g.exact[t] = s.take<double>(n[t]), g.exact_tol[t] = s.take<double>(n[t]);
+  g.sums = s.take<unsigned char>(device_ref::grad_sums_scratch());
+  return g;
+}
+
+/// The backward's scratch, then a gradcheck case's (grad_layout) into *g where it is one.
+void bwd_case_layout(const Case& c, const AttnDims& d, ScratchCarver& s, device_ref::AttentionBwdF64Io& io,
+                     device_ref::AttentionF64Io& fio, GradScratch* g) {
+  bwd_scratch_layout(attention_bwd_problem(d, false), d.D, s, io, fio);
+  if (wants_gradcheck(c)) *g = grad_layout(d, s);
+}
+
 int64_t device_scratch_bwd(const Case& c) {
   const AttnDims d = dims_of(Params(c.params));
   ScratchCarver s;
   device_ref::AttentionBwdF64Io io;
   device_ref::AttentionF64Io fio;
-  bwd_scratch_layout(attention_bwd_problem(d, false), d.D, s, io, fio);
+  GradScratch g;
+  bwd_case_layout(c, d, s, io, fio, &g);
   return s.bytes();
 }
 
@@ -639,8 +670,8 @@ int64_t device_scratch_bwd(const Case& c) {
 /// restores from: what prepare_bwd does to the host images. So a call expects freshly drawn
 /// inputs, as build_device_setup gives it once per draw: a second call on the same snapshot
 /// would scale dO's rows again (the engine calls compute twice only for a relation with a
-/// transform, which attention_bwd has not; its gradcheck relation reads the snapshot after
-/// this call, prepared).
+/// transform, which attention_bwd has not). A gradcheck case then leaves the relation's J u and
+/// exact-O gradients in the scratch (GradScratch), from the prepared snapshot.
 Status device_compute_bwd(const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
                           std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
   const Params prm(c.params);
@@ -658,7 +689,8 @@ Status device_compute_bwd(const Case& c, const Arithmetic& a, const std::vector<
   ScratchCarver scratch(ctx.scratch);
   device_ref::AttentionBwdF64Io io;
   device_ref::AttentionF64Io fio;
-  bwd_scratch_layout(p, d.D, scratch, io, fio);
+  GradScratch g;
+  bwd_case_layout(c, d, scratch, io, fio, &g);
   // prepare: the fully masked rows, then O and LSE by the forward's device reference (the
   // host's fwd_ref, step for step).
   if (d.has_mask)
@@ -682,8 +714,26 @@ Status device_compute_bwd(const Case& c, const Arithmetic& a, const std::vector<
   io.dq_ref = out[0].ref, io.dq_tol = out[0].mag;
   io.dk_ref = out[1].ref, io.dk_tol = out[1].mag;
   io.dv_ref = out[2].ref, io.dv_tol = out[2].mag;
-  return device_ref::attention_bwd_f64_reference(p, io, ctx.stream);
+  ASSAY_RETURN_IF_ERROR(device_ref::attention_bwd_f64_reference(p, io, ctx.stream));
+  if (!wants_gradcheck(c)) return ok_status();
+  // The relation's J u by differences of the fp64 forward at the prepared mask (properties_bwd's
+  // forward), then the backward again from the exact O and LSE (properties_bwd's gx): both into
+  // the scratch, for device_properties_bwd.
+  g.fd.q = io.q, g.fd.k = io.k, g.fd.v = io.v, g.fd.mask = io.mask;
+  g.fd.seed = gradcheck_seed(c);
+  g.fd.forward_ulps = FdOptions{}.forward_ulps;
+  ASSAY_RETURN_IF_ERROR(device_ref::attention_fd_f64(f, g.fd, ctx.stream));
+  device_ref::AttentionBwdF64Io exact = io;
+  exact.o = device_ref::f64_rows(fio.o_ref, d.D, d.D);
+  exact.lse = device_ref::f64_rows(fio.lse_ref, p.rows(), p.rows());
+  exact.dq_ref = g.exact[0], exact.dq_tol = g.exact_tol[0];
+  exact.dk_ref = g.exact[1], exact.dk_tol = g.exact_tol[1];
+  exact.dv_ref = g.exact[2], exact.dv_tol = g.exact_tol[2];
+  return device_ref::attention_bwd_f64_reference(attention_bwd_problem(d, false), exact, ctx.stream);
 }
+
+/// The words the failure uses for J u differenced on the device.
+constexpr const char* kFdOnDevice = "by central differences of the fp64 forward (on the device)";
 
 // ---- properties ---------------------------------------------------------------------
 /// fp64 forward O = softmax(S) V on Q, K, V packed dense one after another in x (the gradcheck's
@@ -720,21 +770,56 @@ void attention_forward_packed(const AttnDims& d, const HostTensor* mask, const d
           if (yo != nullptr)
             for (int64_t c = 0; c < D; ++c) yo[c] += pj * vj[c];
           if (mo == nullptr) continue;
-          const double w =
-              pj * (1 + (static_cast<double>(D + 2) * (smag[static_cast<size_t>(j)] + PE) + 2.0 * d.Sk + 8) / 16);
+          const double w = ref::attn_fd_mag_weight(pj, smag[static_cast<size_t>(j)], PE, D, d.Sk);
           for (int64_t c = 0; c < D; ++c) mo[c] += w * std::fabs(vj[c]);
         }
       }
     }
 }
 
-/// relation "gradcheck": <dO, J u> by central differences of the fp64 forward (Q, K, V) -> O
-/// against sum u . (dQ, dK, dV) of the kernel (properties/gradcheck_relation.h). The op's
-/// gradient is the one from the saved O (rounded to the dtype) and LSE (fp32), not from the
-/// exact O and LSE: the difference of the two fp64 references is declared per element (dev).
-void properties_bwd(const Case& c, const std::vector<HostTensor>& in, const std::vector<HostTensor>& out,
-                    const std::vector<OutputRef>& refs, std::vector<Failure>& failures) {
-  if (!wants_gradcheck(c) || out.size() != 3 || refs.size() != 3) return;
+}  // namespace
+
+Status device_gradcheck_sums_bwd(const Case& c, const DevicePropertiesIn& in, const DeviceContext& ctx,
+                                 GradSums& sums) {
+  sums = GradSums{};
+  if (!wants_gradcheck(c)) return ok_status();
+  if (in.inputs.size() != 10 || in.outputs.size() != 3 || in.refs.size() != 3)
+    return invalid_argument("attention_bwd: gradcheck on the device needs 10 inputs, 3 outputs, 3 references");
+  if (ctx.scratch == nullptr || ctx.scratch_bytes < device_scratch_bwd(c))
+    return invalid_argument("attention_bwd: device reference scratch missing or too small");
+  const AttnDims d = dims_of(Params(c.params));
+  ScratchCarver scratch(ctx.scratch);
+  device_ref::AttentionBwdF64Io io;
+  device_ref::AttentionF64Io fio;
+  GradScratch g;
+  bwd_case_layout(c, d, scratch, io, fio, &g);
+  device_ref::GradSumsIn gi;
+  gi.n_terms = 3;
+  int64_t offset = 0;
+  for (int t = 0; t < 3; ++t) {
+    const DevTensor& grad = in.outputs[static_cast<size_t>(t)];
+    const DeviceOutput& r = in.refs[static_cast<size_t>(t)];
+    const int64_t n = grad.v.rows * grad.v.cols;
+    if (!device_ref::input_rows_support(grad.dtype) || r.rows * r.cols != n || grad.v.cols != d.D)
+      return invalid_argument("attention_bwd: gradcheck on the device: a gradient's size or dtype does not match");
+    device_ref::GradTermIn& term = gi.terms[t];
+    term.grad = device_ref::input_rows(grad.ptr, grad.v.cols, grad.v.ld, grad.dtype);
+    term.rows = grad.v.rows, term.cols = grad.v.cols;
+    term.u = device_ref::f64_rows(g.fd.u_eff + offset, n, n);
+    term.ref = r.ref, term.mag = r.mag;
+    term.rel_out = r.rel_out, term.rel_mag = r.rel_mag, term.floor = r.floor, term.limit = r.overflow_mag;
+    term.exact = g.exact[t];
+    offset += n;
+  }
+  const DevTensor& up = in.inputs[4];  // dO, prepared
+  gi.upstream = device_ref::input_rows(up.ptr, up.v.cols, up.v.ld, up.dtype);
+  gi.up_rows = up.v.rows, gi.up_cols = up.v.cols;
+  gi.jvp = g.fd.jvp, gi.err = g.fd.err;
+  return device_ref::grad_sums(gi, g.sums, &sums, ctx.stream);
+}
+
+GradProblem grad_problem_bwd(const Case& c, const std::vector<HostTensor>& in, const std::vector<HostTensor>& out,
+                             const std::vector<OutputRef>& refs) {
   const AttnDims d = dims_of(Params(c.params));
   const HostTensor* mask = d.has_mask ? &in[6] : nullptr;
   const int64_t qr = d.B * d.H * d.Sq;
@@ -763,7 +848,27 @@ void properties_bwd(const Case& c, const std::vector<HostTensor>& in, const std:
   p.forward_mag = [d, mask](const double* x, double* y, double* mag) { attention_forward_packed(d, mask, x, y, mag); };
   p.seed = gradcheck_seed(c);
   p.label = "<dO, J u>";
-  check_grad_projection(p, failures);
+  return p;
+}
+
+namespace {
+
+/// relation "gradcheck" on the device path: the six sums come back, judged as the host judges
+/// its own (judge_grad_projection, the differences' safety factor 4).
+Status device_properties_bwd(const Case& c, const DevicePropertiesIn& in, const DeviceContext& ctx,
+                             std::vector<Failure>& failures) {
+  GradSums s;
+  ASSAY_RETURN_IF_ERROR(device_gradcheck_sums_bwd(c, in, ctx, s));
+  judge_grad_projection(s, FdOptions{}.safety, kFdOnDevice, "<dO, J u>", "dQ, dK, dV", failures);
+  return ok_status();
+}
+
+/// relation "gradcheck": <dO, J u> by central differences of the fp64 forward (Q, K, V) -> O
+/// against sum u . (dQ, dK, dV) of the kernel (properties/gradcheck_relation.h).
+void properties_bwd(const Case& c, const std::vector<HostTensor>& in, const std::vector<HostTensor>& out,
+                    const std::vector<OutputRef>& refs, std::vector<Failure>& failures) {
+  if (!wants_gradcheck(c) || out.size() != 3 || refs.size() != 3) return;
+  check_grad_projection(grad_problem_bwd(c, in, out, refs), failures);
 }
 
 // ---- self-checks ----------------------------------------------------------------------
@@ -925,7 +1030,10 @@ OpDef make(bool fwd) {
   op.self_check = fwd ? self_check_fwd : self_check_bwd;
   op.device_reference.when = fwd ? device_when : device_when_bwd;
   op.device_reference.compute = fwd ? device_compute_fwd : device_compute_bwd;
-  if (!fwd) op.device_reference.scratch = device_scratch_bwd;
+  if (!fwd) {
+    op.device_reference.scratch = device_scratch_bwd;
+    op.device_reference.properties = device_properties_bwd;
+  }
   if (fwd) {
     op.backward = "attention_bwd";
     // What the SDPA graph cudnn_attention builds takes (its checks above say why).

@@ -16,6 +16,7 @@
 #include "harness/dtype.h"
 #include "harness/op.h"
 #include "kernels/attention/attention.h"
+#include "properties/gradcheck_relation.h"
 #include "references/device/attention_bwd_f64_phases.h"
 #include "references/device/attention_f64_row.h"
 
@@ -52,6 +53,17 @@ device_ref::AttentionF64Problem attention_fwd_problem(const AttnDims& d, const A
 /// The backward's device problem (references/device/attention_bwd_f64.h) of a case, under IEEE
 /// or fast-math exp.
 device_ref::AttentionBwdF64Problem attention_bwd_problem(const AttnDims& d, bool fast_math);
+
+/// attention_bwd's gradcheck relation on the host: the problem of a case whose inputs `in`
+/// (prepared), kernel gradients `out` (dQ, dK, dV) and references `refs` the caller keeps alive.
+GradProblem grad_problem_bwd(const Case& c, const std::vector<HostTensor>& in, const std::vector<HostTensor>& out,
+                             const std::vector<OutputRef>& refs);
+
+/// attention_bwd's gradcheck relation on the device path: the six sums, from what the device
+/// reference left in its scratch (ctx) and the kernel's gradients (in.outputs); zero sums for a
+/// case without the relation.
+Status device_gradcheck_sums_bwd(const Case& c, const DevicePropertiesIn& in, const DeviceContext& ctx,
+                                 GradSums& sums);
 
 inline Dt to_attn_dt(DType t) {
   return t == DType::kF16 ? Dt::kF16 : t == DType::kBF16 ? Dt::kBF16 : Dt::kF32;

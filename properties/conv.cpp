@@ -428,7 +428,7 @@ GradScratch grad_layout(ConvPass pass, const ref::Conv2dGeometry& g, ScratchCarv
   r.u = s.take<float>(pass == ConvPass::kBwdData ? g.x_elems() : g.w_elems());
   r.jvp = s.take<double>(g.y_elems());
   r.err = s.take<double>(g.y_elems());
-  r.sums = s.take<unsigned char>(device_ref::linear_grad_sums_scratch());
+  r.sums = s.take<unsigned char>(device_ref::grad_sums_scratch());
   return r;
 }
 
@@ -716,16 +716,18 @@ Status device_gradcheck_sums(ConvPass pass, const Case& c, const DevicePropertie
   if (r.rows * r.cols != grad.v.rows * grad.v.cols || grad.v.rows * grad.v.cols != (data ? g.x_elems() : g.w_elems()) ||
       up.v.rows * up.v.cols != g.y_elems())
     return invalid_argument(fmt::format("{}: gradcheck on the device: tensor sizes do not match the geometry", name));
-  device_ref::LinearGradIn li;
-  li.grad = device_ref::input_rows(grad.ptr, grad.v.cols, grad.v.ld, grad.dtype);
-  li.rows = grad.v.rows, li.cols = grad.v.cols;
-  li.u = gs.u;
-  li.ref = r.ref, li.mag = r.mag;
-  li.rel_out = r.rel_out, li.rel_mag = r.rel_mag, li.floor = r.floor, li.limit = r.overflow_mag;
+  device_ref::GradSumsIn li;
+  device_ref::GradTermIn& t = li.terms[0];
+  li.n_terms = 1;
+  t.grad = device_ref::input_rows(grad.ptr, grad.v.cols, grad.v.ld, grad.dtype);
+  t.rows = grad.v.rows, t.cols = grad.v.cols;
+  t.u = device_ref::input_rows(gs.u, t.rows * t.cols, t.rows * t.cols, DType::kF32);
+  t.ref = r.ref, t.mag = r.mag;
+  t.rel_out = r.rel_out, t.rel_mag = r.rel_mag, t.floor = r.floor, t.limit = r.overflow_mag;
   li.upstream = device_ref::input_rows(up.ptr, up.v.cols, up.v.ld, up.dtype);
   li.up_rows = up.v.rows, li.up_cols = up.v.cols;
   li.jvp = gs.jvp, li.err = gs.err;
-  return device_ref::linear_grad_sums(li, gs.sums, &sums, ctx.stream);
+  return device_ref::grad_sums(li, gs.sums, &sums, ctx.stream);
 }
 
 }  // namespace assay::conv

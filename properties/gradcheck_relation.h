@@ -1,18 +1,16 @@
 // The "gradcheck" relation of the backward specs: a finite-difference projection
 // check of the kernel's gradients, on the host, from the op's properties hook (OpDef::properties);
-// for a forward linear in its operand, on the device path, its sums are reduced on the device
-// (references/device/gradcheck_f64.h, DeviceReference::properties) and judged here alike.
+// on the device path its sums are reduced on the device (references/device/gradcheck_f64.h,
+// DeviceReference::properties) and judged here alike.
 //
 // A backward kernel returns g = J(x)^T v for a forward f (attention: (Q, K, V) -> O; conv
 // backward-data: x -> y, backward-filter: w -> y) and the upstream gradient v (dO, dY). Along one
 // direction u over the differentiated inputs (random signs seeded from the case,
 // harness/gradcheck_direction.h: a fraction of a nanosecond an element, where a normal direction
 // cost over a hundred, and the same signs on the device)
-//   fd     = sum_i v_i (J u)_i          central differences of the fp64 host forward
+//   fd     = sum_i v_i (J u)_i          central differences of the fp64 forward
 //                                       (harness/gradcheck.h fd_directional, Richardson); for a
-//                                       forward linear in the operands (conv), f(u) itself, on
-//                                       the host or beside the device reference (and then the
-//                                       sums too)
+//                                       forward linear in the operands (conv), f(u) itself
 //   kernel = sum_l u_l g_l              the kernel's own gradients (first launch)
 // and the two agree within
 //   tol = 4 sum_i |v_i| err_i                       the differences' error estimate (x the safety 4;
@@ -23,8 +21,10 @@
 //                                                   rounded O and LSE it differentiates from)
 //       + gamma_{n+m}(2^-53) (sum_l |u_l g_l| + sum_i |v_i (J u)_i|)   the two contractions' rounding
 //       + min_normal
-// (u stands for u_eff, the direction actually differenced). A disagreement is one
-// FailureKind::kProjection failure with a one-line detail. Cases with a non-finite input,
+// (u stands for u_eff, the direction actually differenced). On the device path J u is
+// evaluated beside the device reference, conv's at u, attention_bwd's by the same differences
+// (references/device/attention_fd_f64.h), and only the six sums come back. A disagreement is
+// one FailureKind::kProjection failure with a one-line detail. Cases with a non-finite input,
 // upstream or kernel gradient, or an unchecked element (tol = +Inf), are skipped: the element
 // checks own those.
 #pragma once
@@ -134,30 +134,33 @@ inline std::string operand_names(const GradProblem& p) {
 /// The words the failure uses for J u evaluated at u on the device (a linear forward).
 inline constexpr const char* kJvpOnDevice = "by the fp64 forward at u (linear, on the device)";
 
-/// Runs the check; appends at most one kProjection failure.
-inline void check_grad_projection(const GradProblem& p, std::vector<Failure>& out) {
+/// The sums of a problem on the host, the factor on sum |v| err (err_factor) and the words for
+/// how J u was evaluated; false where the relation skips the case (a non-finite input, gradient,
+/// tolerance, upstream element or forward point: the element checks own those).
+inline bool grad_projection_sums(const GradProblem& p, GradSums& s, double& err_factor, std::string& how) {
+  s = GradSums{};
   std::vector<double> x, g, tl;
   for (const auto& o : p.operands) {
     const std::vector<double> xv = pack_dense(o.x), gv = pack_dense(o.grad);
     if (o.ref == nullptr || o.ref->tol.size() != xv.size() || gv.size() != xv.size() ||
         (!o.dev.empty() && o.dev.size() != xv.size()))
-      return;
+      return false;
     for (size_t l = 0; l < xv.size(); ++l) {
       const double t = o.ref->tol[l] + (o.dev.empty() ? 0.0 : o.dev[l]);
-      if (!std::isfinite(xv[l]) || !std::isfinite(gv[l]) || !std::isfinite(t)) return;
+      if (!std::isfinite(xv[l]) || !std::isfinite(gv[l]) || !std::isfinite(t)) return false;
       x.push_back(xv[l]);
       g.push_back(gv[l]);
       tl.push_back(t);
     }
   }
   const int64_t n = static_cast<int64_t>(x.size()), m = static_cast<int64_t>(p.upstream.size());
-  if (n == 0 || m == 0) return;
+  if (n == 0 || m == 0) return false;
   for (double v : p.upstream)
-    if (!std::isfinite(v)) return;
+    if (!std::isfinite(v)) return false;
   // J u and its error per output: evaluated at u for a linear forward (the error a bound), else
   // by central differences (the error an asymptotic estimate, hence the safety factor 4).
   FdDirectional fd;
-  double err_factor = 4;
+  err_factor = FdOptions{}.safety;
   const bool linear = p.linear_terms > 0 && p.forward_mag;
   const std::vector<double> u = gradcheck_signs(p.seed, n);
   if (linear) {
@@ -168,7 +171,7 @@ inline void check_grad_projection(const GradProblem& p, std::vector<Failure>& ou
     const double g_t = gamma_n(2 * p.linear_terms, 0x1p-53);
     for (double& e : fd.err) e *= g_t;
     for (size_t i = 0; i < fd.err.size(); ++i)
-      if (!std::isfinite(fd.jvp[i]) || !std::isfinite(fd.err[i])) return;
+      if (!std::isfinite(fd.jvp[i]) || !std::isfinite(fd.err[i])) return false;
     fd.u_eff = u;
     err_factor = 1;
   } else {
@@ -179,10 +182,9 @@ inline void check_grad_projection(const GradProblem& p, std::vector<Failure>& ou
     f.magnitude = p.magnitude;
     f.forward_mag = p.forward_mag;
     auto d = fd_directional(f, x.data(), u.data());
-    if (!d.ok()) return;  // a non-finite forward point: nothing to compare
+    if (!d.ok()) return false;  // a non-finite forward point: nothing to compare
     fd = *std::move(d);
   }
-  GradSums s;
   s.n = n, s.m = m;
   for (int64_t i = 0; i < m; ++i) {
     const double v = p.upstream[static_cast<size_t>(i)];
@@ -196,9 +198,17 @@ inline void check_grad_projection(const GradProblem& p, std::vector<Failure>& ou
     s.kern_abs += std::fabs(ue * g[static_cast<size_t>(l)]);
     s.ceil += std::fabs(ue) * tl[static_cast<size_t>(l)];
   }
-  const std::string how = linear ? std::string("by the fp64 forward at u (linear)")
-                                 : fmt::format("by central differences of the fp64 forward (h {:.3g})", fd.h);
-  judge_grad_projection(s, err_factor, how, p.label, operand_names(p), out);
+  how = linear ? std::string("by the fp64 forward at u (linear)")
+               : fmt::format("by central differences of the fp64 forward (h {:.3g})", fd.h);
+  return true;
+}
+
+/// Runs the check; appends at most one kProjection failure.
+inline void check_grad_projection(const GradProblem& p, std::vector<Failure>& out) {
+  GradSums s;
+  double err_factor = 1;
+  std::string how;
+  if (grad_projection_sums(p, s, err_factor, how)) judge_grad_projection(s, err_factor, how, p.label, operand_names(p), out);
 }
 
 }  // namespace assay

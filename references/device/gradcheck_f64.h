@@ -1,6 +1,7 @@
-// The gradcheck relation's sums on the device, for a forward linear in the differentiated
-// operand whose J u the device reference evaluated beside itself, in its scratch (conv's
-// backward passes, DeviceReference::properties). The relation (properties/gradcheck_relation.h) compares
+// The gradcheck relation's sums on the device, from J u and its error that the device
+// reference evaluated beside itself, in its scratch (DeviceReference::properties): the forward
+// at u for a forward linear in the operand (conv's backward passes), central differences of
+// the fp64 forward otherwise (attention_bwd, references/device/attention_fd_f64.h). The relation (properties/gradcheck_relation.h) compares
 //   sum_i v_i (J u)_i   against   sum_l u_l g_l
 // within a tolerance built from |v| . err, |u| . tol and the two contractions' absolute sums.
 // Those six sums are all it needs, so on the device path they are reduced where the data
@@ -32,18 +33,28 @@ struct GradSums {
 
 namespace device_ref {
 
-/// What the linear relation reads on the device. The gradient g (the kernel's first launch) as
-/// rows x cols of an InputRows; its tolerance per element from the reference's DeviceOutput
-/// form: rel_out |ref| + rel_mag mag + floor, +Inf where that is NaN or mag (1 + rel_mag) +
-/// floor reaches `limit` (the engine's read_device_refs rule). The upstream v as up_rows x
-/// up_cols; J u and its error bound per forward output, dense.
-struct LinearGradIn {
+/// One differentiated operand on the device. The gradient g (the kernel's first launch) as rows x
+/// cols of an InputRows; the direction per element, dense (u.at(r cols + c)); the tolerance per
+/// element from the reference's DeviceOutput form: rel_out |ref| + rel_mag mag + floor, +Inf
+/// where that is NaN or mag (1 + rel_mag) + floor reaches `limit` (the engine's
+/// read_device_refs rule), plus |ref - exact| where `exact` is given (a declared deviation of
+/// the spec's gradient from the exact J^T v, dense).
+struct GradTermIn {
   InputRows grad;
   int64_t rows = 0, cols = 0;
-  const float* u = nullptr;  ///< the direction, n = rows x cols signs
+  InputRows u;
   const double* ref = nullptr;
   const double* mag = nullptr;
   double rel_out = 0, rel_mag = 1, floor = 0, limit = HUGE_VAL;
+  const double* exact = nullptr;
+};
+
+/// What the relation reads on the device: the operands (in the order the direction packs them),
+/// the upstream v as up_rows x up_cols, J u and its error per forward output, dense.
+struct GradSumsIn {
+  static constexpr int kMaxTerms = 3;
+  GradTermIn terms[kMaxTerms];
+  int n_terms = 0;
   InputRows upstream;
   int64_t up_rows = 0, up_cols = 0;
   const double* jvp = nullptr;
@@ -51,11 +62,11 @@ struct LinearGradIn {
 };
 
 /// Device scratch the reduction needs (partial sums per block), in bytes.
-int64_t linear_grad_sums_scratch();
+int64_t grad_sums_scratch();
 
 /// The sums of `in` into *out: two launches on `stream`, then a wait for the 8 words that come
-/// back. `scratch`: linear_grad_sums_scratch() bytes of device memory.
-Status linear_grad_sums(const LinearGradIn& in, unsigned char* scratch, GradSums* out, cudaStream_t stream);
+/// back. `scratch`: grad_sums_scratch() bytes of device memory.
+Status grad_sums(const GradSumsIn& in, unsigned char* scratch, GradSums* out, cudaStream_t stream);
 
 }  // namespace device_ref
 }  // namespace assay

@@ -45,6 +45,14 @@ ASSAY_HD void attn_score(Row qi, Row kj, int64_t D, double scale, bool visible, 
   mag = finite_hd(x) ? mg : 0;
 }
 
+/// The gradcheck relation's forward (properties/attention.cpp attention_forward_packed, and its
+/// device twin references/device/attention_fd_f64.cu): key j's weight in the bound on the fp64
+/// forward's rounding of an O element, in units of 16 u, sum_j weight_j |v_j|. P the key's
+/// probability, smag its score's magnitude, PE = sum_l P_l smag_l.
+ASSAY_HD inline double attn_fd_mag_weight(double P, double smag, double PE, int64_t D, int64_t Sk) {
+  return P * (1 + (static_cast<double>(D + 2) * (smag + PE) + 2.0 * static_cast<double>(Sk) + 8) / 16);
+}
+
 /// Step 2: the bound on |P'_j - P_j| for a key with probability P, score error E and the
 /// row's sum PE = sum_l P_l E_l, eE = exp(max_j E_j).
 ASSAY_HD inline double attn_tol_p(double P, double E, double PE, double eE) {

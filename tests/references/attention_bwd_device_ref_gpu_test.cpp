@@ -14,6 +14,7 @@
 //    and dV), the tolerances within 1e-7 relative (+Inf and 0 exactly): e_p holds
 //    exp(E + u(|x| + E))(1 + c u) - 1 with an argument near (D + |x|) 2^-24, where one ulp of exp
 //    is 2^-52 / (D 2^-24) of the difference;
+//  - a gradcheck case's relation sums on the device against the host's (check_gradcheck_sums);
 //  - the engine: the flash backward passes such cases with the verdict naming the device
 //    reference, and both paths' time per case is printed.
 #include <gtest/gtest.h>
@@ -22,6 +23,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -102,7 +104,75 @@ struct Stats {
   double worst_ref = 0, worst_tol = 0;        // fp64 ulps of the magnitude; relative
   int64_t prep_elements = 0, prep_moved = 0;  // O and LSE elements; those one stored ulp apart
   int64_t by_dtype[3] = {0, 0, 0};
+  int64_t grad_cases = 0, grad_skipped = 0;  // gradcheck cases; those both sides skip
+  double worst_fd = 0;                        // max |sum v (J u) device - host| / (both errors)
+  double err_ratio_lo = HUGE_VAL, err_ratio_hi = 0;  // device / host sum |v| err
 };
+
+/// A gradcheck case: the relation's sums on the device (device_gradcheck_sums_bwd, from the J u
+/// and exact-O gradients the compute left in the scratch) against the host's
+/// (grad_problem_bwd, grad_projection_sums) on the same prepared inputs, with the host reference
+/// in fp32 as the kernel's gradients. The direction u_eff is the same bit for bit (same step,
+/// same signs), so the kernel-side sums differ only in their order (within gamma_{n+m} of the
+/// absolute sums) and the ceiling by the two references' tolerances (1e-7, above); J u is two
+/// difference estimates of one quantity, each with its error estimate, so sum v (J u) may differ
+/// by the two errors together. The reference as the gradient passes both verdicts.
+void check_gradcheck_sums(const Case& c, const std::vector<HostTensor>& hv, const std::vector<OutputRef>& refs,
+                          const std::vector<DevTensor>& in, const std::vector<DeviceOutput>& douts,
+                          const DeviceContext& ctx, Stats& st) {
+  std::vector<std::vector<double>> g(3);
+  std::vector<float> gf;
+  std::vector<HostTensor> grads;
+  for (size_t o = 0; o < 3; ++o) {
+    for (double r : refs[o].ref) {
+      gf.push_back(static_cast<float>(r));
+      g[o].push_back(static_cast<double>(gf.back()));
+    }
+  }
+  float* dg = nullptr;
+  ASSERT_EQ(cudaMalloc(&dg, sizeof(float) * std::max<size_t>(gf.size(), 1)), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dg, gf.data(), sizeof(float) * gf.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  DevicePropertiesIn pin;
+  pin.inputs = in;
+  pin.refs = douts;
+  for (size_t o = 0, at = 0; o < 3; ++o) {
+    const int64_t rows = douts[o].rows, cols = douts[o].cols;
+    pin.outputs.push_back({dg + at, DType::kF32, {rows, cols, cols}, {}, {}});
+    grads.push_back({g[o].data(), {rows, cols, cols}});
+    at += static_cast<size_t>(rows * cols);
+  }
+  GradSums dev;
+  const Status s = attention::device_gradcheck_sums_bwd(c, pin, ctx, dev);
+  cudaFree(dg);
+  ASSERT_TRUE(s.ok()) << c.summary() << ": " << s.message();
+  GradSums host;
+  double factor = 0;
+  std::string how;
+  const bool judged = grad_projection_sums(attention::grad_problem_bwd(c, hv, grads, refs), host, factor, how);
+  ++st.grad_cases;
+  ASSERT_EQ(dev.skip, !judged) << c.summary() << ": the device skips the relation where the host does not, or back";
+  if (!judged) {
+    ++st.grad_skipped;
+    return;
+  }
+  EXPECT_EQ(dev.n, host.n) << c.summary();
+  EXPECT_EQ(dev.m, host.m) << c.summary();
+  const double gam = 2 * gamma_n(host.n + host.m, 0x1p-53);
+  EXPECT_LE(std::fabs(dev.kern - host.kern), gam * host.kern_abs + 1e-300) << c.summary();
+  EXPECT_LE(std::fabs(dev.kern_abs - host.kern_abs), gam * host.kern_abs + 1e-300) << c.summary();
+  EXPECT_LE(std::fabs(dev.ceil - host.ceil), 1e-6 * host.ceil + 1e-300) << c.summary();
+  const double fd_gap = std::fabs(dev.fd_val - host.fd_val), fd_room = dev.fd_err + host.fd_err + gam * host.fd_abs;
+  st.worst_fd = std::max(st.worst_fd, fd_gap / (fd_room + 1e-300));
+  EXPECT_LE(fd_gap, fd_room) << c.summary() << ": sum v (J u) device " << dev.fd_val << ", host " << host.fd_val;
+  EXPECT_LE(std::fabs(dev.fd_abs - host.fd_abs), fd_room) << c.summary();
+  const double err_ratio = dev.fd_err / (host.fd_err + 1e-300);
+  st.err_ratio_lo = std::min(st.err_ratio_lo, err_ratio), st.err_ratio_hi = std::max(st.err_ratio_hi, err_ratio);
+  std::vector<Failure> fd, fh;
+  judge_grad_projection(dev, factor, "device", "<dO, J u>", "dQ, dK, dV", fd);
+  judge_grad_projection(host, factor, how, "<dO, J u>", "dQ, dK, dV", fh);
+  EXPECT_TRUE(fd.empty()) << c.summary() << ": " << (fd.empty() ? "" : fd[0].detail);
+  EXPECT_TRUE(fh.empty()) << c.summary() << ": " << (fh.empty() ? "" : fh[0].detail);
+}
 
 /// One case: draw on the device, run the op's device compute (prepare + backward), compare.
 void check_case(const OpDef& op, const Case& c, const Contract& k, Stats& st) {
@@ -241,6 +311,7 @@ void check_case(const OpDef& op, const Case& c, const Contract& k, Stats& st) {
     }
     at += 2 * n;
   }
+  if (wants_gradcheck(c)) check_gradcheck_sums(c, hv, refs, in, douts, ctx, st);
   release();
 }
 
@@ -282,6 +353,13 @@ TEST(AttentionBwdDeviceRefGpu, PreparesAndMatchesTheHostReferenceAndBound) {
       static_cast<long long>(gqa), static_cast<long long>(scaled), static_cast<long long>(st.fast),
       static_cast<long long>(st.elements), 100.0 * static_cast<double>(st.ref_bitwise) / el,
       100.0 * static_cast<double>(st.tol_bitwise) / el, st.worst_ref, st.worst_tol);
+  EXPECT_GE(st.grad_cases, 20) << "too few gradcheck cases";
+  std::printf(
+      "[ measured ] attention_bwd gradcheck sums on the device: %lld cases (%lld skipped by both sides); worst "
+      "|sum v (J u) device - host| %.3g of the two error estimates together; device / host sum |v| err in [%.3g, "
+      "%.3g]\n",
+      static_cast<long long>(st.grad_cases), static_cast<long long>(st.grad_skipped), st.worst_fd, st.err_ratio_lo,
+      st.err_ratio_hi);
   std::printf(
       "[ measured ] attention_bwd device prepare: %lld of %lld saved O / LSE elements one stored ulp from the host "
       "prepare's (%.4f%%), dO and the other inputs byte for byte\n",

@@ -261,7 +261,7 @@ TEST(AttentionBwdDeviceRef, TakesSmallCasesMaskedRowsAndTheGradcheck) {
   EXPECT_TRUE(op.device_reference.when(Params(p))) << "the device writes the fully masked rows, as prepare does";
   p.erase("masked_every");
   p["relation"] = "gradcheck";
-  EXPECT_TRUE(op.device_reference.when(Params(p))) << "the gradcheck relation reads the snapshot, copied back";
+  EXPECT_TRUE(op.device_reference.when(Params(p))) << "the gradcheck relation runs on the device too";
   p.erase("relation");
   p["Sq"] = 1, p["Sk"] = 4, p["D"] = 8;
   EXPECT_FALSE(op.device_reference.when(Params(p))) << "32 units of work stay on the host";

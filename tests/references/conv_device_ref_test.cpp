@@ -118,7 +118,7 @@ TEST(ConvDeviceRefWhen, EveryDtypeFromAFewThousandMultiplyAddsTheRelationInclude
   const OpDef& bwd = test_util::model_op("conv2d_bwd_data");
   EXPECT_TRUE(bwd.device_reference.when(Params(p)));
   p["relation"] = "gradcheck";
-  EXPECT_TRUE(bwd.device_reference.when(Params(p))) << "the gradcheck relation reads the snapshot, copied back";
+  EXPECT_TRUE(bwd.device_reference.when(Params(p))) << "the gradcheck relation runs on the device too";
   p.erase("relation");
   p["cg"] = 1, p["kg"] = 1, p["r"] = 1, p["s"] = 1;
   EXPECT_FALSE(op.device_reference.when(Params(p))) << "64 multiply-adds stay on the host";

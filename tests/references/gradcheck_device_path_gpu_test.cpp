@@ -1,9 +1,9 @@
-// The gradcheck relation on the device path: attention_bwd's properties read the drawn (and
-// device-prepared) snapshot, copied back and decoded, with the device reference's values and
-// tolerances (harness/engine.cpp build_device_setup); conv's backward passes reduce the
-// relation's sums on the device (DeviceReference::properties). On generated gradcheck cases
-// that take the device path, the correct variant passes with the relation run (no not-run note
-// for it), and a planted bug whose gradients are wrong fails the projection check there too.
+// The gradcheck relation on the device path: its sums are reduced on the device
+// (DeviceReference::properties), from J u evaluated beside the device reference (conv's
+// backward passes: the forward at u; attention_bwd: differences of the fp64 forward) and the
+// kernel's gradients. On generated gradcheck cases that take the device path, the correct
+// variant passes with the relation run (no not-run note for it), and a planted bug whose
+// gradients are wrong fails the projection check there too.
 #include <gtest/gtest.h>
 
 #include <cstdio>
