@@ -720,6 +720,7 @@ int assay_device_count(void) {
 
 char* assay_run_campaign(const char* op, const char* options_json, assay_fork_fn fork_fn, void* fork_user,
                          assay_progress_fn progress, void* progress_user) {
+  gpu::prefer_queue_per_stream();  // in effect where this process has no CUDA context yet, and in its workers
   return guarded(
       [&]() -> char* {
         const OpSpec* spec = spec_of(op);
@@ -821,6 +822,7 @@ char* assay_run_case(const char* case_json, const char* variants_json, const cha
 }
 
 int assay_worker_serve(const char* op, const char* plan_json, int device, int in_fd, int out_fd) {
+  gpu::prefer_queue_per_stream();
   return guarded(
       [&] {
         const json j = json::parse(plan_json != nullptr && *plan_json ? plan_json : "{}");

@@ -985,6 +985,7 @@ int main(int argc, char** argv) {
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
 #endif
+  gpu::prefer_queue_per_stream();  // before this process (or a worker it starts) touches CUDA
   CLI::App app{"assay: proves or disproves the numerical correctness of custom GPU kernels"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");

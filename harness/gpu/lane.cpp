@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -11,6 +12,10 @@
 #include "harness/op.h"
 
 namespace assay::gpu {
+
+void prefer_queue_per_stream() {
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", /*overwrite=*/0);
+}
 
 StatusOr<int> device_count() {
   int n = 0;
