@@ -16,12 +16,12 @@ fi
 # Build type: where a GPU is present, RelWithDebInfo (as ci/fuzz.sh builds it: one build folder
 # for both). On a CPU-only machine (CI), host code at -O1: no kernel runs there, the CPU suite's
 # fp64 references are fast enough, and two cores spend most of the job compiling (device code
-# is optimised by ptxas either way).
+# is optimised by ptxas either way), with the common headers precompiled (ASSAY_PRECOMPILE_HEADERS).
 if nvidia-smi -L > /dev/null 2>&1; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DASSAY_CUDA_ARCHITECTURES="$archs"
 else
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" \
-    -DCMAKE_CUDA_FLAGS_RELEASE="-O1 -DNDEBUG" -DASSAY_CUDA_ARCHITECTURES="$archs"
+    -DCMAKE_CUDA_FLAGS_RELEASE="-O1 -DNDEBUG" -DASSAY_CUDA_ARCHITECTURES="$archs" -DASSAY_PRECOMPILE_HEADERS=ON
 fi
 cmake --build build -j"$(nproc)"
 ctest --test-dir build --output-on-failure -j"$(nproc)"
