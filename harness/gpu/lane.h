@@ -38,7 +38,9 @@ inline constexpr int kMaxChecks = 16;                ///< check results per case
 /// one process otherwise share 8 queues, and a lane's kernel waiting on its own predecessor holds
 /// up the other lanes' work queued behind it; with 32, attention_bwd's small cases ran 1.37x and
 /// conv2d_bwd_filter's 1.85x the rate on an H200 (docs/results.md). The driver reads it when the
-/// process creates its CUDA context: call it before any CUDA call (a worker inherits it).
+/// process creates its CUDA context: call it before any CUDA call (a worker inherits it). The
+/// price is on crashes: a trapped kernel's worker takes longer to report and restart (the
+/// planted-trap campaign test: 51 s against 30 s), well inside the default case timeout.
 void prefer_queue_per_stream();
 
 /// How many CUDA devices are usable; an error says why none are.
