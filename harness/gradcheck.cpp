@@ -1,5 +1,4 @@
 #include "harness/gradcheck.h"
-#include "harness/fd_core.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -9,10 +8,12 @@
 
 #include <fmt/format.h>
 
+#include "harness/fd_core.h"
+
 namespace assay {
 namespace {
 
-constexpr double kU = 0x1p-53;  // unit roundoff of fp64
+using fd::kU;  // unit roundoff of fp64
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 /// gamma_k(u) = k u / (1 - k u) ([H] Lemma 3.1); +Inf when k u >= 1.

@@ -734,6 +734,9 @@ Status device_compute_bwd(const Case& c, const Arithmetic& a, const std::vector<
 
 /// The words the failure uses for J u differenced on the device.
 constexpr const char* kFdOnDevice = "by central differences of the fp64 forward (on the device)";
+/// How the relation's failure names the contraction and the gradients, on either path.
+constexpr const char* kGradLabel = "<dO, J u>";
+constexpr const char* kGradNames[3] = {"dQ", "dK", "dV"};
 
 // ---- properties ---------------------------------------------------------------------
 /// fp64 forward O = softmax(S) V on Q, K, V packed dense one after another in x (the gradcheck's
@@ -831,10 +834,9 @@ GradProblem grad_problem_bwd(const Case& c, const std::vector<HostTensor>& in, c
   std::vector<OutputRef> gx;
   bwd_pass(d, exact, false, false, gx);
   GradProblem p;
-  const char* names[3] = {"dQ", "dK", "dV"};
   for (size_t t = 0; t < 3; ++t) {
     GradOperand op;
-    op.name = names[t];
+    op.name = kGradNames[t];
     op.x = in[t];
     op.grad = out[t];
     op.ref = &refs[t];
@@ -847,7 +849,7 @@ GradProblem grad_problem_bwd(const Case& c, const std::vector<HostTensor>& in, c
   p.magnitude = [d, mask](const double* x, double* y) { attention_forward_packed(d, mask, x, nullptr, y); };
   p.forward_mag = [d, mask](const double* x, double* y, double* mag) { attention_forward_packed(d, mask, x, y, mag); };
   p.seed = gradcheck_seed(c);
-  p.label = "<dO, J u>";
+  p.label = kGradLabel;
   return p;
 }
 
@@ -859,7 +861,8 @@ Status device_properties_bwd(const Case& c, const DevicePropertiesIn& in, const 
                              std::vector<Failure>& failures) {
   GradSums s;
   ASSAY_RETURN_IF_ERROR(device_gradcheck_sums_bwd(c, in, ctx, s));
-  judge_grad_projection(s, FdOptions{}.safety, kFdOnDevice, "<dO, J u>", "dQ, dK, dV", failures);
+  judge_grad_projection(s, FdOptions{}.safety, kFdOnDevice, kGradLabel,
+                        fmt::format("{}, {}, {}", kGradNames[0], kGradNames[1], kGradNames[2]), failures);
   return ok_status();
 }
 

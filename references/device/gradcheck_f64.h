@@ -1,7 +1,8 @@
 // The gradcheck relation's sums on the device, from J u and its error that the device
 // reference evaluated beside itself, in its scratch (DeviceReference::properties): the forward
 // at u for a forward linear in the operand (conv's backward passes), central differences of
-// the fp64 forward otherwise (attention_bwd, references/device/attention_fd_f64.h). The relation (properties/gradcheck_relation.h) compares
+// the fp64 forward otherwise (attention_bwd, references/device/attention_fd_f64.h). The
+// relation (properties/gradcheck_relation.h) compares
 //   sum_i v_i (J u)_i   against   sum_l u_l g_l
 // within a tolerance built from |v| . err, |u| . tol and the two contractions' absolute sums.
 // Those six sums are all it needs, so on the device path they are reduced where the data
