@@ -226,4 +226,21 @@ ASSAY_HD inline ElementBound log_softmax_level(const SoftmaxScalars& s, double w
   return softmax_with_output(s, rel, rel_mag * ref_slack, floor);
 }
 
+/// narrow_softmax_tol (bounds.h, where the derivation is) for an fp16/bf16 output of unit
+/// roundoff `uo` and smallest subnormal `s`: the ceiling of a softmax whose exponentials are
+/// rounded to the storage type, from the fp32 model's tol32, |ref| and the row length n.
+ASSAY_HD inline double narrow_softmax_tol_of(double tol32, double ref_abs, double uo, double s, int64_t n) {
+  const double u_z = uo + static_cast<double>(n) * s;
+  const double rho = (1 + uo) / (1 - u_z) - 1;
+  return (1 + rho) * tol32 + rho * ref_abs + (1 + uo) * s;
+}
+
+/// Log-softmax with the row's log-sum-exp formed first (properties/softmax.cpp, convention
+/// log_softmax_lse_first, where the derivation is): the ceiling's growth for a row whose finite
+/// |max| is `max_abs`, at fp32 unit roundoff u, carried through a store of unit roundoff u_out
+/// (0 for fp32).
+ASSAY_HD inline double lse_first_extra(double max_abs, int64_t n, double u, double u_out) {
+  return u * (1 + u) * (max_abs + ::log(static_cast<double>(n > 1 ? n : 1)) + 1) * (1 + u_out);
+}
+
 }  // namespace assay

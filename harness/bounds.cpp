@@ -855,10 +855,7 @@ double vendor_floor(double ref_abs, DType out) {
 
 double narrow_softmax_tol(double tol32, double ref_abs, DType out, int64_t n) {
   if (out == DType::kF32) return tol32;
-  const double uo = unit_roundoff(out), s = min_subnormal(out);
-  const double u_z = uo + static_cast<double>(n) * s;
-  const double rho = (1 + uo) / (1 - u_z) - 1;
-  return (1 + rho) * tol32 + rho * ref_abs + (1 + uo) * s;
+  return narrow_softmax_tol_of(tol32, ref_abs, unit_roundoff(out), min_subnormal(out), n);
 }
 
 }  // namespace assay

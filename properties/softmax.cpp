@@ -1,10 +1,12 @@
 // softmax / softmax_bwd: softmax and log-softmax over rows, forward and backward.
 //
-// Sections: declaration (params, tensors), references, bound, properties, vendor, binding.
+// Sections: declaration (params, tensors), references, bound, device reference, properties, vendor,
+// binding.
 // Binding: kernels/rowwise/softmax.cu (online single pass); the planted bugs of
 // tests/mutants/rowwise/ bind through softmax_launch / softmax_bwd_launch.
 // References: references/host/softmax.h (max first, then exp, sum, divide) and
-// backward.h, in double.
+// backward.h, in double; the forward's on the device from 1024 elements
+// (references/device/softmax_f64.cu, the same steps and sums with its ceiling beside it).
 // Bounds: forward softmax_bounds / log_softmax_bounds (harness/bounds.h) under
 // the variant's declared arithmetic (fast-math: __expf's error) with
 // the kernel's declared rescale count: each thread scans at most ceil(n/32)
@@ -45,6 +47,7 @@
 #include "harness/bounds.h"
 #include "properties/rowwise_values.h"
 #include "properties/vendor_columns.h"
+#include "references/device/softmax_f64.h"
 #include "references/host/backward.h"
 #include "references/host/softmax.h"
 
@@ -151,9 +154,8 @@ Status reference_fwd(const Case& c, const std::vector<HostTensor>& t, std::vecto
 // (1 + u_out). A row of large values and small outputs (mean 10^6, y ~ -7) errs by ~u|max| = 0.03
 // here, far above the max-first ceiling: cuDNN's log-softmax does so on rows longer than 512.
 double lse_first_extra(double max_abs, const SoftmaxModel& m) {
-  const double u = unit_roundoff(DType::kF32);
-  const double u_out = m.out == DType::kF32 ? 0.0 : unit_roundoff(m.out);
-  return u * (1 + u) * (max_abs + std::log(static_cast<double>(std::max<int64_t>(m.n, 1))) + 1) * (1 + u_out);
+  return assay::lse_first_extra(max_abs, m.n, unit_roundoff(DType::kF32),
+                                m.out == DType::kF32 ? 0.0 : unit_roundoff(m.out));
 }
 
 Status bound_fwd(const Case& c, const Arithmetic& a, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
@@ -179,6 +181,48 @@ Status bound_fwd(const Case& c, const Arithmetic& a, const std::vector<HostTenso
     if (log && lse_first) y.tol[l] += lse_first_extra(y.aux[3][l], m);
   }
   return ok_status();
+}
+
+// ---- device reference ------------------------------------------------------------------------------
+/// Cases from this many elements up take the device path (inputs drawn on the device, the
+/// reference and its ceiling beside them, references/device/softmax_f64.cu). The host path costs
+/// drawing and uploading every element and about three exponentials per element in the
+/// reference; the device path a fixed few launches. Just above this threshold (1,024 to 2,048
+/// elements) the device path took 0.14 ms a case on one lane of an H200 against the host path's
+/// 0.31 (docs/results.md); SoftmaxDeviceRefGpu.EngineTimesBothPathsNearTheThreshold prints both,
+/// to check that choice on the machine at hand.
+constexpr int64_t kDeviceRefElems = 1024;
+
+/// Any of the op's dtypes and enough elements; the relations included (the engine reads the
+/// device reference's values and tolerances back for rowsum, and runs compute again on shift's
+/// transformed inputs).
+bool device_when(const Params& p) {
+  return device_ref::input_rows_support(p.dt("dtype")) && p.i("rows") * p.i("n") >= kDeviceRefElems;
+}
+
+/// prepare's fully masked rows in the snapshot, then y (or log y) and its ceiling: the tolerance
+/// itself in mag (DeviceOutput's defaults: a bound computed outright, as the host path uploads it).
+Status device_compute(const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
+                      std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
+  const Params p(c.params);
+  const DType dt = p.dt("dtype");
+  if (!device_ref::input_rows_support(dt) || t.size() != 2 || out.size() != 1 || t[0].dtype != dt)
+    return invalid_argument("softmax: no device reference for this case (fp32, fp16 or bf16 X)");
+  const View2D& v = t[0].v;
+  ASSAY_RETURN_IF_ERROR(
+      device_ref::softmax_mask_rows(t[0].ptr, dt, v.rows, v.cols, v.ld, p.i("masked_every", 0), ctx.stream));
+  const bool log = p.b("log");
+  const SoftmaxModel m = model_of(dt, v.cols, a);
+  device_ref::SoftmaxF64Problem q;
+  q.rows = v.rows, q.n = v.cols, q.log = log;
+  q.masked_zero = p.convention(kMaskedZero) || (p.convention(kMaskedByLength) && (log || !masked_row_is_nan(v.cols)));
+  q.narrow = a.narrow_intermediates && !log && m.out != DType::kF32;
+  q.narrow_uo = unit_roundoff(m.out), q.narrow_sub = min_subnormal(m.out);
+  q.lse_first = log && p.convention(kLseFirst);
+  q.lse_u = unit_roundoff(DType::kF32), q.lse_u_out = m.out == DType::kF32 ? 0.0 : unit_roundoff(m.out);
+  q.soft = softmax_scalars(m);
+  return device_ref::softmax_f64_reference(q, device_ref::input_rows(t[0].ptr, v.cols, v.ld, dt), out[0].ref,
+                                           out[0].mag, ctx.stream);
 }
 
 void prepare_bwd(const Case& c, std::vector<unsigned char*>& img) {
@@ -322,6 +366,7 @@ OpDef make(bool fwd) {
     op.reference = reference_fwd;
     op.bound = bound_fwd;
     op.bound_name = "softmax ceiling";
+    op.device_reference = {.when = device_when, .compute = device_compute};
     op.properties = rowsum;
     op.transform = [](const Case& c, std::vector<unsigned char*>& img) {
       if (Params(c.params).s("relation") != "shift") return false;

@@ -1,0 +1,133 @@
+// Compiled with -fmad=false (CMakeLists.txt): y |t| and the bound's products must round as
+// the host's do. The row's two sums (Z and D) run on thread 0 in index order, the host
+// reference's order; the element-wise steps are strided across the block, each element's
+// intermediate kept in the output buffers between the phases (a row may be longer than
+// shared memory holds).
+#include "references/device/softmax_f64.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "harness/gpu/cuda_check.h"
+
+namespace assay::device_ref {
+namespace {
+
+constexpr int kThreads = 256;
+
+/// NaN-propagating maximum (the host's row_max returns at its first NaN).
+__device__ double max_nan(double a, double b) {
+  if (isnan(a)) return a;
+  if (isnan(b)) return b;
+  return b > a ? b : a;
+}
+
+__global__ void __launch_bounds__(kThreads) softmax_f64(SoftmaxF64Problem p, InputRows x, double* ref, double* tol) {
+  __shared__ double part[kThreads / 32];
+  __shared__ double row_max, row_z, row_l, row_d;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int64_t r = blockIdx.x, n = p.n;
+  const int64_t in0 = r * x.ld;
+  double* y = ref + r * n;
+  double* m = tol + r * n;
+
+  // The row's maximum: exact in any order.
+  double mx = -HUGE_VAL;
+  for (int64_t j = tid; j < n; j += kThreads) mx = max_nan(mx, x.at(in0 + j));
+  for (int o = 16; o > 0; o >>= 1) mx = max_nan(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  if ((tid & 31) == 0) part[tid / 32] = mx;
+  __syncthreads();
+  if (tid == 0) {
+    double v = part[0];
+    for (int w = 1; w < kThreads / 32; ++w) v = max_nan(v, part[w]);
+    row_max = v;
+  }
+  __syncthreads();
+  mx = row_max;
+
+  // e_j = exp(x_j - max) in y, then Z = sum e_j in index order and L = log Z.
+  for (int64_t j = tid; j < n; j += kThreads) y[j] = ::exp(x.at(in0 + j) - mx);
+  __syncthreads();
+  if (tid == 0) {
+    double z = 0;
+    for (int64_t j = 0; j < n; ++j) z += y[j];
+    row_z = z;
+    row_l = ::log(z);
+  }
+  __syncthreads();
+  const double Z = row_z, L = row_l;
+
+  // y_j = e_j / Z; the weighted deviation's term y_j |t_j| (0 where y_j is 0) in m, the softmax's
+  // magnitude; log-softmax's z_j = t_j - L.
+  for (int64_t j = tid; j < n; j += kThreads) {
+    const double t = x.at(in0 + j) - mx;
+    const double yj = y[j] / Z;
+    m[j] = yj == 0 ? 0.0 : yj * ::fabs(t);
+    y[j] = p.log ? t - L : yj;
+  }
+  __syncthreads();
+  if (tid == 0) {
+    double d = 0;
+    for (int64_t j = 0; j < n; ++j)
+      if (m[j] != 0) d += m[j];
+    row_d = d;
+  }
+  __syncthreads();
+
+  // The row's bound, as properties/softmax.cpp bound_fwd forms it from the reference's aux: D, L
+  // and |max| where finite, else 0; under a masked-row convention a row of -inf only is exactly
+  // 0 (log-softmax: -inf) with magnitude 0.
+  const double D = isfinite(row_d) ? row_d : 0.0, Lf = isfinite(L) ? L : 0.0;
+  const double max_abs = isfinite(mx) ? ::fabs(mx) : 0.0;
+  const bool masked = p.masked_zero && mx == -HUGE_VAL;
+  const ElementBound b = p.log ? log_softmax_level(p.soft, D, Lf, false) : softmax_level(p.soft, D, false);
+  const double extra = p.log && p.lse_first ? lse_first_extra(max_abs, n, p.lse_u, p.lse_u_out) : 0.0;
+  for (int64_t j = tid; j < n; j += kThreads) {
+    double v = y[j];
+    double mag = p.log ? ::fabs(x.at(in0 + j) - mx) : m[j];
+    if (masked) v = p.log ? -HUGE_VAL : 0.0, mag = 0;
+    double t = b.tol(::fabs(v), isfinite(mag) ? mag : 0.0);
+    if (p.narrow && !p.log) t = narrow_softmax_tol_of(t, ::fabs(v), p.narrow_uo, p.narrow_sub, n);
+    t += extra;
+    y[j] = v;
+    m[j] = isnan(t) ? HUGE_VAL : t;
+  }
+}
+
+__global__ void mask_rows_kernel(void* x, int bytes, uint32_t neg_inf, int64_t rows, int64_t cols, int64_t ld,
+                                 int64_t every) {
+  const int64_t masked = (rows + every - 1) / every;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < masked * cols; e += stride) {
+    const int64_t i = (e / cols) * every * ld + e % cols;
+    if (bytes == 4)
+      static_cast<uint32_t*>(x)[i] = neg_inf;
+    else
+      static_cast<uint16_t*>(x)[i] = static_cast<uint16_t>(neg_inf);
+  }
+}
+
+}  // namespace
+
+Status softmax_f64_reference(const SoftmaxF64Problem& p, InputRows x, double* ref, double* tol, cudaStream_t stream) {
+  if (p.rows <= 0 || p.n <= 0) return ok_status();
+  if (p.rows > int64_t{0x7fffffff}) return invalid_argument("softmax device reference: too many rows");
+  softmax_f64<<<static_cast<unsigned>(p.rows), kThreads, 0, stream>>>(p, x, ref, tol);
+  CUDA_CHECK(cudaGetLastError());
+  return ok_status();
+}
+
+Status softmax_mask_rows(void* x, DType dtype, int64_t rows, int64_t cols, int64_t ld, int64_t every,
+                         cudaStream_t stream) {
+  if (every <= 0 || rows <= 0 || cols <= 0) return ok_status();
+  if (!input_rows_support(dtype)) return invalid_argument("softmax device mask: fp32, fp16 or bf16 only");
+  // -inf in the dtype's bits: fp32 0xFF800000, fp16 0xFC00, bf16 0xFF80.
+  const uint32_t neg_inf = dtype == DType::kF32 ? 0xFF800000u : dtype == DType::kF16 ? 0xFC00u : 0xFF80u;
+  const int64_t n = (rows + every - 1) / every * cols;
+  mask_rows_kernel<<<static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 4096)), 256, 0, stream>>>(
+      x, dtype == DType::kF32 ? 4 : 2, neg_inf, rows, cols, ld, every);
+  CUDA_CHECK(cudaGetLastError());
+  return ok_status();
+}
+
+}  // namespace assay::device_ref

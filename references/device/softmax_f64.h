@@ -1,0 +1,51 @@
+// fp64 reference of softmax and log-softmax over rows on the GPU, with the per-element
+// ceiling of properties/softmax.cpp computed beside it: one block per row runs the host
+// reference's steps (references/host/softmax.h: the max, exp(x - max), the sum Z, log Z,
+// y = e / Z or z = t - log Z, the weighted deviation D = sum y |t|) with the two sums taken
+// serially on one thread in the host's order, then the row's bound (harness/bound_core.h
+// softmax_level / log_softmax_level, narrow_softmax_tol_of, lse_first_extra) per element.
+// X fp32, fp16 or bf16, read widened exactly (input_rows.h). The exponentials and the log are
+// CUDA's (1 ulp) rather than the host libm's, so the two references agree to a few fp64 ulps,
+// well inside the fp64 share the bound already carries (its ref_slack and reference terms).
+// Checked against the host reference and bound by tests/references/softmax_device_ref_gpu_test.cpp.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "harness/bound_core.h"
+#include "harness/status.h"
+#include "references/device/input_rows.h"
+
+namespace assay::device_ref {
+
+/// One softmax case as the device reference needs it: the row model with its dtypes looked up
+/// (softmax_scalars) and the conventions of the variant under test, resolved on the host.
+struct SoftmaxF64Problem {
+  int64_t rows = 0, n = 0;
+  bool log = false;
+  /// A row of -inf only gives 0 (log-softmax: -inf) with magnitude 0, instead of max-first's NaN.
+  bool masked_zero = false;
+  /// Softmax with fp16/bf16 intermediates (Arithmetic::narrow_intermediates, not for log-softmax):
+  /// narrow_softmax_tol_of with the output's unit roundoff and smallest subnormal.
+  bool narrow = false;
+  double narrow_uo = 0, narrow_sub = 0;
+  /// Log-softmax with the log-sum-exp formed first: lse_first_extra with these numbers.
+  bool lse_first = false;
+  double lse_u = 0, lse_u_out = 0;
+  SoftmaxScalars soft;
+};
+
+/// y (or z) into ref (rows x n, dense) and its ceiling into tol (NaN tolerances as +Inf, as the
+/// engine's host path has them), from x (rows of n, stride x.ld). Asynchronous on `stream`;
+/// checks the launch error.
+Status softmax_f64_reference(const SoftmaxF64Problem& p, InputRows x, double* ref, double* tol, cudaStream_t stream);
+
+/// Rows 0, every, 2 every, ... of `x` (fp32, fp16 or bf16; rows x cols, row stride ld) set to
+/// -inf: the device twin of the host prepare's fully masked rows (properties/softmax.cpp
+/// mask_rows), written into the drawn snapshot before the reference or any launch reads it.
+Status softmax_mask_rows(void* x, DType dtype, int64_t rows, int64_t cols, int64_t ld, int64_t every,
+                         cudaStream_t stream);
+
+}  // namespace assay::device_ref
