@@ -215,8 +215,9 @@ function(_assay_add_kernel_spec)
     target_sources(${objs} PRIVATE "${hash_cpp}")
   endif()
 
-  # The executable: assay's own CLI main with these specs linked in.
-  add_executable(${A_NAME} "${ASSAY_CLI_MAIN}")
+  # The executable: assay's own CLI main (compiled once, installed as an object) with these
+  # specs linked in.
+  add_executable(${A_NAME} $<TARGET_OBJECTS:assay::main>)
   target_link_libraries(${A_NAME} PRIVATE ${objs} assay::cli assay::gpu CLI11::CLI11)
   assay_link_host_allocator(${A_NAME})
   if(NOT A_NO_BUILTIN_OPS)

@@ -14,14 +14,13 @@
 #   lib/libassay_*.a, lib/assay/objects/        libraries; the built-in specs as objects
 #   lib/cmake/assay/                            assayConfig.cmake, assayTargets.cmake,
 #                                               assayHelpers.cmake (assay_add_kernel_spec)
-#   share/assay/cli/main.cpp                    the CLI's main, compiled into each
-#                                               consumer's own executable
 #
 # Exported targets (namespace assay::): core (host engine), gpu (GPU engine,
 # references), kernels (the built-in kernels), specs (the built-in
 # op specs, an OBJECT library: linking it registers the ops, e.g. gemm, so a
-# consumer can add a variant to them), cli (the CLI beside its main.cpp:
-# listing, reports), warnings, and the assay executable.
+# consumer can add a variant to them), cli (the CLI's parts: listing, reports),
+# main (the CLI's main, an OBJECT library each consumer's tool is linked from),
+# warnings, and the assay executable.
 # Everything they link inside this project is exported with them.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -29,7 +28,6 @@ include(CMakePackageConfigHelpers)
 set(ASSAY_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/assay" CACHE STRING
     "Where the assay CMake package files are installed, relative to the prefix")
 set(_assay_include_dest "${CMAKE_INSTALL_INCLUDEDIR}/assay")
-set(_assay_share_dest "${CMAKE_INSTALL_DATADIR}/assay")
 
 # ---- which targets: the roots and every project target they link ------------------------
 # Walked rather than listed, so a library that another engineer links into
@@ -71,7 +69,7 @@ function(_assay_export_closure out)
   set(${out} ${seen} PARENT_SCOPE)
 endfunction()
 
-_assay_export_closure(_assay_export_targets assay_core assay_gpu assay_kernels assay_specs assay_cli)
+_assay_export_closure(_assay_export_targets assay_core assay_gpu assay_kernels assay_specs assay_cli assay_main)
 
 foreach(t IN LISTS _assay_export_targets)
   # assay_core -> assay::core
@@ -115,23 +113,19 @@ install(EXPORT assayTargets
   FILE assayTargets.cmake
   DESTINATION ${ASSAY_INSTALL_CMAKEDIR})
 
-# ---- headers, the CLI's main, the helpers -------------------------------------------------
+# ---- headers, the helpers ---------------------------------------------------------------
 # Same layout as the source tree, so `#include "harness/spec.h"` works against
 # <prefix>/include/assay exactly as it does here.
-# properties/studies: the CLI main (compiled by every consumer) calls the studies.
-foreach(_dir harness references kernels properties/studies)
+foreach(_dir harness references kernels)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${_dir}/
     DESTINATION ${_assay_include_dest}/${_dir}
     FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp" PATTERN "*.cuh")
 endforeach()
-install(FILES ${PROJECT_SOURCE_DIR}/harness/cli/main.cpp DESTINATION ${_assay_share_dest}/cli)
 
-set(ASSAY_PACKAGE_SHARE_DIR ${_assay_share_dest})
 configure_package_config_file(
   ${CMAKE_CURRENT_LIST_DIR}/assayConfig.cmake.in
   ${PROJECT_BINARY_DIR}/assayConfig.cmake
-  INSTALL_DESTINATION ${ASSAY_INSTALL_CMAKEDIR}
-  PATH_VARS ASSAY_PACKAGE_SHARE_DIR)
+  INSTALL_DESTINATION ${ASSAY_INSTALL_CMAKEDIR})
 # 0.x: a minor version may change the spec interface.
 write_basic_package_version_file(
   ${PROJECT_BINARY_DIR}/assayConfigVersion.cmake
