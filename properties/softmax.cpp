@@ -5,8 +5,9 @@
 // Binding: kernels/rowwise/softmax.cu (online single pass); the planted bugs of
 // tests/mutants/rowwise/ bind through softmax_launch / softmax_bwd_launch.
 // References: references/host/softmax.h (max first, then exp, sum, divide) and
-// backward.h, in double; the forward's on the device from 1024 elements
-// (references/device/softmax_f64.cu, the same steps and sums with its ceiling beside it).
+// backward.h, in double; on the device from 1024 elements (references/device/softmax_f64.cu,
+// the same steps and sums with the ceiling beside them; the backward's saved output prepared
+// there too).
 // Bounds: forward softmax_bounds / log_softmax_bounds (harness/bounds.h) under
 // the variant's declared arithmetic (fast-math: __expf's error) with
 // the kernel's declared rescale count: each thread scans at most ceil(n/32)
@@ -261,22 +262,58 @@ Status reference_bwd(const Case& c, const std::vector<HostTensor>& t, std::vecto
   return ok_status();
 }
 
-Status bound_bwd(const Case& c, const Arithmetic& a, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
-  const Params p(c.params);
-  const int64_t n = t[0].v.cols;
-  const bool log = p.b("log");
+/// The backward ceiling's coefficients: e32 = g mag + fl (the header comment's derivation).
+struct BwdCoeffs {
+  double g = 0, fl = 0;
+};
+BwdCoeffs bwd_coeffs(int64_t n, bool log, bool fast_math) {
   const double u = unit_roundoff(DType::kF32);
   // Log-softmax's exp: expf 2 ulp (5u with the rounding), __expf 2 + floor(1.173|x|) ulp, |x| <= 88.
-  const int64_t exp_terms = log ? (a.fast_math ? 4 + 2 * 104 : 4) : 0;
-  const double g = gamma_n(n + 3 + exp_terms, u) * (1 + gamma_n(n + 4, 0x1p-53));  // + the reference's own mag rounding
-  const double fl = static_cast<double>(n + 2) * min_normal(DType::kF32);
+  const int64_t exp_terms = log ? (fast_math ? 4 + 2 * 104 : 4) : 0;
+  return {gamma_n(n + 3 + exp_terms, u) * (1 + gamma_n(n + 4, 0x1p-53)),  // + the reference's own mag rounding
+          static_cast<double>(n + 2) * min_normal(DType::kF32)};
+}
+
+Status bound_bwd(const Case& c, const Arithmetic& a, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
+  const Params p(c.params);
+  const BwdCoeffs k = bwd_coeffs(t[0].v.cols, p.b("log"), a.fast_math);
   OutputRef& dx = out[0];
   dx.tol.resize(dx.ref.size());
   for (size_t l = 0; l < dx.ref.size(); ++l) {
-    const double e32 = g * dx.aux[0][l] + fl;
+    const double e32 = k.g * dx.aux[0][l] + k.fl;
     dx.tol[l] = e32 + store_rounding(std::fabs(dx.ref[l]) * (1 + 0x1p-9) + e32, p.dt("dtype"));
   }
   return ok_status();
+}
+
+/// The backward on the device from the same threshold: prepare_bwd's saved output first (the
+/// drawn logits turned into a (log-)softmax rounded into the dtype, in the snapshot every launch
+/// restores from, with dX's buffers as its scratch), then dx and its ceiling. Not for a relation
+/// case: compute prepares Y in place, so it must run once per draw, and shift's transformed
+/// inputs would be prepared a second time.
+bool device_when_bwd(const Params& p) {
+  return device_ref::input_rows_support(p.dt("dtype")) && p.s("relation").empty() &&
+         p.i("rows") * p.i("n") >= kDeviceRefElems;
+}
+
+Status device_compute_bwd(const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
+                          std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
+  const Params p(c.params);
+  const DType dt = p.dt("dtype");
+  if (!device_ref::input_rows_support(dt) || t.size() != 3 || out.size() != 1 || t[0].dtype != dt ||
+      t[1].dtype != dt)
+    return invalid_argument("softmax_bwd: no device reference for this case (fp32, fp16 or bf16 Y and dY)");
+  const View2D &yv = t[0].v, &gv = t[1].v;
+  const bool log = p.b("log");
+  ASSAY_RETURN_IF_ERROR(device_ref::softmax_prepare_saved(log, t[0].ptr, dt, yv.rows, yv.cols, yv.ld, out[0].ref,
+                                                          out[0].mag, ctx.stream));
+  const BwdCoeffs k = bwd_coeffs(yv.cols, log, a.fast_math);
+  device_ref::SoftmaxBwdF64Problem q;
+  q.rows = yv.rows, q.n = yv.cols, q.log = log, q.g = k.g, q.fl = k.fl;
+  q.store = store_rounding_for(dt);
+  return device_ref::softmax_bwd_f64_reference(q, device_ref::input_rows(t[0].ptr, yv.cols, yv.ld, dt),
+                                               device_ref::input_rows(t[1].ptr, gv.cols, gv.ld, dt), out[0].ref,
+                                               out[0].mag, ctx.stream);
 }
 
 // ---- properties ---------------------------------------------------------------------
@@ -404,6 +441,7 @@ OpDef make(bool fwd) {
     op.reference = reference_bwd;
     op.bound = bound_bwd;
     op.bound_name = "softmax-backward ceiling";
+    op.device_reference = {.when = device_when_bwd, .compute = device_compute_bwd};
     op.transform = [](const Case& c, std::vector<unsigned char*>& img) {
       // dx is invariant to adding a constant to dy for softmax (sum y = 1), not for log-softmax.
       if (Params(c.params).s("relation") != "shift" || Params(c.params).b("log")) return false;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "harness/dtype_encode.h"
 #include "harness/gpu/cuda_check.h"
 
 namespace assay::device_ref {
@@ -107,7 +108,77 @@ __global__ void mask_rows_kernel(void* x, int bytes, uint32_t neg_inf, int64_t r
   }
 }
 
+__global__ void store_rows_kernel(const double* src, void* y, int dt, int64_t rows, int64_t n, int64_t ld) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < rows * n; e += stride) {
+    const int64_t i = (e / n) * ld + e % n;
+    const float f = static_cast<float>(src[e]);  // store_as: through fp32, then the narrow encoding
+    if (dt == 0)
+      static_cast<float*>(y)[i] = f;
+    else
+      static_cast<uint16_t*>(y)[i] = dt == 1 ? encode::f32_to_f16(f) : encode::f32_to_bf16(f);
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    softmax_bwd_f64(SoftmaxBwdF64Problem p, InputRows y, InputRows dy, double* ref, double* tol) {
+  __shared__ double row_s, row_sa;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int64_t r = blockIdx.x, n = p.n;
+  const int64_t y0 = r * y.ld, g0 = r * dy.ld;
+  if (tid == 0) {
+    double s = 0, sa = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const double yj = y.at(y0 + j), gj = dy.at(g0 + j);
+      s += p.log ? gj : yj * gj;
+      sa += p.log ? ::fabs(gj) : yj * ::fabs(gj);
+    }
+    row_s = s, row_sa = sa;
+  }
+  __syncthreads();
+  const double s = row_s, sa = row_sa;
+  for (int64_t j = tid; j < n; j += kThreads) {
+    const double yj = y.at(y0 + j), gj = dy.at(g0 + j);
+    double dx, mag;
+    if (p.log) {
+      const double pj = ::exp(yj);
+      dx = gj - pj * s;
+      mag = ::fabs(gj) + pj * sa;
+    } else {
+      dx = yj * (gj - s);
+      mag = yj * (::fabs(gj) + sa);
+    }
+    const double e32 = p.g * mag + p.fl;
+    const double t = e32 + p.store(::fabs(dx) * (1 + 0x1p-9) + e32);
+    ref[r * n + j] = dx;
+    tol[r * n + j] = isnan(t) ? HUGE_VAL : t;
+  }
+}
+
 }  // namespace
+
+Status softmax_prepare_saved(bool log, void* y, DType dtype, int64_t rows, int64_t n, int64_t ld, double* tmp_ref,
+                             double* tmp_tol, cudaStream_t stream) {
+  if (rows <= 0 || n <= 0) return ok_status();
+  if (!input_rows_support(dtype)) return invalid_argument("softmax device prepare: fp32, fp16 or bf16 only");
+  SoftmaxF64Problem q;
+  q.rows = rows, q.n = n, q.log = log;  // the tolerances it also writes are not read
+  ASSAY_RETURN_IF_ERROR(softmax_f64_reference(q, input_rows(y, n, ld, dtype), tmp_ref, tmp_tol, stream));
+  const int dt = dtype == DType::kF32 ? 0 : dtype == DType::kF16 ? 1 : 2;
+  store_rows_kernel<<<static_cast<unsigned>(std::min<int64_t>((rows * n + 255) / 256, 4096)), 256, 0, stream>>>(
+      tmp_ref, y, dt, rows, n, ld);
+  CUDA_CHECK(cudaGetLastError());
+  return ok_status();
+}
+
+Status softmax_bwd_f64_reference(const SoftmaxBwdF64Problem& p, InputRows y, InputRows dy, double* ref, double* tol,
+                                 cudaStream_t stream) {
+  if (p.rows <= 0 || p.n <= 0) return ok_status();
+  if (p.rows > int64_t{0x7fffffff}) return invalid_argument("softmax_bwd device reference: too many rows");
+  softmax_bwd_f64<<<static_cast<unsigned>(p.rows), kThreads, 0, stream>>>(p, y, dy, ref, tol);
+  CUDA_CHECK(cudaGetLastError());
+  return ok_status();
+}
 
 Status softmax_f64_reference(const SoftmaxF64Problem& p, InputRows x, double* ref, double* tol, cudaStream_t stream) {
   if (p.rows <= 0 || p.n <= 0) return ok_status();

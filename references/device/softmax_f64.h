@@ -7,6 +7,8 @@
 // X fp32, fp16 or bf16, read widened exactly (input_rows.h). The exponentials and the log are
 // CUDA's (1 ulp) rather than the host libm's, so the two references agree to a few fp64 ulps,
 // well inside the fp64 share the bound already carries (its ref_slack and reference terms).
+// The backward's too: prepare's saved output computed and rounded on the device, then
+// references/host/backward.h's steps with properties/softmax.cpp's ceiling.
 // Checked against the host reference and bound by tests/references/softmax_device_ref_gpu_test.cpp.
 #pragma once
 
@@ -16,6 +18,7 @@
 
 #include "harness/bound_core.h"
 #include "harness/status.h"
+#include "harness/ulp_core.h"
 #include "references/device/input_rows.h"
 
 namespace assay::device_ref {
@@ -47,5 +50,28 @@ Status softmax_f64_reference(const SoftmaxF64Problem& p, InputRows x, double* re
 /// mask_rows), written into the drawn snapshot before the reference or any launch reads it.
 Status softmax_mask_rows(void* x, DType dtype, int64_t rows, int64_t cols, int64_t ld, int64_t every,
                          cudaStream_t stream);
+
+/// prepare_bwd on the device (properties/softmax.cpp): each row of the drawn logits in `y`
+/// (fp32, fp16 or bf16; rows x n, row stride ld) replaced by its softmax (log-softmax), computed
+/// by softmax_f64_reference into `tmp_ref` and `tmp_tol` (rows x n doubles each, scratch) and
+/// rounded into the dtype as store_as rounds it (to fp32 first, then harness/dtype_encode.h).
+/// Asynchronous on `stream`.
+Status softmax_prepare_saved(bool log, void* y, DType dtype, int64_t rows, int64_t n, int64_t ld, double* tmp_ref,
+                             double* tmp_tol, cudaStream_t stream);
+
+/// The backward from the saved output, as references/host/backward.h softmax_backward /
+/// log_softmax_backward (the row's two sums serially in index order) with
+/// properties/softmax.cpp bound_bwd's ceiling: e32 = g mag + fl, tol = e32 + store(|dx| (1 + 2^-9) + e32).
+struct SoftmaxBwdF64Problem {
+  int64_t rows = 0, n = 0;
+  bool log = false;
+  double g = 0, fl = 0;
+  StoreRounding store;
+};
+
+/// dx into ref (rows x n, dense) and its ceiling into tol (NaN as +Inf), from the saved output
+/// y and the incoming gradient dy (each with its own row stride). Asynchronous on `stream`.
+Status softmax_bwd_f64_reference(const SoftmaxBwdF64Problem& p, InputRows y, InputRows dy, double* ref, double* tol,
+                                 cudaStream_t stream);
 
 }  // namespace assay::device_ref

@@ -7,13 +7,17 @@
 // (1 ulp) stand in for the host libm's, so the references agree to a few fp64 ulps of |y| + the
 // magnitude and the tolerances to 1e-12 relative, with the same NaN / Inf pattern. Then the
 // engine itself: the online kernel passes such cases with the verdict naming the device
-// reference, and the planted bugs that overflow or skip a tail are caught on this path.
+// reference, and the planted bugs that overflow or skip a tail are caught on this path. The
+// same for the backward, whose saved output the device prepares from the drawn logits.
 #include <gtest/gtest.h>
 
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <string>
 
+#include "harness/bounds.h"
 #include "harness/executor.h"
 #include "harness/gpu/lane.h"
 #include "harness/op_model.h"
@@ -23,12 +27,12 @@
 namespace assay {
 namespace {
 
-/// Up to `want` generated cases the device path takes with rows x n in [min_elems, max_elems]
-/// (max_dim 256 by default: from 1024 elements, the threshold, to 65536).
+/// Up to `want` generated cases of `name` the device path takes with rows x n in [min_elems,
+/// max_elems] (max_dim 256 by default: from 1024 elements, the threshold, to 65536).
 std::vector<Case> device_cases(int want, uint64_t seed, int64_t max_elems = INT64_MAX, int64_t max_dim = 256,
-                               int64_t min_elems = 0) {
-  const OpSpec* spec = find_spec("softmax");
-  const OpDef* op = find_op("softmax");
+                               int64_t min_elems = 0, const std::string& name = "softmax") {
+  const OpSpec* spec = find_spec(name);
+  const OpDef* op = find_op(name);
   std::vector<Case> out;
   if (spec == nullptr || op == nullptr) return out;
   for (int64_t i = 0; static_cast<int>(out.size()) < want && i < 400 * want; ++i) {
@@ -143,6 +147,174 @@ TEST(SoftmaxDeviceRefGpu, PlantedBugsAreCaughtOnTheDevicePath) {
     std::printf("[ measured ] %s on the device path: failed %lld of %lld cases\n", name, static_cast<long long>(failed),
                 static_cast<long long>(ran));
   }
+}
+
+// The backward: compute prepares the saved output itself (the drawn logits turned into a
+// (log-)softmax and rounded into the dtype, in place), so the comparison starts from the drawn,
+// unprepared inputs: the device-prepared Y against the host prepare's (the same bytes, or where
+// the two fp64 softmaxes straddle a rounding boundary of the dtype, one unit in the last place
+// apart), then the host reference and bound on the device-prepared inputs against the device's.
+TEST(SoftmaxDeviceRefGpu, BackwardPreparesAndMatchesTheHostReferenceAndBound) {
+  auto nd = gpu::device_count();
+  if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
+  const OpDef& op = test_util::model_op("softmax_bwd");
+  const std::vector<Case> cases = device_cases(120, 26, INT64_MAX, 256, 0, "softmax_bwd");
+  ASSERT_GE(cases.size(), 80u);
+  test_util::DeviceRefStats st;
+  int64_t prepared = 0, moved = 0, logs = 0;
+  for (const Contract& k : {Contract(), Contract().fast_math()}) {
+    for (const Case& c0 : cases) {
+      Case c = c0;
+      if (!k.conventions().empty()) c.params["conventions"] = k.conventions();
+      const size_t nt = c.tensors.size();
+      std::vector<std::vector<unsigned char>> drawn(nt), host_prep(nt), dev_prep(nt);
+      std::vector<unsigned char*> ptrs;
+      for (size_t t = 0; t < nt; ++t) {
+        const auto& ts = c.tensors[t];
+        drawn[t].resize(static_cast<size_t>(ts.desc.extent()) * dtype_size(ts.desc.dtype));
+        if (ts.role == Role::kOut)
+          materialize_output(ts.desc, drawn[t].data());
+        else
+          materialize(ts.desc, ts.values, fnv1a64(ts.name.data(), ts.name.size()), drawn[t].data());
+        host_prep[t] = drawn[t];
+        ptrs.push_back(host_prep[t].data());
+      }
+      op.prepare(c, ptrs);
+      // The device side on the drawn images.
+      std::vector<unsigned char*> dev(nt, nullptr);
+      std::vector<DevTensor> in;
+      for (size_t t = 0; t < nt; ++t) {
+        const auto& d = c.tensors[t].desc;
+        ASSERT_EQ(cudaMalloc(&dev[t], std::max<size_t>(drawn[t].size(), 4)), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(dev[t], drawn[t].data(), drawn[t].size(), cudaMemcpyHostToDevice), cudaSuccess);
+        in.push_back({dev[t] + d.offset * static_cast<int64_t>(dtype_size(d.dtype)), d.dtype, view_of(d), d.shape,
+                      d.strides});
+      }
+      const View2D ov = view_of(c.tensors[2].desc);
+      const size_t n = static_cast<size_t>(ov.rows * ov.cols);
+      double* buf = nullptr;
+      ASSERT_EQ(cudaMalloc(&buf, sizeof(double) * 2 * std::max<size_t>(n, 1)), cudaSuccess);
+      std::vector<DeviceOutput> douts(1);
+      douts[0].rows = ov.rows, douts[0].cols = ov.cols, douts[0].ref = buf, douts[0].mag = buf + n;
+      const Status s = op.device_reference.compute(c, k.arithmetic(), in, douts, DeviceContext{});
+      ASSERT_TRUE(s.ok()) << c.summary() << ": " << s.message();
+      std::vector<double> dr(2 * n);
+      ASSERT_EQ(cudaMemcpy(dr.data(), buf, sizeof(double) * 2 * n, cudaMemcpyDeviceToHost), cudaSuccess);
+      for (size_t t = 0; t < nt; ++t) {
+        dev_prep[t].resize(drawn[t].size());
+        ASSERT_EQ(cudaMemcpy(dev_prep[t].data(), dev[t], drawn[t].size(), cudaMemcpyDeviceToHost), cudaSuccess);
+        cudaFree(dev[t]);
+      }
+      cudaFree(buf);
+      // The prepared Y, element by element over its view.
+      const auto& yd = c.tensors[0].desc;
+      const View2D yv = view_of(yd);
+      const size_t w = dtype_size(yd.dtype);
+      for (int64_t r = 0; r < yv.rows; ++r)
+        for (int64_t j = 0; j < yv.cols; ++j) {
+          const size_t at = static_cast<size_t>(yd.offset + r * yv.ld + j) * w;
+          ++prepared;
+          if (std::memcmp(dev_prep[0].data() + at, host_prep[0].data() + at, w) == 0) continue;
+          ++moved;
+          const double a = load_as_double(yd.dtype, dev_prep[0].data() + at),
+                       b = load_as_double(yd.dtype, host_prep[0].data() + at);
+          EXPECT_LE(std::fabs(a - b), ulp_of(std::max(std::fabs(a), std::fabs(b)), yd.dtype))
+              << c.summary() << ": prepared Y[" << r << ", " << j << "] device " << a << ", host " << b;
+        }
+      EXPECT_TRUE(dev_prep[1] == drawn[1]) << c.summary() << ": dY moved";
+      // The host reference and bound on the device-prepared inputs.
+      std::vector<std::vector<double>> host(nt);
+      std::vector<HostTensor> hv;
+      for (size_t t = 0; t < nt; ++t) {
+        const auto& d = c.tensors[t].desc;
+        host[t].resize(static_cast<size_t>(d.extent()));
+        for (size_t i = 0; i < host[t].size(); ++i)
+          host[t][i] = load_as_double(d.dtype, dev_prep[t].data() + i * dtype_size(d.dtype));
+        hv.push_back({host[t].data() + d.offset, view_of(d)});
+      }
+      std::vector<OutputRef> refs;
+      ASSERT_TRUE(op.reference(c, hv, refs).ok()) << c.summary();
+      ASSERT_TRUE(op.bound(c, k.arithmetic(), hv, refs).ok()) << c.summary();
+      ASSERT_EQ(refs.size(), 1u);
+      ASSERT_EQ(refs[0].ref.size(), n);
+      ++st.cases;
+      ++st.by_dtype[yd.dtype == DType::kF16 ? 1 : yd.dtype == DType::kBF16 ? 2 : 0];
+      logs += Params(c.params).b("log") ? 1 : 0;
+      int reported = 0;
+      for (size_t l = 0; l < n && reported < 5; ++l) {
+        const double hr = refs[0].ref[l], ht = std::isnan(refs[0].tol[l]) ? INFINITY : refs[0].tol[l];
+        const double vr = dr[l], vt = dr[n + l];
+        ++st.elements;
+        st.ref_bitwise += std::memcmp(&hr, &vr, sizeof hr) == 0 ? 1 : 0;
+        st.tol_bitwise += std::memcmp(&ht, &vt, sizeof ht) == 0 ? 1 : 0;
+        bool bad = false;
+        if (!std::isfinite(hr) || !std::isfinite(vr)) {
+          bad = !(std::isnan(hr) && std::isnan(vr)) && hr != vr;
+        } else {
+          // |dx| + mag: a few ulps of exp (log-softmax) and of the sums move dx by that much.
+          const double mag = refs[0].aux[0][l];
+          const double scale = std::fabs(hr) + (std::isfinite(mag) ? mag : 0.0) + DBL_MIN;
+          const double diff = std::fabs(vr - hr) / std::ldexp(scale, -52);
+          st.worst_ref = std::max(st.worst_ref, diff);
+          bad = !(diff <= 8);
+        }
+        if (std::isinf(ht) || std::isinf(vt) || ht == 0 || vt == 0) {
+          bad = bad || ht != vt;
+        } else {
+          const double rel = std::fabs(vt - ht) / ht;
+          st.worst_tol = std::max(st.worst_tol, rel);
+          bad = bad || !(rel <= 1e-12);
+        }
+        if (bad) {
+          ADD_FAILURE() << c.summary() << " element " << l << ": host ref " << hr << " tol " << ht << ", device ref "
+                        << vr << " tol " << vt;
+          ++reported;
+        }
+      }
+      if (HasFailure()) break;
+    }
+  }
+  EXPECT_GT(st.by_dtype[1], 0) << "no fp16 case";
+  EXPECT_GT(st.by_dtype[2], 0) << "no bf16 case";
+  EXPECT_GT(logs, 0) << "no log-softmax case";
+  std::printf("[ measured ] softmax_bwd prepare on the device: %lld of %lld prepared Y elements differ from the "
+              "host's (each by one ulp of the dtype at most)\n",
+              static_cast<long long>(moved), static_cast<long long>(prepared));
+  std::printf("[ measured ] %s\n", st.summary("softmax_bwd").c_str());
+}
+
+TEST(SoftmaxDeviceRefGpu, BackwardEngineTakesTheDevicePathAndTheKernelPasses) {
+  auto nd = gpu::device_count();
+  if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
+  test_util::expect_engine_device_path(test_util::model_op("softmax_bwd"), {find_variant("softmax_bwd", "rowwise")},
+                                       device_cases(60, 27, INT64_MAX, 256, 0, "softmax_bwd"), 60);
+  test_util::expect_engine_device_path(test_util::model_op("softmax_bwd"), {find_variant("softmax_bwd", "rowwise")},
+                                       device_cases(20, 28, INT64_MAX, 16384, int64_t{1} << 18, "softmax_bwd"), 10);
+}
+
+// The backward's planted bug (dx without the - sum y dy term) on the device path.
+TEST(SoftmaxDeviceRefGpu, BackwardPlantedBugIsCaughtOnTheDevicePath) {
+  auto nd = gpu::device_count();
+  if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
+  auto lane = gpu::Lane::create(0);
+  ASSERT_TRUE(lane.ok()) << lane.status().message();
+  const OpDef& op = test_util::model_op("softmax_bwd");
+  const VariantDef* v = find_variant("softmax_bwd", "mutant_softmax_bwd_no_sum");
+  ASSERT_NE(v, nullptr);
+  int64_t ran = 0, failed = 0;
+  for (const Case& c : device_cases(40, 29, INT64_MAX, 256, 0, "softmax_bwd")) {
+    auto r = run_model(op, {v}, c, **lane, false);
+    ASSERT_TRUE(r.ok()) << c.summary() << ": " << r.status().message();
+    for (const Verdict& vd : *r) {
+      if (!vd.not_applicable.empty()) continue;
+      ++ran;
+      failed += vd.passed() ? 0 : 1;
+      EXPECT_EQ(vd.metrics.reference, op.device_reference.name) << c.summary();
+    }
+  }
+  EXPECT_GT(failed, ran / 2) << "mutant_softmax_bwd_no_sum passed " << ran - failed << " of " << ran;
+  std::printf("[ measured ] mutant_softmax_bwd_no_sum on the device path: failed %lld of %lld cases\n",
+              static_cast<long long>(failed), static_cast<long long>(ran));
 }
 
 }  // namespace
