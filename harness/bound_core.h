@@ -243,4 +243,21 @@ ASSAY_HD inline double lse_first_extra(double max_abs, int64_t n, double u, doub
   return u * (1 + u) * (max_abs + ::log(static_cast<double>(n > 1 ? n : 1)) + 1) * (1 + u_out);
 }
 
+/// Cross-entropy's loss ceiling for one row (properties/cross_entropy.cpp ce_loss_tol, where the
+/// derivation is): z the row's log-softmax ceiling, eps the fp32 smoothing, nll = L - t_c,
+/// target_dev = |t_c|, lse = L, mean_abs_t = mean_j |t_j|, loss the reference; +Inf where the
+/// kernel's sum of the t_j may pass `f32_max`.
+ASSAY_HD inline double cross_entropy_loss_tol(const ElementBound& z, int64_t n, double eps, double nll,
+                                              double target_dev, double lse, double mean_abs_t, double loss,
+                                              double f32_max) {
+  const double u32 = 0x1p-24, u64 = 0x1p-53;
+  const double tol_c = z.tol(nll, target_dev);
+  if (eps == 0) return tol_c;
+  if (!(static_cast<double>(n) * mean_abs_t < f32_max)) return HUGE_VAL;
+  const double a = lse + mean_abs_t;
+  const double tol_a = z.tol(a, mean_abs_t) + (gamma_n(n + 1, u32) / (1 - u32) + gamma_n(n + 1, u64)) * mean_abs_t;
+  const double g3 = gamma_n(3, u32);
+  return (1 + g3) * ((1 - eps) * tol_c + eps * tol_a) + g3 * loss;
+}
+
 }  // namespace assay

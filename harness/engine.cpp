@@ -111,11 +111,19 @@ constexpr int64_t kDeviceDrawElements = 2048;
 
 /// Tensor t drawn into the lane's snapshot on the device: the output poison where the kernel
 /// writes it whole, its recipe's values elsewhere (on the stream of its name, as materialize()).
+/// An input the device generator has no encoder for (int32: class targets, indices) is drawn on
+/// the host and uploaded: such a tensor is a row's worth beside the ones that make a case large.
 Status draw_on_device(const OpDef& op, const Case& c, int t, gpu::Lane& lane) {
   const auto& T = c.tensors[static_cast<size_t>(t)];
   unsigned char* dst = lane.dev_snapshot_tensor(t);
+  const uint64_t stream = fnv1a64(T.name.data(), T.name.size());
   if (T.role == Role::kOut || overwritten(op, c, t)) return gpu::materialize_output_device(T.desc, dst, lane.stream());
-  return gpu::materialize_device(T.desc, T.values, fnv1a64(T.name.data(), T.name.size()), dst, lane.stream());
+  if (gpu::materialize_device_supports(T.desc)) return gpu::materialize_device(T.desc, T.values, stream, dst, lane.stream());
+  std::vector<unsigned char> img(static_cast<size_t>(lane.tensor_bytes(t)));
+  materialize(T.desc, T.values, stream, img.data());
+  CUDA_CHECK(cudaMemcpyAsync(dst, img.data(), img.size(), cudaMemcpyHostToDevice, lane.stream()));
+  CUDA_CHECK(cudaStreamSynchronize(lane.stream()));  // img is released on return
+  return ok_status();
 }
 
 bool on_device(const OpDef& op, const Case& c) {
@@ -184,9 +192,9 @@ Status build_device_setup(const OpDef& op, const Contract& k, gpu::Lane& lane, c
                                      "reference threshold)", op.name));
   for (int t = 0; t < nt; ++t) {
     const bool out = T[t].role == Role::kOut || overwritten(op, c, t);  // poisoned, not drawn
-    if (!(out ? gpu::materialize_output_device_supports(T[t].desc) : gpu::materialize_device_supports(T[t].desc)))
-      return unavailable(fmt::format("{}: tensor {} cannot be drawn on the device ({})", op.name, T[t].name,
-                                       dtype_name(T[t].desc.dtype)));
+    if (out && !gpu::materialize_output_device_supports(T[t].desc))
+      return unavailable(fmt::format("{}: output {} cannot be poisoned on the device ({})", op.name, T[t].name,
+                                     dtype_name(T[t].desc.dtype)));
   }
   int64_t ref_bytes = 0;
   for (int t : s.outs) ref_bytes += 16 * s.views[t].rows * s.views[t].cols;

@@ -2,15 +2,16 @@
 // label smoothing and ignore_index, reduction 'none': per row the loss (fp32)
 // and dlogits = softmax - q (the gradient of sum_r loss_r, in the logits' dtype).
 //
-// Sections: declaration (params, tensors), prepare, reference, bound,
-// self-check, binding.
+// Sections: declaration (params, tensors), prepare, reference, bound, device
+// reference, self-check, binding.
 // Binding: kernels/rowwise/cross_entropy.cu (online max and sum as softmax_fwd,
 // then dlogits and the smoothing sum, one warp or block per row; loss and
 // dlogits overwritten); the planted bugs of tests/mutants/rowwise/ bind
 // through cross_entropy_launch (properties/cross_entropy.h).
 // References: references/host/softmax.h cross_entropy_reference (nll = L - t_c,
 // t = x - max, L = log sum exp t; ignored rows 0, out-of-range targets NaN, as
-// declared) and softmax_row, in double; with smoothing eps (the fp32 value the
+// declared) and softmax_row, in double (on the device from 1024 logits:
+// references/device/softmax_f64.cu, the same steps, prepare and bound); with smoothing eps (the fp32 value the
 // kernel receives), q_j = (1 - eps)[j == c] + eps/n and
 //   loss = -sum_j q_j z_j = (1 - eps)(L - t_c) + eps (L - mean_j t_j)
 // (z = log-softmax); eps = 0 is the nll alone (as the kernel: no 0 * Inf).
@@ -51,13 +52,14 @@
 
 #include "harness/bounds.h"
 #include "properties/rowwise_values.h"
+#include "references/device/softmax_f64.h"
 #include "references/host/softmax.h"
 
 namespace assay::rowwise {
 namespace {
 
 constexpr int64_t kMaxRows = 4096, kMaxN = 16384, kMaxElems = 1 << 20;
-constexpr double u32 = 0x1p-24, u64 = 0x1p-53;
+constexpr double u32 = 0x1p-24;
 
 // ---- declaration ------------------------------------------------------------------
 std::vector<ParamDef> params() {
@@ -138,15 +140,11 @@ double finite_or_zero(double x) {
 /// eps == 0: the kernel returns nll^ alone: tol_z(c). The double reference's own mean adds
 /// gamma_{n+1}(2^-53) mean|t|. +Inf where eps > 0 and n mean|t| reaches the fp32 maximum (the
 /// kernel's sum of t_j, or a t_j itself, may overflow).
+/// (The arithmetic is harness/bound_core.h's cross_entropy_loss_tol, which the device reference
+/// runs too.)
 double ce_loss_tol(const ElementBound& z, int64_t n, double eps, double nll, double target_dev, double lse,
                    double mean_abs_t, double loss) {
-  const double tol_c = z.tol(nll, target_dev);
-  if (eps == 0) return tol_c;
-  if (!(static_cast<double>(n) * mean_abs_t < max_finite(DType::kF32))) return INFINITY;
-  const double a = lse + mean_abs_t;
-  const double tol_a = z.tol(a, mean_abs_t) + (gamma_n(n + 1, u32) / (1 - u32) + gamma_n(n + 1, u64)) * mean_abs_t;
-  const double g3 = gamma_n(3, u32);
-  return (1 + g3) * ((1 - eps) * tol_c + eps * tol_a) + g3 * loss;
+  return cross_entropy_loss_tol(z, n, eps, nll, target_dev, lse, mean_abs_t, loss, max_finite(DType::kF32));
 }
 
 /// Rows r % ignore_every == 0 get ignore_index; other targets fold into [0, n) unless oob_targets.
@@ -260,6 +258,42 @@ Status bound(const Case& c, const Arithmetic& a, const std::vector<HostTensor>& 
   return ok_status();
 }
 
+// ---- device reference ------------------------------------------------------------------------------
+/// Cases from this many logits up take the device path (references/device/softmax_f64.cu, the
+/// softmax forward's row steps; softmax.cpp's threshold, measured there: the host path draws,
+/// uploads and exponentiates every logit).
+constexpr int64_t kDeviceRefElems = 1024;
+
+/// Any of the op's dtypes and enough logits; the relation included (prepare on the device is
+/// idempotent, so shift's transformed inputs may be prepared again).
+bool device_when(const Params& p) {
+  return device_ref::input_rows_support(p.dt("dtype")) && p.i("rows") * p.i("n") >= kDeviceRefElems;
+}
+
+/// prepare's targets and -inf logits in the snapshot, then the loss and dlogits with their
+/// ceilings, each tolerance outright in mag (DeviceOutput's defaults).
+Status device_compute(const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
+                      std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
+  const Params p(c.params);
+  const DType dt = p.dt("dtype");
+  if (!device_ref::input_rows_support(dt) || t.size() != 4 || out.size() != 2 || t[0].dtype != dt ||
+      t[1].dtype != DType::kI32)
+    return invalid_argument("cross_entropy: no device reference for this case (fp32, fp16 or bf16 logits, int32 targets)");
+  const View2D& v = t[0].v;
+  device_ref::CrossEntropyF64Problem q;
+  q.rows = v.rows, q.n = v.cols;
+  q.ignore_index = p.i("ignore_index", -100), q.ignore_every = p.i("ignore_every", 0);
+  q.inf_every = p.i("inf_every", 0), q.oob_targets = p.b("oob_targets");
+  q.eps = eps_of(p);
+  q.soft = softmax_scalars(model_of(dt, v.cols, a));
+  q.store = store_rounding_for(dt);
+  q.f32_max = max_finite(DType::kF32);
+  ASSAY_RETURN_IF_ERROR(device_ref::cross_entropy_prepare(q, t[0].ptr, dt, v.ld, t[1].as<int32_t>(), ctx.stream));
+  return device_ref::cross_entropy_f64_reference(q, device_ref::input_rows(t[0].ptr, v.cols, v.ld, dt),
+                                                 t[1].as<int32_t>(), out[0].ref, out[0].mag, out[1].ref, out[1].mag,
+                                                 ctx.stream);
+}
+
 // ---- self-check ----------------------------------------------------------------------
 /// The host reference's loss (with smoothing) and dlogits against a long-double evaluation of
 /// -sum_j q_j log softmax_j and softmax - q on one row.
@@ -308,6 +342,7 @@ OpDef make() {
   op.reference = reference;
   op.bound = bound;
   op.bound_name = "cross-entropy ceiling";
+  op.device_reference = {.when = device_when, .compute = device_compute};
   op.transform = [](const Case& c, std::vector<unsigned char*>& img) {
     if (Params(c.params).s("relation") != "shift") return false;
     shift_tensor(c, img, 0);

@@ -155,7 +155,144 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+__global__ void __launch_bounds__(kThreads)
+    cross_entropy_prepare_kernel(CrossEntropyF64Problem p, void* logits, int bytes, uint32_t neg_inf, int64_t ld,
+                                 int32_t* target) {
+  __shared__ int64_t row_t;
+  const int64_t r = blockIdx.x, n = p.n;
+  if (threadIdx.x == 0) {
+    int64_t t = target[r];
+    if (!p.oob_targets && n > 0) t = ((t % n) + n) % n;
+    if (p.ignore_every > 0 && r % p.ignore_every == 0) t = p.ignore_index;
+    target[r] = static_cast<int32_t>(t);
+    row_t = t;
+  }
+  __syncthreads();
+  const int64_t t = row_t, every = p.inf_every;
+  if (every <= 0 || r % every != every - 1 || t == p.ignore_index || t < 0 || t >= n) return;
+  const bool all_but_target = (r / every) % 2 == 0;
+  for (int64_t j = threadIdx.x; j < n; j += kThreads) {
+    if (all_but_target == (j == t)) continue;  // all but the target's logit, or the target's alone
+    const int64_t i = r * ld + j;
+    if (bytes == 4)
+      static_cast<uint32_t*>(logits)[i] = neg_inf;
+    else
+      static_cast<uint16_t*>(logits)[i] = static_cast<uint16_t>(neg_inf);
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    cross_entropy_f64(CrossEntropyF64Problem p, InputRows x, const int32_t* target, double* loss_ref,
+                      double* loss_tol, double* dl_ref, double* dl_tol) {
+  __shared__ double part[kThreads / 32];
+  __shared__ double row_max, row_z, row_d, row_mean_t;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int64_t r = blockIdx.x, n = p.n;
+  const int64_t in0 = r * x.ld;
+  double* y = dl_ref + r * n;
+  double* m = dl_tol + r * n;
+
+  double mx = -HUGE_VAL;
+  for (int64_t j = tid; j < n; j += kThreads) mx = max_nan(mx, x.at(in0 + j));
+  for (int o = 16; o > 0; o >>= 1) mx = max_nan(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  if ((tid & 31) == 0) part[tid / 32] = mx;
+  __syncthreads();
+  if (tid == 0) {
+    double v = part[0];
+    for (int w = 1; w < kThreads / 32; ++w) v = max_nan(v, part[w]);
+    row_max = v;
+  }
+  __syncthreads();
+  mx = row_max;
+  for (int64_t j = tid; j < n; j += kThreads) y[j] = ::exp(x.at(in0 + j) - mx);
+  __syncthreads();
+  if (tid == 0) {
+    double z = 0, ma = 0;
+    for (int64_t j = 0; j < n; ++j) z += y[j];
+    for (int64_t j = 0; j < n; ++j) ma += ::fabs(x.at(in0 + j) - mx);
+    row_z = z;
+    row_mean_t = ma / static_cast<double>(n);
+  }
+  __syncthreads();
+  const double Z = row_z;
+  for (int64_t j = tid; j < n; j += kThreads) {
+    const double pj = y[j] / Z;
+    m[j] = pj == 0 ? 0.0 : pj * ::fabs(x.at(in0 + j) - mx);
+    y[j] = pj;
+  }
+  __syncthreads();
+  if (tid == 0) {
+    double d = 0;
+    for (int64_t j = 0; j < n; ++j)
+      if (m[j] != 0) d += m[j];
+    row_d = d;
+  }
+  __syncthreads();
+
+  const int64_t c = target[r];
+  const bool ignored = c == p.ignore_index, bad = !ignored && (c < 0 || c >= n);
+  const double L = ::log(Z), D = isfinite(row_d) ? row_d : 0.0, Lf = isfinite(L) ? L : 0.0;
+  if (tid == 0) {
+    double loss = 0, tol = 0;
+    if (bad) {
+      loss = NAN;
+    } else if (!ignored) {
+      const double t = x.at(in0 + c) - mx;
+      const double nll = L - t, mean_t = row_mean_t;
+      loss = p.eps == 0 ? nll : (1 - p.eps) * nll + p.eps * (L + mean_t);
+      if (isfinite(loss)) {
+        const double dev = ::fabs(t);
+        tol = cross_entropy_loss_tol(log_softmax_level(p.soft, D, Lf, false), n, p.eps, nll, isfinite(dev) ? dev : 0.0,
+                                     L, mean_t, loss, p.f32_max);
+      }
+    }
+    loss_ref[r] = loss;
+    loss_tol[r] = isnan(tol) ? HUGE_VAL : tol;
+  }
+  const ElementBound sb = softmax_level(p.soft, D, false);
+  const double u32 = 0x1p-24, g3 = gamma_n(3, u32);
+  for (int64_t j = tid; j < n; j += kThreads) {
+    double d = 0, tol = 0;
+    if (bad) {
+      d = NAN;
+    } else if (!ignored) {
+      const double q = (j == c ? 1 - p.eps : 0.0) + p.eps / static_cast<double>(n);
+      const double pj = y[j], mag = isfinite(m[j]) ? m[j] : 0.0;
+      d = pj - q;
+      if (isfinite(d)) {
+        const double e32 = (1 + u32) * (sb.tol(pj, mag) + g3 * q) + u32 * ::fabs(d);
+        tol = e32 + p.store(::fabs(d) + e32);
+      }
+    }
+    y[j] = d;
+    m[j] = isnan(tol) ? HUGE_VAL : tol;
+  }
+}
+
 }  // namespace
+
+Status cross_entropy_prepare(const CrossEntropyF64Problem& p, void* logits, DType dtype, int64_t ld, int32_t* target,
+                             cudaStream_t stream) {
+  if (p.rows <= 0) return ok_status();
+  if (!input_rows_support(dtype)) return invalid_argument("cross_entropy device prepare: fp32, fp16 or bf16 logits");
+  if (p.rows > int64_t{0x7fffffff}) return invalid_argument("cross_entropy device prepare: too many rows");
+  const uint32_t neg_inf = dtype == DType::kF32 ? 0xFF800000u : dtype == DType::kF16 ? 0xFC00u : 0xFF80u;
+  cross_entropy_prepare_kernel<<<static_cast<unsigned>(p.rows), kThreads, 0, stream>>>(
+      p, logits, dtype == DType::kF32 ? 4 : 2, neg_inf, ld, target);
+  CUDA_CHECK(cudaGetLastError());
+  return ok_status();
+}
+
+Status cross_entropy_f64_reference(const CrossEntropyF64Problem& p, InputRows logits, const int32_t* target,
+                                   double* loss_ref, double* loss_tol, double* dl_ref, double* dl_tol,
+                                   cudaStream_t stream) {
+  if (p.rows <= 0 || p.n <= 0) return ok_status();
+  if (p.rows > int64_t{0x7fffffff}) return invalid_argument("cross_entropy device reference: too many rows");
+  cross_entropy_f64<<<static_cast<unsigned>(p.rows), kThreads, 0, stream>>>(p, logits, target, loss_ref, loss_tol,
+                                                                             dl_ref, dl_tol);
+  CUDA_CHECK(cudaGetLastError());
+  return ok_status();
+}
 
 Status softmax_prepare_saved(bool log, void* y, DType dtype, int64_t rows, int64_t n, int64_t ld, double* tmp_ref,
                              double* tmp_tol, cudaStream_t stream) {

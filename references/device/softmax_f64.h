@@ -8,7 +8,8 @@
 // CUDA's (1 ulp) rather than the host libm's, so the two references agree to a few fp64 ulps,
 // well inside the fp64 share the bound already carries (its ref_slack and reference terms).
 // The backward's too: prepare's saved output computed and rounded on the device, then
-// references/host/backward.h's steps with properties/softmax.cpp's ceiling.
+// references/host/backward.h's steps with properties/softmax.cpp's ceiling. And cross-entropy's
+// loss and dlogits, from the same row steps, with properties/cross_entropy.cpp's prepare and bound.
 // Checked against the host reference and bound by tests/references/softmax_device_ref_gpu_test.cpp.
 #pragma once
 
@@ -73,5 +74,31 @@ struct SoftmaxBwdF64Problem {
 /// y and the incoming gradient dy (each with its own row stride). Asynchronous on `stream`.
 Status softmax_bwd_f64_reference(const SoftmaxBwdF64Problem& p, InputRows y, InputRows dy, double* ref, double* tol,
                                  cudaStream_t stream);
+
+/// Cross-entropy (properties/cross_entropy.cpp): one case's params and model.
+struct CrossEntropyF64Problem {
+  int64_t rows = 0, n = 0;
+  int64_t ignore_index = -100, ignore_every = 0, inf_every = 0;
+  bool oob_targets = false;
+  double eps = 0;       ///< the smoothing, as the fp32 value the kernel receives
+  SoftmaxScalars soft;  ///< the row model (fp32 statistics, the variant's arithmetic)
+  StoreRounding store;  ///< dlogits' store rounding
+  double f32_max = 0;
+};
+
+/// prepare on the device: targets folded into [0, n) (unless oob_targets), ignore_index on rows
+/// r % ignore_every == 0, and the -inf logits of rows r % inf_every == inf_every - 1, in the
+/// snapshot (`logits` fp32, fp16 or bf16 with row stride ld; `target` int32, contiguous).
+/// Idempotent, so a relation's transformed inputs may be prepared again. Asynchronous.
+Status cross_entropy_prepare(const CrossEntropyF64Problem& p, void* logits, DType dtype, int64_t ld, int32_t* target,
+                             cudaStream_t stream);
+
+/// The loss (rows) and dlogits (rows x n, dense) with their ceilings, as the host reference
+/// (references/host/softmax.h cross_entropy_reference, softmax_row) and bound form them: ignored
+/// rows exactly 0, out-of-range targets NaN (tolerance 0: the NaN/Inf pattern alone), NaN
+/// tolerances as +Inf. Asynchronous on `stream`.
+Status cross_entropy_f64_reference(const CrossEntropyF64Problem& p, InputRows logits, const int32_t* target,
+                                   double* loss_ref, double* loss_tol, double* dl_ref, double* dl_tol,
+                                   cudaStream_t stream);
 
 }  // namespace assay::device_ref

@@ -317,5 +317,78 @@ TEST(SoftmaxDeviceRefGpu, BackwardPlantedBugIsCaughtOnTheDevicePath) {
               static_cast<long long>(failed), static_cast<long long>(ran));
 }
 
+// Cross-entropy: the host-prepared images go up and compute prepares them again (idempotent:
+// folded targets stay, ignored rows are reset, -inf logits stay -inf), then loss and dlogits with
+// their ceilings against the host's, under the default and the fast-math contract.
+TEST(SoftmaxDeviceRefGpu, CrossEntropyMatchesTheHostReferenceAndBound) {
+  auto nd = gpu::device_count();
+  if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
+  const OpDef& op = test_util::model_op("cross_entropy");
+  const std::vector<Case> cases = device_cases(150, 30, INT64_MAX, 256, 0, "cross_entropy");
+  ASSERT_GE(cases.size(), 100u);
+  // loss: |loss| + L + mean|t| + |t_c| (what a few ulps of exp, the sums and log move it by);
+  // dlogits: |d| + p + p|t|. Both + fp64's smallest normal (exp's underflow, as the forward).
+  const test_util::RefScale scale = [](size_t o, size_t l, const std::vector<OutputRef>& h) {
+    const auto fin = [](double v) { return std::isfinite(v) ? std::fabs(v) : 0.0; };
+    if (o == 0)
+      return fin(h[0].ref[l]) + fin(h[0].aux[3][l]) + fin(h[0].aux[4][l]) + fin(h[0].aux[2][l]) + DBL_MIN;
+    return fin(h[1].ref[l]) + fin(h[1].aux[0][l]) + fin(h[1].aux[1][l]) + DBL_MIN;
+  };
+  int64_t smoothed = 0, ignored = 0, inf_rows = 0;
+  for (const Case& c : cases) {
+    const Params p(c.params);
+    smoothed += p.r("smoothing", 0) > 0 ? 1 : 0;
+    ignored += p.i("ignore_every", 0) > 0 ? 1 : 0;
+    inf_rows += p.i("inf_every", 0) > 0 ? 1 : 0;
+  }
+  for (const Contract& k : {Contract(), Contract().fast_math()}) {
+    test_util::DeviceRefStats st;
+    for (const Case& c : cases) {
+      ASSERT_NO_FATAL_FAILURE(test_util::check_device_reference(op, c, k, 8, scale, 1e-12, st));
+      if (HasFailure()) break;
+    }
+    EXPECT_GT(st.by_dtype[1], 0) << "no fp16 case";
+    EXPECT_GT(st.by_dtype[2], 0) << "no bf16 case";
+    std::printf("[ measured ] %s%s\n", k.arithmetic().fast_math ? "fast-math: " : "", st.summary("cross_entropy").c_str());
+  }
+  EXPECT_GT(smoothed, 0);
+  EXPECT_GT(ignored, 0);
+  EXPECT_GT(inf_rows, 0);
+  std::printf("[ measured ] cross_entropy cases: %zu, %lld with smoothing, %lld with ignored rows, %lld with -inf rows\n",
+              cases.size(), static_cast<long long>(smoothed), static_cast<long long>(ignored),
+              static_cast<long long>(inf_rows));
+}
+
+TEST(SoftmaxDeviceRefGpu, CrossEntropyEngineTakesTheDevicePathAndCatchesThePlantedBugs) {
+  auto nd = gpu::device_count();
+  if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
+  const OpDef& op = test_util::model_op("cross_entropy");
+  test_util::expect_engine_device_path(op, {find_variant("cross_entropy", "fused")},
+                                       device_cases(60, 31, INT64_MAX, 256, 0, "cross_entropy"), 60);
+  test_util::expect_engine_device_path(op, {find_variant("cross_entropy", "fused")},
+                                       device_cases(20, 32, INT64_MAX, 16384, int64_t{1} << 18, "cross_entropy"), 10);
+  auto lane = gpu::Lane::create(0);
+  ASSERT_TRUE(lane.ok()) << lane.status().message();
+  const std::vector<Case> cases = device_cases(60, 33, INT64_MAX, 256, 0, "cross_entropy");
+  for (const char* name : {"mutant_ce_ignore_index_ignored", "mutant_ce_smoothing_wrong"}) {
+    const VariantDef* v = find_variant("cross_entropy", name);
+    ASSERT_NE(v, nullptr) << name;
+    int64_t ran = 0, failed = 0;
+    for (const Case& c : cases) {
+      auto r = run_model(op, {v}, c, **lane, false);
+      ASSERT_TRUE(r.ok()) << c.summary() << ": " << r.status().message();
+      for (const Verdict& vd : *r) {
+        if (!vd.not_applicable.empty()) continue;
+        ++ran;
+        failed += vd.passed() ? 0 : 1;
+        EXPECT_EQ(vd.metrics.reference, op.device_reference.name) << c.summary();
+      }
+    }
+    EXPECT_GT(failed, 0) << name << " passed every one of " << ran << " device-path cases";
+    std::printf("[ measured ] %s on the device path: failed %lld of %lld cases\n", name,
+                static_cast<long long>(failed), static_cast<long long>(ran));
+  }
+}
+
 }  // namespace
 }  // namespace assay
