@@ -1,10 +1,13 @@
 // The scalar arithmetic of the bounds that host code and device code both run
-// (ASSAY_HD): the element bound, gamma_n, and the softmax-family terms. The host
-// functions of harness/bounds.h (softmax_bounds, log_softmax_bounds) are thin
+// (ASSAY_HD): the element bound, gamma_n, the softmax-family terms, and the
+// reduction (mean, variance) and normalisation (LayerNorm, RMSNorm) terms. The host
+// functions of harness/bounds.h (softmax_bounds, log_softmax_bounds, sum_bounds,
+// mean_bounds, variance_bounds, layernorm_bounds, rmsnorm_bounds) are thin
 // wrappers over these, so a device reference that computes its tolerances beside
 // its values (references/device/) runs the very same formulas as the host path.
 // Everything here is plain doubles: the dtype lookups (unit roundoff, min normal)
-// are made on the host and passed in (SoftmaxScalars). No CUDA header needed.
+// are made on the host and passed in (SoftmaxScalars, RowArith, NormScalars). No
+// CUDA header needed.
 // Formulas and sources: harness/bounds.h.
 #pragma once
 
@@ -258,6 +261,295 @@ ASSAY_HD inline double cross_entropy_loss_tol(const ElementBound& z, int64_t n, 
   const double tol_a = z.tol(a, mean_abs_t) + (gamma_n(n + 1, u32) / (1 - u32) + gamma_n(n + 1, u64)) * mean_abs_t;
   const double g3 = gamma_n(3, u32);
   return (1 + g3) * ((1 - eps) * tol_c + eps * tol_a) + g3 * loss;
+}
+
+// ---- reductions, LayerNorm, RMSNorm -------------------------------------------------------------
+
+/// std::max(a, b) and std::min(a, b) as the host bounds call them: `a` unless the comparison
+/// holds, so a NaN in `a` propagates and one in `b` does not.
+ASSAY_HD inline double max_of(double a, double b) {
+  return a < b ? b : a;
+}
+ASSAY_HD inline double min_of(double a, double b) {
+  return b < a ? b : a;
+}
+
+/// The numbers of one reduction's arithmetic (a ReductionModel or NormModel of bounds.h with its
+/// dtypes looked up: row_arith, norm_scalars).
+struct RowArith {
+  double u = 0;               ///< the kernel's unit roundoff (0: exact arithmetic)
+  double u_ref = 0;           ///< the reference's (fp64)
+  double min_normal = 0;      ///< the kernel's smallest normal
+  double min_normal_ref = 0;  ///< the reference's smallest normal
+  double out_round = 0;       ///< u_out where the output is coarser than the kernel's arithmetic, else 0
+  double out_floor = 0;       ///< half the subnormal spacing of a float output (its gradual underflow)
+  double lambda = kDefaultLambda;
+};
+
+/// Adds the output rounding to a kernel+reference bound: u_out |c~| <= u_out (|ref| + err), so
+/// the rest scales by 1 + u_out (as in gemm_ceiling); bounds.cpp's with_output.
+ASSAY_HD inline ElementBound output_carried(double rel, double rel_mag, double floor, double out_round,
+                                            double out_floor) {
+  const double carry = 1 + out_round;
+  ElementBound b;
+  b.rel_out = out_round + carry * rel;
+  b.rel_mag = carry * rel_mag;
+  b.floor = carry * floor + out_floor;
+  return b;
+}
+
+/// No bound: every coefficient +Inf.
+ASSAY_HD inline ElementBound unbounded_element() {
+  return {HUGE_VAL, HUGE_VAL, HUGE_VAL};
+}
+
+/// One level of sum_bounds / mean_bounds (bounds.h) for n >= 0 values: `path` roundings on a
+/// term's way (n - 1 for a sum, n + 1 for a mean), the flush-to-zero count divided by `floor_div`
+/// (n for a mean: its magnitude is sum|x| / n).
+ASSAY_HD inline ElementBound sum_like_level(const RowArith& a, int64_t n, int64_t path, double floor_div,
+                                            bool expected) {
+  const double g_ref = gamma_n(path, a.u_ref);
+  // Flush-to-zero: n inputs and n-1 sums each lose < min_normal, then /n (mean) and one more.
+  const double ops = (2.0 * static_cast<double>(n) + 1.0) / floor_div + 1.0;
+  const double g = g_level(path, a.u, a.lambda, expected);
+  // The reference's mag^ is a sum of non-negative terms: mag <= (1 + g_ref) mag^.
+  const double rel_mag = (g + g_ref) * (1 + g_ref);
+  const double floor = ops * ((1 + g) * a.min_normal + (1 + g_ref) * a.min_normal_ref);
+  return output_carried(0, rel_mag, floor, a.out_round, a.out_floor);
+}
+
+/// What the variance bound needs from the reference (all of the row, exact-ish in fp64).
+struct VarianceMags {
+  double mean_abs = 0;  ///< A = sum|x_i| / n
+  double max_abs = 0;   ///< X = max|x_i|
+  double range = 0;     ///< W = max x_i - min x_i (the data spread)
+};
+
+/// mag of variance_bounds: X*W.
+ASSAY_HD inline double variance_mag_of(const VarianceMags& g) {
+  return g.max_abs * g.range;
+}
+
+/// Coefficients of the variance bound at unit roundoff u (bounds.h, variance_bounds):
+/// |V^ - V| <= rel_v V + coef_xw X W + abs.
+struct VarTerms {
+  double rel_v = 0, coef_xw = 0, abs = 0, e_mu = 0;
+};
+
+ASSAY_HD inline VarTerms variance_terms(int64_t n, int64_t d, double u, const VarianceMags& g, double lambda,
+                                        bool expected) {
+  VarTerms t;
+  if (!(u > 0) || n <= 0) return t;  // exact arithmetic
+  const double nd = static_cast<double>(n), dd = static_cast<double>(d);
+  const double G = gamma_n(n + 4, u);
+  const double shrink = 1 - u * (nd + 14) / 2;  // X~ = X / shrink bounds every |M^_k| (Welford)
+  if (!finite_hd(G) || !(shrink > 0)) return {HUGE_VAL, HUGE_VAL, HUGE_VAL, HUGE_VAL};
+  const double xt = g.max_abs / shrink;
+  const double c = (1 + G) / dd;
+  const double g1 = gamma_n(n + 1, u);
+  if (!expected) {
+    // Welford: e_k <= u X~ (k+14)/2; sum_k W (e_k + e_{k-1}) <= u X~ W (n^2 + 28n)/2;
+    // sum_k e_{k-1} e_k <= n e_n^2. Two-pass: n (gamma_{n+1} A)^2.
+    const double e_w = u * xt * (nd + 14) / 2;
+    t.rel_v = G;
+    t.coef_xw = c * u * (nd * nd + 28 * nd) / 2 / shrink;
+    t.abs = c * (nd * (g1 * g.mean_abs) * (g1 * g.mean_abs) + nd * e_w * e_w);
+    t.e_mu = max_of(g1 * g.mean_abs, e_w);
+  } else {
+    // [HM]: sqrt(n) in place of n for sums of independent roundings.
+    const double ge = min_of(gamma_tilde(n + 4, u, lambda), G);
+    const double g1e = min_of(gamma_tilde(n + 1, u, lambda), g1);
+    const double e_we = min_of(lambda * u * xt * ::sqrt(nd + 14), u * xt * (nd + 14) / 2);
+    t.rel_v = ge;
+    t.coef_xw =
+        min_of(c * (4.0 / 3.0) * lambda * u * ::pow(nd + 14, 1.5) / shrink, c * u * (nd * nd + 28 * nd) / 2 / shrink);
+    t.abs = c * (nd * (g1e * g.mean_abs) * (g1e * g.mean_abs) + nd * e_we * e_we);
+    t.e_mu = max_of(g1e * g.mean_abs, e_we);
+  }
+  return t;
+}
+
+/// One level of variance_bounds (bounds.h, where the derivation is) for a row of n values.
+ASSAY_HD inline ElementBound variance_level(const RowArith& a, int64_t n_in, int ddof, const VarianceMags& g,
+                                            bool expected) {
+  const int64_t n = n_in < 0 ? 0 : n_in;
+  const int64_t d = n - ddof;
+  if (d <= 0) return unbounded_element();
+  // The reference's A, X, W are fp64 max / difference / mean of the row: mag^ and A^ may fall
+  // short by (1 + gamma_{n+1}(u_ref)).
+  const double ref_slack = 1 + gamma_n(n + 1, a.u_ref);
+  VarianceMags gs = g;
+  gs.mean_abs *= ref_slack;
+  gs.max_abs *= ref_slack;
+  gs.range *= ref_slack;
+  // Flush-to-zero: n deviations squared, n sums, the mean's n + 1 operations, the division.
+  const double ftz = (3.0 * static_cast<double>(n) + 4.0) / static_cast<double>(d);
+  const VarTerms k = variance_terms(n, d, a.u, gs, a.lambda, expected);
+  const VarTerms r = variance_terms(n, d, a.u_ref, gs, a.lambda, false);
+  const double rel_mag = (k.coef_xw + r.coef_xw) * ref_slack * ref_slack;
+  const double floor = k.abs + r.abs + ftz * ((1 + k.rel_v) * a.min_normal + a.min_normal_ref);
+  return output_carried(k.rel_v + r.rel_v, rel_mag, floor, a.out_round, a.out_floor);
+}
+
+/// Relative error of a computed rsqrt(v^ + eps) given |relative error of v + eps| <= r (before
+/// the addition's own rounding): 1/sqrt(1 - r') - 1 with r' = (1+r)(1+u) - 1, then the rsqrt
+/// itself: rsqrtf 2 ulp (2.5 ulp <= 5u), or fast sqrt (1 ulp) and reciprocal (1 ulp): 7u.
+/// +Inf where r' >= 1.
+ASSAY_HD inline double rstd_rel_of(double r, double u, bool fast) {
+  const double rp = (1 + r) * (1 + u) - 1;
+  if (!(rp < 1)) return HUGE_VAL;
+  const double rho = 1 / ::sqrt(1 - rp) - 1;
+  return (1 + rho) * (1 + (fast ? 7 : 5) * u) - 1;
+}
+
+/// What LayerNorm's bound needs per row (the reference returns it).
+struct LayerNormRowMags {
+  double var = 0;            ///< population variance V
+  VarianceMags stats;        ///< A, X, W of the row
+  double max_abs_gamma = 1;  ///< max_i |gamma_i| (1 without affine weights)
+};
+
+/// A NormModel (bounds.h) with its dtypes looked up: norm_scalars() builds it.
+struct NormScalars {
+  RowArith y;          ///< the normalised output's: the kernel's arithmetic, the activation dtype out
+  RowArith stats;      ///< the saved statistics': fp32 arithmetic, fp32 out (properties/norms.cpp)
+  int64_t n = 0;       ///< row length
+  double eps = 0;      ///< as the kernel adds it (an fp32 value)
+  bool fast = false;   ///< approximate sqrt and reciprocal (fp32 fast math)
+  double f32_max = 0;  ///< fp32's largest finite value (the overflow zones)
+};
+
+/// One level of layernorm_bounds (bounds.h, where the derivation is).
+ASSAY_HD inline ElementBound layernorm_level(const NormScalars& s, const LayerNormRowMags& row, bool expected) {
+  const int64_t n = s.n < 0 ? 0 : s.n;
+  if (n == 0) return unbounded_element();
+  const RowArith& a = s.y;
+  const double V = max_of(row.var, 0.0), ve = V + s.eps;
+  if (!(ve > 0)) return unbounded_element();
+  const double rstd = 1 / ::sqrt(ve);
+  const double ref_slack = 1 + gamma_n(n + 8, a.u_ref);
+  VarianceMags gs = row.stats;
+  gs.mean_abs *= ref_slack;
+  gs.max_abs *= ref_slack;
+  gs.range *= ref_slack;
+  double rel_mag = 0, floor = 0, rel = 0;
+  for (int which = 0; which < 2; ++which) {
+    const bool kernel = which == 0;
+    const double uu = kernel ? a.u : a.u_ref;
+    if (!(uu > 0)) continue;
+    const double mn = kernel ? a.min_normal : a.min_normal_ref;
+    const VarTerms vt = variance_terms(n, n, uu, gs, a.lambda, kernel && expected);
+    const double e_v = vt.rel_v * V * ref_slack + vt.coef_xw * gs.max_abs * gs.range + vt.abs +
+                       (3.0 * static_cast<double>(n) + 4.0) / static_cast<double>(n) * mn;
+    // The kernel adds its own fl(eps): u*eps more.
+    const double rr = rstd_rel_of((e_v + uu * s.eps) / ve, uu, kernel && s.fast);
+    if (!finite_hd(rr)) return unbounded_element();
+    const double f3 = (1 + rr) * (1 + gamma_n(3, uu));  // x - mu^, * rstd, * gamma
+    const double c = 1 / (1 - uu);                      // + beta, relative to the result
+    rel += uu * c;
+    rel_mag += c * (f3 - 1);
+    floor += c * (row.max_abs_gamma * vt.e_mu * rstd * f3) + mn;
+  }
+  return output_carried(rel, rel_mag * ref_slack, floor * ref_slack, a.out_round, a.out_floor);
+}
+
+/// One level of rmsnorm_bounds (bounds.h, where the derivation is) for a row of mean(x^2) = mean_sq.
+ASSAY_HD inline ElementBound rmsnorm_level(const NormScalars& s, double mean_sq, bool expected) {
+  const int64_t n = s.n < 0 ? 0 : s.n;
+  const double ms = max_of(mean_sq, 0.0), me = ms + s.eps;
+  if (n == 0 || !(me > 0)) return unbounded_element();
+  const RowArith& a = s.y;
+  const double nd = static_cast<double>(n);
+  double rel = 0, floor = 0;
+  for (int which = 0; which < 2; ++which) {
+    const bool kernel = which == 0;
+    const double uu = kernel ? a.u : a.u_ref;
+    if (!(uu > 0)) continue;
+    const double mn = kernel ? a.min_normal : a.min_normal_ref;
+    // Squares, n-1 sums and /n: gamma_{n+2} relative (positive terms); flushed squares and sums.
+    const double g = g_level(n + 2, uu, a.lambda, kernel && expected);
+    const double r = (g * ms + (2 * nd + 1) / nd * mn + uu * s.eps) / me;
+    const double rr = rstd_rel_of(r, uu, kernel && s.fast);
+    if (!finite_hd(rr)) return unbounded_element();
+    rel += (1 + rr) * (1 + gamma_n(2, uu)) - 1;  // x * rstd * gamma
+    floor += mn;
+  }
+  return output_carried(rel, 0, floor, a.out_round, a.out_floor);
+}
+
+// ---- properties/norms.cpp: the forward's outputs, row by row ----------------------------------------
+// The derivations (underflow shares, the saved mean's Welford error, the saved rstd's relative
+// error, the declared overflow zones) are in properties/norms.cpp's header comment and bound_ln /
+// bound_rms, which call these; the device reference (references/device/norms_f64.cu) calls them too.
+
+/// One LayerNorm row's ceiling: y's affine terms, and the saved mean's and rstd's tolerances.
+struct LayerNormRowBound {
+  ElementBound y;         ///< layernorm_level's ceiling
+  double rs = 0;          ///< the reference's rstd
+  double e_mu_under = 0;  ///< the running mean's underflow share: 3 (n + 1) 2^-150
+  bool overflow = false;  ///< fp32 squares may overflow: y and rstd unbounded
+  double mean_tol = 0;    ///< the saved mean's tolerance (+Inf where x - mean may overflow)
+  double rstd_tol = 0;    ///< the saved rstd's tolerance
+};
+
+/// The row of mean `mu`, rstd `rs` and statistics `row` (the reference's, in fp64).
+ASSAY_HD inline LayerNormRowBound layernorm_row_bound(const NormScalars& s, double mu, double rs,
+                                                      const LayerNormRowMags& row) {
+  const RowArith& f = s.stats;
+  const int64_t n = s.n;
+  const double u32 = f.u, mean_abs = row.stats.mean_abs, max_abs = row.stats.max_abs;
+  LayerNormRowBound b;
+  b.y = layernorm_level(s, row, false);
+  b.rs = rs;
+  b.e_mu_under = 3.0 * static_cast<double>(n + 1) * 0x1p-150;
+  const ElementBound mb = sum_like_level(f, n < 0 ? 0 : n, n + 1, n > 0 ? static_cast<double>(n) : 1.0, false);
+  const double xt = max_abs / (1 - u32 * static_cast<double>(n + 14) / 2);
+  b.mean_tol = max_of(mb.tol(::fabs(mu), mean_abs),
+                      gamma_n(n + 1, u32) * mean_abs + u32 * xt * static_cast<double>(n + 14) / 2) +
+               u32 * ::fabs(mu) + b.e_mu_under;
+  b.overflow = !(static_cast<double>(n) * 4 * max_abs * max_abs < s.f32_max / 2);
+  if (!(2 * max_abs < s.f32_max)) b.mean_tol = HUGE_VAL;
+  const double e_v = variance_level(f, n, 0, row.stats, false).tol(row.var, variance_mag_of(row.stats));
+  b.rstd_tol =
+      b.overflow ? HUGE_VAL : rstd_rel_of((e_v + u32 * s.eps) / (row.var + s.eps), u32, s.fast) * rs + 2 * f.min_normal;
+  return b;
+}
+
+/// y_i's tolerance in a row `b`: |y_i| = y_abs, |gamma_i xhat_i| = mag (0 where not finite),
+/// |gamma_i| = gamma_abs.
+ASSAY_HD inline double layernorm_y_tol(const LayerNormRowBound& b, double y_abs, double mag, double gamma_abs) {
+  if (b.overflow) return HUGE_VAL;
+  return b.y.tol(y_abs, finite_hd(mag) ? mag : 0) + 0x1p-149 * (1 + b.rs) * (2 + gamma_abs) +
+         b.e_mu_under * b.rs * gamma_abs * (1 + 0x1p-20);
+}
+
+/// One RMSNorm row's ceiling: y's affine terms and the saved rstd's tolerance.
+struct RmsNormRowBound {
+  ElementBound y;         ///< rmsnorm_level's ceiling
+  double rs = 0;          ///< the reference's rstd
+  bool overflow = false;  ///< the fp32 sum of squares may overflow: y and rstd unbounded
+  double rstd_tol = 0;    ///< the saved rstd's tolerance
+};
+
+/// The row of mean(x^2) = mean_sq and rstd `rs` (the reference's, in fp64).
+ASSAY_HD inline RmsNormRowBound rmsnorm_row_bound(const NormScalars& s, double mean_sq, double rs) {
+  const RowArith& f = s.stats;
+  const int64_t n = s.n;
+  RmsNormRowBound b;
+  b.y = rmsnorm_level(s, mean_sq, false);
+  b.rs = rs;
+  const double e_ms =
+      gamma_n(n + 2, f.u) * mean_sq + static_cast<double>(2 * n + 1) * f.min_normal / max_of(1, static_cast<double>(n));
+  b.rstd_tol = rstd_rel_of((e_ms + f.u * s.eps) / (mean_sq + s.eps), f.u, s.fast) * rs + 2 * f.min_normal;
+  b.overflow = !(static_cast<double>(n) * mean_sq * 2 < s.f32_max);
+  if (b.overflow) b.rstd_tol = HUGE_VAL;
+  return b;
+}
+
+/// y_i's tolerance in a row `b`: |y_i| = y_abs, |gamma_i| = gamma_abs.
+ASSAY_HD inline double rmsnorm_y_tol(const RmsNormRowBound& b, double y_abs, double gamma_abs) {
+  if (b.overflow) return HUGE_VAL;
+  return b.y.tol(y_abs, 0) + 0x1p-149 * (2 + b.rs) * (2 + gamma_abs);
 }
 
 }  // namespace assay

@@ -58,17 +58,7 @@ double out_floor(DType out) {
 /// Adds the output rounding to a kernel+reference bound: u_out |c~| <= u_out (|ref| + err),
 /// so the rest scales by 1 + u_out (as in gemm_ceiling).
 ElementBound with_output(double rel, double rel_mag, double floor, DType out, DType acc) {
-  const double ro = out_rounding(out, acc);
-  const double carry = 1 + ro;
-  ElementBound b;
-  b.rel_out = ro + carry * rel;
-  b.rel_mag = carry * rel_mag;
-  b.floor = carry * floor + out_floor(out);
-  return b;
-}
-
-ElementBound inf_bound() {
-  return {kInf, kInf, kInf};
+  return output_carried(rel, rel_mag, floor, out_rounding(out, acc), out_floor(out));
 }
 
 }  // namespace
@@ -309,6 +299,20 @@ int64_t exact_tier_int_range(DType in, DType acc, int64_t k, bool products) {
 }
 
 // ---- reductions ----------------------------------------------------------------------------
+// The formulas are in harness/bound_core.h (sum_like_level, variance_level), shared with the
+// device references.
+
+RowArith row_arith(const ReductionModel& m) {
+  RowArith a;
+  a.u = unit_roundoff(m.acc);
+  a.u_ref = unit_roundoff(m.ref_acc);
+  a.min_normal = min_normal(m.acc);
+  a.min_normal_ref = min_normal(m.ref_acc);
+  a.out_round = out_rounding(m.out, m.acc);
+  a.out_floor = out_floor(m.out);
+  a.lambda = m.lambda;
+  return a;
+}
 
 namespace {
 
@@ -316,19 +320,9 @@ namespace {
 
 BoundPair sum_like(const ReductionModel& m, int64_t path, double mag_scale_floor_div) {
   const int64_t n = m.n < 0 ? 0 : m.n;
-  const double u = unit_roundoff(m.acc), u_ref = unit_roundoff(m.ref_acc);
-  const double g_ref = gamma_n(path, u_ref);
-  // Flush-to-zero: n inputs and n-1 sums each lose < min_normal, then /n (mean) and one more.
-  const double ops = (2.0 * static_cast<double>(n) + 1.0) / mag_scale_floor_div + 1.0;
-  BoundPair p;
-  for (bool expected : {false, true}) {
-    const double g = g_level(path, u, m.lambda, expected);
-    // The reference's mag^ is a sum of non-negative terms: mag <= (1 + g_ref) mag^.
-    const double rel_mag = (g + g_ref) * (1 + g_ref);
-    const double floor = ops * ((1 + g) * min_normal(m.acc) + (1 + g_ref) * min_normal(m.ref_acc));
-    (expected ? p.expected : p.ceiling) = with_output(0, rel_mag, floor, m.out, m.acc);
-  }
-  return p;
+  const RowArith a = row_arith(m);
+  return {sum_like_level(a, n, path, mag_scale_floor_div, false),
+          sum_like_level(a, n, path, mag_scale_floor_div, true)};
 }
 
 }  // namespace
@@ -344,74 +338,12 @@ BoundPair mean_bounds(const ReductionModel& m) {
 }
 
 double variance_mag(const VarianceMags& g) {
-  return g.max_abs * g.range;
+  return variance_mag_of(g);
 }
-
-namespace {
-
-/// Coefficients of the variance bound at unit roundoff u (bounds.h, variance_bounds):
-/// |V^ - V| <= rel_v V + coef_xw X W + abs.
-struct VarTerms {
-  double rel_v = 0, coef_xw = 0, abs = 0, e_mu = 0;
-};
-
-VarTerms variance_terms(int64_t n, int64_t d, double u, const VarianceMags& g, double lambda, bool expected) {
-  VarTerms t;
-  if (!(u > 0) || n <= 0) return t;  // exact arithmetic
-  const double nd = static_cast<double>(n), dd = static_cast<double>(d);
-  const double G = gamma_n(n + 4, u);
-  const double shrink = 1 - u * (nd + 14) / 2;  // X~ = X / shrink bounds every |M^_k| (Welford)
-  if (!std::isfinite(G) || !(shrink > 0)) return {kInf, kInf, kInf, kInf};
-  const double xt = g.max_abs / shrink;
-  const double c = (1 + G) / dd;
-  const double g1 = gamma_n(n + 1, u);
-  if (!expected) {
-    // Welford: e_k <= u X~ (k+14)/2; sum_k W (e_k + e_{k-1}) <= u X~ W (n^2 + 28n)/2;
-    // sum_k e_{k-1} e_k <= n e_n^2. Two-pass: n (gamma_{n+1} A)^2.
-    const double e_w = u * xt * (nd + 14) / 2;
-    t.rel_v = G;
-    t.coef_xw = c * u * (nd * nd + 28 * nd) / 2 / shrink;
-    t.abs = c * (nd * (g1 * g.mean_abs) * (g1 * g.mean_abs) + nd * e_w * e_w);
-    t.e_mu = std::max(g1 * g.mean_abs, e_w);
-  } else {
-    // [HM]: sqrt(n) in place of n for sums of independent roundings.
-    const double ge = std::min(gamma_tilde(n + 4, u, lambda), G);
-    const double g1e = std::min(gamma_tilde(n + 1, u, lambda), g1);
-    const double e_we = std::min(lambda * u * xt * std::sqrt(nd + 14), u * xt * (nd + 14) / 2);
-    t.rel_v = ge;
-    t.coef_xw = std::min(c * (4.0 / 3.0) * lambda * u * std::pow(nd + 14, 1.5) / shrink,
-                         c * u * (nd * nd + 28 * nd) / 2 / shrink);
-    t.abs = c * (nd * (g1e * g.mean_abs) * (g1e * g.mean_abs) + nd * e_we * e_we);
-    t.e_mu = std::max(g1e * g.mean_abs, e_we);
-  }
-  return t;
-}
-
-}  // namespace
 
 BoundPair variance_bounds(const ReductionModel& m, int ddof, const VarianceMags& g) {
-  const int64_t n = m.n < 0 ? 0 : m.n;
-  const int64_t d = n - ddof;
-  if (d <= 0) return {inf_bound(), inf_bound()};
-  const double u = unit_roundoff(m.acc), u_ref = unit_roundoff(m.ref_acc);
-  // The reference's A, X, W are fp64 max / difference / mean of the row: mag^ and A^ may fall
-  // short by (1 + gamma_{n+1}(u_ref)).
-  const double ref_slack = 1 + gamma_n(n + 1, u_ref);
-  VarianceMags gs = g;
-  gs.mean_abs *= ref_slack;
-  gs.max_abs *= ref_slack;
-  gs.range *= ref_slack;
-  // Flush-to-zero: n deviations squared, n sums, the mean's n + 1 operations, the division.
-  const double ftz = (3.0 * static_cast<double>(n) + 4.0) / static_cast<double>(d);
-  BoundPair p;
-  for (bool expected : {false, true}) {
-    const VarTerms k = variance_terms(n, d, u, gs, m.lambda, expected);
-    const VarTerms r = variance_terms(n, d, u_ref, gs, m.lambda, false);
-    const double rel_mag = (k.coef_xw + r.coef_xw) * ref_slack * ref_slack;
-    const double floor = k.abs + r.abs + ftz * ((1 + k.rel_v) * min_normal(m.acc) + min_normal(m.ref_acc));
-    (expected ? p.expected : p.ceiling) = with_output(k.rel_v + r.rel_v, rel_mag, floor, m.out, m.acc);
-  }
-  return p;
+  const RowArith a = row_arith(m);
+  return {variance_level(a, m.n, ddof, g, false), variance_level(a, m.n, ddof, g, true)};
 }
 
 BoundPair norm_bounds(const ReductionModel& m, NormKind kind, bool fast_sqrt) {
@@ -487,94 +419,31 @@ double cross_entropy_mean_tol(const SoftmaxModel& m, int64_t rows, double mean_r
 }
 
 // ---- LayerNorm, RMSNorm -------------------------------------------------------------------------------
+// The formulas are in harness/bound_core.h (layernorm_level, rmsnorm_level), shared with the
+// device references.
 
-namespace {
-
-/// Relative error of a computed rsqrt(v^ + eps) given |relative error of v + eps| <= r (before
-/// the addition's own rounding): 1/sqrt(1 - r') - 1 with r' = (1+r)(1+u) - 1, then the rsqrt
-/// itself: rsqrtf 2 ulp (2.5 ulp <= 5u), or fast sqrt (1 ulp) and reciprocal (1 ulp): 7u.
-double rstd_rel(double r, double u, bool fast) {
-  const double rp = (1 + r) * (1 + u) - 1;
-  if (!(rp < 1)) return kInf;
-  const double rho = 1 / std::sqrt(1 - rp) - 1;
-  return (1 + rho) * (1 + (fast ? 7 : 5) * u) - 1;
+NormScalars norm_scalars(const NormModel& m) {
+  ReductionModel y, stats;
+  y.acc = m.acc, y.out = m.out, y.n = m.n, y.ref_acc = m.ref_acc, y.lambda = m.lambda;
+  stats.acc = DType::kF32, stats.out = DType::kF32, stats.n = m.n, stats.ref_acc = m.ref_acc, stats.lambda = m.lambda;
+  NormScalars s;
+  s.y = row_arith(y);
+  s.stats = row_arith(stats);
+  s.n = m.n;
+  s.eps = m.eps;
+  s.fast = m.fast_math && m.acc == DType::kF32;  // fast sqrt and reciprocal are fp32 intrinsics
+  s.f32_max = max_finite(DType::kF32);
+  return s;
 }
 
-}  // namespace
-
 BoundPair layernorm_bounds(const NormModel& m, const LayerNormRowMags& row) {
-  const int64_t n = m.n < 0 ? 0 : m.n;
-  if (n == 0) return {inf_bound(), inf_bound()};
-  const double u = unit_roundoff(m.acc), u_ref = unit_roundoff(m.ref_acc);
-  const bool fast = m.fast_math && m.acc == DType::kF32;
-  const double V = std::max(row.var, 0.0), ve = V + m.eps;
-  if (!(ve > 0)) return {inf_bound(), inf_bound()};
-  const double rstd = 1 / std::sqrt(ve);
-  const double ref_slack = 1 + gamma_n(n + 8, u_ref);
-  VarianceMags gs = row.stats;
-  gs.mean_abs *= ref_slack;
-  gs.max_abs *= ref_slack;
-  gs.range *= ref_slack;
-  BoundPair p;
-  for (bool expected : {false, true}) {
-    double rel_mag = 0, floor = 0, rel = 0;
-    bool ok = true;
-    for (int which = 0; which < 2; ++which) {
-      const bool kernel = which == 0;
-      const double uu = kernel ? u : u_ref;
-      if (!(uu > 0)) continue;
-      const VarTerms vt = variance_terms(n, n, uu, gs, m.lambda, kernel && expected);
-      const double e_v =
-          vt.rel_v * V * ref_slack + vt.coef_xw * gs.max_abs * gs.range + vt.abs +
-          (3.0 * static_cast<double>(n) + 4.0) / static_cast<double>(n) * min_normal(kernel ? m.acc : m.ref_acc);
-      // The kernel adds its own fl(eps): u*eps more.
-      const double rr = rstd_rel((e_v + uu * m.eps) / ve, uu, kernel && fast);
-      if (!std::isfinite(rr)) {
-        ok = false;
-        break;
-      }
-      const double f3 = (1 + rr) * (1 + gamma_n(3, uu));  // x - mu^, * rstd, * gamma
-      const double c = 1 / (1 - uu);                      // + beta, relative to the result
-      rel += uu * c;
-      rel_mag += c * (f3 - 1);
-      floor += c * (row.max_abs_gamma * vt.e_mu * rstd * f3) + min_normal(kernel ? m.acc : m.ref_acc);
-    }
-    (expected ? p.expected : p.ceiling) =
-        ok ? with_output(rel, rel_mag * ref_slack, floor * ref_slack, m.out, m.acc) : inf_bound();
-  }
-  return p;
+  const NormScalars s = norm_scalars(m);
+  return {layernorm_level(s, row, false), layernorm_level(s, row, true)};
 }
 
 BoundPair rmsnorm_bounds(const NormModel& m, double mean_sq) {
-  const int64_t n = m.n < 0 ? 0 : m.n;
-  const double ms = std::max(mean_sq, 0.0), me = ms + m.eps;
-  if (n == 0 || !(me > 0)) return {inf_bound(), inf_bound()};
-  const double u = unit_roundoff(m.acc), u_ref = unit_roundoff(m.ref_acc);
-  const bool fast = m.fast_math && m.acc == DType::kF32;
-  const double nd = static_cast<double>(n);
-  BoundPair p;
-  for (bool expected : {false, true}) {
-    double rel = 0, floor = 0;
-    bool ok = true;
-    for (int which = 0; which < 2; ++which) {
-      const bool kernel = which == 0;
-      const double uu = kernel ? u : u_ref;
-      if (!(uu > 0)) continue;
-      const DType acc = kernel ? m.acc : m.ref_acc;
-      // Squares, n-1 sums and /n: gamma_{n+2} relative (positive terms); flushed squares and sums.
-      const double g = g_level(n + 2, uu, m.lambda, kernel && expected);
-      const double r = (g * ms + (2 * nd + 1) / nd * min_normal(acc) + uu * m.eps) / me;
-      const double rr = rstd_rel(r, uu, kernel && fast);
-      if (!std::isfinite(rr)) {
-        ok = false;
-        break;
-      }
-      rel += (1 + rr) * (1 + gamma_n(2, uu)) - 1;  // x * rstd * gamma
-      floor += min_normal(acc);
-    }
-    (expected ? p.expected : p.ceiling) = ok ? with_output(rel, 0, floor, m.out, m.acc) : inf_bound();
-  }
-  return p;
+  const NormScalars s = norm_scalars(m);
+  return {rmsnorm_level(s, mean_sq, false), rmsnorm_level(s, mean_sq, true)};
 }
 
 // ---- ulps --------------------------------------------------------------------------------------------

@@ -190,6 +190,9 @@ struct ReductionModel {
   double lambda = kDefaultLambda;
 };
 
+/// The model's numbers for the shared formulas of harness/bound_core.h.
+RowArith row_arith(const ReductionModel& m);
+
 /// Sum, mag = sum |x_i|:  |s^ - s| <= gamma_{n-1}(u_acc) * sum|x_i|  ([H] (4.4), any order)
 /// + u_out|s| + floor (flush-to-zero of n inputs and n-1 sums, < min_normal each).
 /// Expected: gamma~_{n-1}(lambda) [HM] sec. 3.
@@ -199,12 +202,7 @@ BoundPair sum_bounds(const ReductionModel& m);
 /// gamma_{n+1}(u_acc) * mean|x|  ([H] (4.4) and Lemma 3.3).
 BoundPair mean_bounds(const ReductionModel& m);
 
-/// What the variance bound needs from the reference (all of the row, exact-ish in fp64).
-struct VarianceMags {
-  double mean_abs = 0;  ///< A = sum|x_i| / n
-  double max_abs = 0;   ///< X = max|x_i|
-  double range = 0;     ///< W = max x_i - min x_i (the data spread)
-};
+// VarianceMags (what the variance bound needs from the reference): harness/bound_core.h.
 
 /// Variance with ddof (0 population, 1 sample) of one row, for a kernel that is
 /// two-pass (mean, then sum of squared deviations) or Welford / Chan updating.
@@ -343,12 +341,11 @@ struct NormModel {
   bool fast_math = false;  ///< rsqrt via approximate sqrt and reciprocal (1 ulp each)
 };
 
-/// What LayerNorm's bound needs per row (the reference returns it).
-struct LayerNormRowMags {
-  double var = 0;            ///< population variance V
-  VarianceMags stats;        ///< A, X, W of the row
-  double max_abs_gamma = 1;  ///< max_i |gamma_i| (1 without affine weights)
-};
+// LayerNormRowMags (what LayerNorm's bound needs per row): harness/bound_core.h.
+
+/// The model's numbers for the shared formulas of harness/bound_core.h: y's arithmetic from
+/// `m`, the saved statistics' as fp32 (properties/norms.cpp).
+NormScalars norm_scalars(const NormModel& m);
 
 /// LayerNorm y_i = gamma_i (x_i - mu) rstd + beta_i, rstd = 1/sqrt(V + eps), population
 /// variance, mean and variance two-pass or Welford (as variance_bounds). Per row,

@@ -2,16 +2,21 @@
 // bf16 activations with fp32 statistics (saved mean and rstd, fp32 dgamma and
 // dbeta).
 //
-// Sections: declaration (params, tensors), prepare, references, bounds,
-// self-checks, binding.
+// Sections: declaration (params, tensors), prepare, references, bounds, device
+// reference, self-checks, binding.
 // Binding: kernels/rowwise/norms.cu (Welford forward, column-parallel
 // deterministic dgamma/dbeta, which the kernels overwrite: no accumulation);
 // the planted bugs of tests/mutants/rowwise/ bind through the launchers of
 // properties/norms.h. Saved statistics (mean, rstd) are fp32 outputs of the
 // forward and fp32 inputs of the backward; beta and dbeta are [bias, n].
 // References: references/host/norms.h (two-pass statistics in double) and
-// backward.h (from the kernel's saved fp32 mean and rstd, as the kernel uses).
+// backward.h (from the kernel's saved fp32 mean and rstd, as the kernel uses); the
+// forwards' on the device from 1024 elements (references/device/norms_f64.cu: the same
+// steps and sums, each element's ceiling beside it, constant rows written on the device).
 // Bounds (u = 2^-24):
+// - The forward's per-row and per-element formulas are harness/bound_core.h's
+//   layernorm_row_bound / rmsnorm_row_bound (derivations at bound_ln), shared with the
+//   device reference.
 // - Y: layernorm_bounds / rmsnorm_bounds (harness/bounds.h), Welford or
 //   two-pass statistics; the conditioning term of a large mean over a small
 //   spread is what a one-pass E[x^2] - E[x]^2 kernel breaks.
@@ -55,6 +60,7 @@
 #include "harness/bounds.h"
 #include "harness/gradcheck.h"
 #include "properties/rowwise_values.h"
+#include "references/device/norms_f64.h"
 #include "references/host/backward.h"
 #include "references/host/norms.h"
 
@@ -200,15 +206,6 @@ NormModel norm_model(const Params& p, int64_t n, const Arithmetic& a) {
   return m;
 }
 
-/// Relative error of a computed rsqrt(V + eps) whose V errs by e_V: see the header comment.
-double rstd_rel(double e_v, double v, double eps, bool fast) {
-  const double r = (e_v + u32 * eps) / (v + eps);
-  const double r2 = (1 + r) * (1 + u32) - 1;
-  if (!(r2 < 1)) return INFINITY;
-  const double rho = 1 / std::sqrt(1 - r2) - 1;
-  return (1 + rho) * (1 + (fast ? 7 : 5) * u32) - 1;
-}
-
 /// y in ref, aux[0]: |gamma_i xhat_i|; mean and rstd in ref; the mean's aux carries the row's
 /// statistics for the bounds: [0] mean_abs A, [1] max_abs X, [2] range W, [3] var, [4] max |gamma|.
 Status reference_ln(const Case& c, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
@@ -237,56 +234,46 @@ Status reference_ln(const Case& c, const std::vector<HostTensor>& t, std::vector
   return ok_status();
 }
 
+// The formulas of bound_ln and bound_rms, row by row, are harness/bound_core.h's
+// layernorm_row_bound / layernorm_y_tol and rmsnorm_row_bound / rmsnorm_y_tol (the device
+// reference runs the same ones). Their derivations:
+// - y (LayerNorm): layernorm_bounds' ceiling + underflow: (x - mean) rstd may land in the
+//   subnormal range (2^-150 absolute), then scaled by gamma; each later product or sum adds its
+//   own 2^-150. And the mean itself: in any order of Welford updates and Chan merges (n - 1 of
+//   them), each rounds the running mean by at most 3 * 2^-150 absolute when it is subnormal (the
+//   quotient or product, the sum, and the weight's own relative error), an error then scaled by
+//   rstd and gamma (measured: a correct kernel 1.06x over the ceiling without it at
+//   mean ~ 1e-41, rstd = 1e6, gamma = 881).
+// - saved mean: max(mean_bounds' ceiling, gamma_{n+1} A + u X~ (n+14)/2) + u|mean| for the
+//   store + the underflow share above.
+// - Overflow zone (declared): Welford's (x - mean)^2 terms and their fp32 sums may pass
+//   FLT_MAX once n (2X)^2 does; there y and rstd have no bound, and the mean none once 2X does
+//   (x - mean itself).
+// - saved rstd: rstd_rel_of(r) rstd + 2 min_normal, r = (e_V + u eps)/(V + eps), e_V
+//   variance_bounds' ceiling (LayerNorm) or gamma_{n+2} mean_sq + (2n+1) min_normal / n (RMSNorm).
+// - y (RMSNorm): rmsnorm_bounds' ceiling + underflow of x rstd (or x gamma) in the subnormal
+//   range, then scaled by the other factor; overflow zone: n mean(x^2) near FLT_MAX.
 Status bound_ln(const Case& c, const Arithmetic& a, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
   const Params p(c.params);
   const int64_t rows = t[0].v.rows, n = t[0].v.cols;
-  const NormModel m = norm_model(p, n, a);
+  const NormScalars s = norm_scalars(norm_model(p, n, a));
   OutputRef &y = out[0], &mean = out[1], &rstd = out[2];
   y.tol.resize(y.ref.size());
   mean.tol.resize(mean.ref.size());
   rstd.tol.resize(rstd.ref.size());
-  ReductionModel rm;
-  rm.in = m.in, rm.acc = DType::kF32, rm.out = DType::kF32, rm.n = n;
-  const BoundPair mb = mean_bounds(rm);
-  const double e_mu_under = 3.0 * static_cast<double>(n + 1) * 0x1p-150;  // see the y tolerance below
   for (int64_t r = 0; r < rows; ++r) {
     const size_t lr = static_cast<size_t>(r);
-    const double mean_abs = mean.aux[0][lr], max_abs = mean.aux[1][lr], range = mean.aux[2][lr],
-                 var = mean.aux[3][lr], mu = mean.ref[lr], rs = rstd.ref[lr];
     LayerNormRowMags lm;
-    lm.var = var;
-    lm.stats = {mean_abs, max_abs, range};
+    lm.var = mean.aux[3][lr];
+    lm.stats = {mean.aux[0][lr], mean.aux[1][lr], mean.aux[2][lr]};
     lm.max_abs_gamma = mean.aux[4][lr];
-    const BoundPair yb = layernorm_bounds(m, lm);
+    const LayerNormRowBound b = layernorm_row_bound(s, mean.ref[lr], rstd.ref[lr], lm);
     for (int64_t i = 0; i < n; ++i) {
       const size_t l = static_cast<size_t>(r * n + i);
-      // + underflow: (x - mean) rstd may land in the subnormal range (2^-150 absolute), then
-      // scaled by gamma; each later product or sum adds its own 2^-150. And the mean itself:
-      // in any order of Welford updates and Chan merges (n - 1 of them), each rounds the running
-      // mean by at most 3 * 2^-150 absolute when it is subnormal (the quotient or product, the
-      // sum, and the weight's own relative error), an error then scaled by rstd and gamma
-      // (measured: a correct kernel 1.06x over the ceiling without it at mean ~ 1e-41,
-      // rstd = 1e6, gamma = 881).
-      const double mag = y.aux[0][l];
-      y.tol[l] = yb.ceiling.tol(std::fabs(y.ref[l]), std::isfinite(mag) ? mag : 0) +
-                 0x1p-149 * (1 + rs) * (2 + std::fabs(t[1].at(0, i))) +
-                 e_mu_under * rs * std::fabs(t[1].at(0, i)) * (1 + 0x1p-20);
+      y.tol[l] = layernorm_y_tol(b, std::fabs(y.ref[l]), y.aux[0][l], std::fabs(t[1].at(0, i)));
     }
-    const double xt = max_abs / (1 - u32 * static_cast<double>(n + 14) / 2);
-    const double e_mu = std::max(mb.ceiling.tol(std::fabs(mu), mean_abs),
-                                 gamma_n(n + 1, u32) * mean_abs + u32 * xt * static_cast<double>(n + 14) / 2) +
-                        u32 * std::fabs(mu) + e_mu_under;
-    mean.tol[lr] = e_mu;
-    // Overflow zone (declared): Welford's (x - mean)^2 terms and their fp32 sums may pass
-    // FLT_MAX once n (2X)^2 does; there y and rstd have no bound, and the mean none once
-    // 2X does (x - mean itself).
-    const bool overflow = !(static_cast<double>(n) * 4 * max_abs * max_abs < max_finite(DType::kF32) / 2);
-    if (overflow)
-      for (int64_t i = 0; i < n; ++i) y.tol[static_cast<size_t>(r * n + i)] = INFINITY;
-    if (!(2 * max_abs < max_finite(DType::kF32))) mean.tol[lr] = INFINITY;
-    const VarianceMags vm{mean_abs, max_abs, range};
-    const double e_v = variance_bounds(rm, 0, vm).ceiling.tol(var, variance_mag(vm));
-    rstd.tol[lr] = overflow ? INFINITY : rstd_rel(e_v, var, m.eps, m.fast_math) * rs + 2 * min_normal(DType::kF32);
+    mean.tol[lr] = b.mean_tol;
+    rstd.tol[lr] = b.rstd_tol;
   }
   return ok_status();
 }
@@ -313,27 +300,18 @@ Status reference_rms(const Case& c, const std::vector<HostTensor>& t, std::vecto
 Status bound_rms(const Case& c, const Arithmetic& a, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
   const Params p(c.params);
   const int64_t rows = t[0].v.rows, n = t[0].v.cols;
-  const NormModel m = norm_model(p, n, a);
+  const NormScalars s = norm_scalars(norm_model(p, n, a));
   OutputRef &y = out[0], &rstd = out[1];
   y.tol.resize(y.ref.size());
   rstd.tol.resize(rstd.ref.size());
   for (int64_t r = 0; r < rows; ++r) {
     const size_t lr = static_cast<size_t>(r);
-    const double mean_sq = rstd.aux[0][lr], rs = rstd.ref[lr];
-    const BoundPair yb = rmsnorm_bounds(m, mean_sq);
+    const RmsNormRowBound b = rmsnorm_row_bound(s, rstd.aux[0][lr], rstd.ref[lr]);
     for (int64_t i = 0; i < n; ++i) {
       const size_t l = static_cast<size_t>(r * n + i);
-      // + underflow of x rstd (or x gamma) in the subnormal range, then scaled by the other factor.
-      y.tol[l] = yb.ceiling.tol(std::fabs(y.ref[l]), 0) + 0x1p-149 * (2 + rs) * (2 + std::fabs(t[1].at(0, i)));
+      y.tol[l] = rmsnorm_y_tol(b, std::fabs(y.ref[l]), std::fabs(t[1].at(0, i)));
     }
-    const double e_ms = gamma_n(n + 2, u32) * mean_sq +
-                        static_cast<double>(2 * n + 1) * min_normal(DType::kF32) / std::max<double>(1, static_cast<double>(n));
-    rstd.tol[lr] = rstd_rel(e_ms, mean_sq, m.eps, m.fast_math) * rs + 2 * min_normal(DType::kF32);
-    // Overflow zone (declared): the fp32 sum of squares may pass FLT_MAX (n mean_sq does).
-    if (!(static_cast<double>(n) * mean_sq * 2 < max_finite(DType::kF32))) {
-      rstd.tol[lr] = INFINITY;
-      for (int64_t i = 0; i < n; ++i) y.tol[static_cast<size_t>(r * n + i)] = INFINITY;
-    }
+    rstd.tol[lr] = b.rstd_tol;
   }
   return ok_status();
 }
@@ -458,6 +436,54 @@ Status bound_bwd(Which w, const Case& c, const Arithmetic& a, const std::vector<
   return ok_status();
 }
 
+// ---- device reference (forwards) ---------------------------------------------------------------
+/// Cases from this many elements (rows x n) up take the device path (inputs drawn on the device,
+/// the reference and its ceiling beside them, references/device/norms_f64.cu), the threshold
+/// softmax's measurements chose for the same shape of work (a block per row, serial row sums);
+/// NormsDeviceRefGpu.EngineTimesBothPathsNearTheThreshold prints both paths' times per case, to
+/// check that choice for these ops on the machine at hand.
+constexpr int64_t kDeviceRefElems = 1024;
+
+/// Any of the ops' dtypes and enough elements; every case feature is supported: constant rows
+/// (compute writes them into the snapshot), bias on or off, fast math, and LayerNorm's shift
+/// relation (the engine runs compute again on the shifted inputs, whose constant rows stay
+/// constant).
+bool device_when(const Params& p) {
+  return device_ref::input_rows_support(p.dt("dtype")) && p.i("rows") * p.i("n") >= kDeviceRefElems;
+}
+
+/// prepare's constant rows in the snapshot, then y and the saved statistics with their ceilings:
+/// the tolerance itself in mag (DeviceOutput's defaults: a bound computed outright, as the host
+/// path uploads it).
+Status device_compute(Which w, const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
+                      std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
+  const Params p(c.params);
+  const DType dt = p.dt("dtype");
+  const bool ln = w == kLn;
+  const size_t inputs = ln ? 3 : 2, outputs = ln ? 3 : 2;
+  bool ok =
+      device_ref::input_rows_support(dt) && t.size() == inputs + outputs && out.size() == outputs && t[0].dtype == dt;
+  for (size_t i = 1; ok && i < inputs; ++i) ok = device_ref::input_rows_support(t[i].dtype);
+  if (!ok)
+    return invalid_argument(fmt::format("{}: no device reference for this case (fp32, fp16 or bf16 X, gamma{})",
+                                        ln ? "layernorm" : "rmsnorm", ln ? ", beta" : ""));
+  const View2D& v = t[0].v;
+  const int64_t every = p.i("constant_every", 0);
+  ASSAY_RETURN_IF_ERROR(
+      device_ref::norm_constant_rows(t[0].ptr, dt, v.rows, v.cols, v.ld, every, !ln && every % 2 == 0, ctx.stream));
+  device_ref::NormF64Problem q;
+  q.rows = v.rows;
+  q.rms = !ln;
+  q.bias = ln && p.i("bias") != 0;
+  q.eps = static_cast<float>(p.r("eps", 1e-5));
+  q.s = norm_scalars(norm_model(p, v.cols, a));
+  const auto rows_of = [](const DevTensor& d) { return device_ref::input_rows(d.ptr, d.v.cols, d.v.ld, d.dtype); };
+  const device_ref::InputRows gamma = rows_of(t[1]);
+  const device_ref::NormF64Out y{out[0].ref, out[0].mag}, rstd{out[outputs - 1].ref, out[outputs - 1].mag};
+  const device_ref::NormF64Out mean = ln ? device_ref::NormF64Out{out[1].ref, out[1].mag} : device_ref::NormF64Out{};
+  return device_ref::norm_f64_reference(q, rows_of(t[0]), gamma, ln ? rows_of(t[2]) : gamma, y, mean, rstd, ctx.stream);
+}
+
 // ---- self-checks (host references, CPU) --------------------------------------------------
 std::vector<double> sample(int64_t n, double scale, double phase) {
   std::vector<double> v(static_cast<size_t>(n));
@@ -564,6 +590,10 @@ OpDef make(Which w) {
       op.prepare = [](const Case& c, std::vector<unsigned char*>& img) { constant_rows(c, img, false); };
       op.reference = reference_ln;
       op.bound = bound_ln;
+      op.device_reference = {.when = device_when,
+                             .compute = [](const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
+                                           std::vector<DeviceOutput>& o,
+                                           const DeviceContext& ctx) { return device_compute(kLn, c, a, t, o, ctx); }};
       op.backward = "layernorm_bwd";
       break;
     case kRms:
@@ -573,6 +603,10 @@ OpDef make(Which w) {
       };
       op.reference = reference_rms;
       op.bound = bound_rms;
+      op.device_reference = {.when = device_when,
+                             .compute = [](const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
+                                           std::vector<DeviceOutput>& o,
+                                           const DeviceContext& ctx) { return device_compute(kRms, c, a, t, o, ctx); }};
       op.backward = "rmsnorm_bwd";
       break;
     default:
