@@ -23,16 +23,19 @@ __device__ double max_nan(double a, double b) {
   return b > a ? b : a;
 }
 
-__global__ void __launch_bounds__(kThreads) softmax_f64(SoftmaxF64Problem p, InputRows x, double* ref, double* tol) {
-  __shared__ double part[kThreads / 32];
-  __shared__ double row_max, row_z, row_l, row_d;
-  const int tid = static_cast<int>(threadIdx.x);
-  const int64_t r = blockIdx.x, n = p.n;
-  const int64_t in0 = r * x.ld;
-  double* y = ref + r * n;
-  double* m = tol + r * n;
+/// A row's softmax statistics, the same in every thread of the block.
+struct RowSoftmax {
+  double max, z, d, mean_t;
+};
 
-  // The row's maximum: exact in any order.
+/// The steps the row kernels share, as references/host/softmax.h softmax_stats and softmax_row
+/// take them: the row's maximum (exact in any order); e_j = exp(x_j - max), then Z = sum e_j in
+/// index order on thread 0; p_j = e_j / Z into y and p_j |t_j| (0 where p_j is 0) into m, then D,
+/// their sum in index order; with `mean_t`, mean_j |t_j| too (cross-entropy's smoothing term).
+__device__ RowSoftmax row_softmax(const InputRows& x, int64_t in0, int64_t n, double* y, double* m, bool mean_t) {
+  __shared__ double part[kThreads / 32];
+  __shared__ double s_max, s_z, s_d, s_mean;
+  const int tid = static_cast<int>(threadIdx.x);
   double mx = -HUGE_VAL;
   for (int64_t j = tid; j < n; j += kThreads) mx = max_nan(mx, x.at(in0 + j));
   for (int o = 16; o > 0; o >>= 1) mx = max_nan(mx, __shfl_xor_sync(0xffffffffu, mx, o));
@@ -41,39 +44,47 @@ __global__ void __launch_bounds__(kThreads) softmax_f64(SoftmaxF64Problem p, Inp
   if (tid == 0) {
     double v = part[0];
     for (int w = 1; w < kThreads / 32; ++w) v = max_nan(v, part[w]);
-    row_max = v;
+    s_max = v;
   }
   __syncthreads();
-  mx = row_max;
-
-  // e_j = exp(x_j - max) in y, then Z = sum e_j in index order and L = log Z.
+  mx = s_max;
   for (int64_t j = tid; j < n; j += kThreads) y[j] = ::exp(x.at(in0 + j) - mx);
   __syncthreads();
   if (tid == 0) {
-    double z = 0;
+    double z = 0, ma = 0;
     for (int64_t j = 0; j < n; ++j) z += y[j];
-    row_z = z;
-    row_l = ::log(z);
+    if (mean_t)
+      for (int64_t j = 0; j < n; ++j) ma += ::fabs(x.at(in0 + j) - mx);
+    s_z = z;
+    s_mean = ma / static_cast<double>(n);
   }
   __syncthreads();
-  const double Z = row_z, L = row_l;
-
-  // y_j = e_j / Z; the weighted deviation's term y_j |t_j| (0 where y_j is 0) in m, the softmax's
-  // magnitude; log-softmax's z_j = t_j - L.
+  const double Z = s_z;
   for (int64_t j = tid; j < n; j += kThreads) {
-    const double t = x.at(in0 + j) - mx;
-    const double yj = y[j] / Z;
-    m[j] = yj == 0 ? 0.0 : yj * ::fabs(t);
-    y[j] = p.log ? t - L : yj;
+    const double pj = y[j] / Z;
+    m[j] = pj == 0 ? 0.0 : pj * ::fabs(x.at(in0 + j) - mx);
+    y[j] = pj;
   }
   __syncthreads();
   if (tid == 0) {
     double d = 0;
     for (int64_t j = 0; j < n; ++j)
       if (m[j] != 0) d += m[j];
-    row_d = d;
+    s_d = d;
   }
   __syncthreads();
+  return {mx, Z, s_d, s_mean};
+}
+
+__global__ void __launch_bounds__(kThreads) softmax_f64(SoftmaxF64Problem p, InputRows x, double* ref, double* tol) {
+  const int tid = static_cast<int>(threadIdx.x);
+  const int64_t r = blockIdx.x, n = p.n;
+  const int64_t in0 = r * x.ld;
+  double* y = ref + r * n;
+  double* m = tol + r * n;
+  // y_j = softmax, m_j = y_j |t_j| (the softmax's magnitude), L = log Z.
+  const RowSoftmax row = row_softmax(x, in0, n, y, m, false);
+  const double mx = row.max, L = ::log(row.z), row_d = row.d;
 
   // The row's bound, as properties/softmax.cpp bound_fwd forms it from the reference's aux: D, L
   // and |max| where finite, else 0; under a masked-row convention a row of -inf only is exactly
@@ -84,14 +95,15 @@ __global__ void __launch_bounds__(kThreads) softmax_f64(SoftmaxF64Problem p, Inp
   const ElementBound b = p.log ? log_softmax_level(p.soft, D, Lf, false) : softmax_level(p.soft, D, false);
   const double extra = p.log && p.lse_first ? lse_first_extra(max_abs, n, p.lse_u, p.lse_u_out) : 0.0;
   for (int64_t j = tid; j < n; j += kThreads) {
-    double v = y[j];
-    double mag = p.log ? ::fabs(x.at(in0 + j) - mx) : m[j];
+    const double t = x.at(in0 + j) - mx;
+    double v = p.log ? t - L : y[j];
+    double mag = p.log ? ::fabs(t) : m[j];
     if (masked) v = p.log ? -HUGE_VAL : 0.0, mag = 0;
-    double t = b.tol(::fabs(v), isfinite(mag) ? mag : 0.0);
-    if (p.narrow && !p.log) t = narrow_softmax_tol_of(t, ::fabs(v), p.narrow_uo, p.narrow_sub, n);
-    t += extra;
+    double tl = b.tol(::fabs(v), isfinite(mag) ? mag : 0.0);
+    if (p.narrow && !p.log) tl = narrow_softmax_tol_of(tl, ::fabs(v), p.narrow_uo, p.narrow_sub, n);
+    tl += extra;
     y[j] = v;
-    m[j] = isnan(t) ? HUGE_VAL : t;
+    m[j] = isnan(tl) ? HUGE_VAL : tl;
   }
 }
 
@@ -184,50 +196,13 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     cross_entropy_f64(CrossEntropyF64Problem p, InputRows x, const int32_t* target, double* loss_ref,
                       double* loss_tol, double* dl_ref, double* dl_tol) {
-  __shared__ double part[kThreads / 32];
-  __shared__ double row_max, row_z, row_d, row_mean_t;
   const int tid = static_cast<int>(threadIdx.x);
   const int64_t r = blockIdx.x, n = p.n;
   const int64_t in0 = r * x.ld;
   double* y = dl_ref + r * n;
   double* m = dl_tol + r * n;
-
-  double mx = -HUGE_VAL;
-  for (int64_t j = tid; j < n; j += kThreads) mx = max_nan(mx, x.at(in0 + j));
-  for (int o = 16; o > 0; o >>= 1) mx = max_nan(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-  if ((tid & 31) == 0) part[tid / 32] = mx;
-  __syncthreads();
-  if (tid == 0) {
-    double v = part[0];
-    for (int w = 1; w < kThreads / 32; ++w) v = max_nan(v, part[w]);
-    row_max = v;
-  }
-  __syncthreads();
-  mx = row_max;
-  for (int64_t j = tid; j < n; j += kThreads) y[j] = ::exp(x.at(in0 + j) - mx);
-  __syncthreads();
-  if (tid == 0) {
-    double z = 0, ma = 0;
-    for (int64_t j = 0; j < n; ++j) z += y[j];
-    for (int64_t j = 0; j < n; ++j) ma += ::fabs(x.at(in0 + j) - mx);
-    row_z = z;
-    row_mean_t = ma / static_cast<double>(n);
-  }
-  __syncthreads();
-  const double Z = row_z;
-  for (int64_t j = tid; j < n; j += kThreads) {
-    const double pj = y[j] / Z;
-    m[j] = pj == 0 ? 0.0 : pj * ::fabs(x.at(in0 + j) - mx);
-    y[j] = pj;
-  }
-  __syncthreads();
-  if (tid == 0) {
-    double d = 0;
-    for (int64_t j = 0; j < n; ++j)
-      if (m[j] != 0) d += m[j];
-    row_d = d;
-  }
-  __syncthreads();
+  const RowSoftmax row = row_softmax(x, in0, n, y, m, true);
+  const double mx = row.max, Z = row.z, row_d = row.d, row_mean_t = row.mean_t;
 
   const int64_t c = target[r];
   const bool ignored = c == p.ignore_index, bad = !ignored && (c < 0 || c >= n);

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -185,6 +186,30 @@ inline void expect_engine_device_path(const OpDef& op, const std::vector<const V
   std::printf("[ measured ] %s on one lane, %zu cases x %zu variants: device path %.3f ms/case, host path %.3f ms/case\n",
               op.name.c_str(), cases.size(), variants.size(), 1e3 * seconds[0] / static_cast<double>(cases.size()),
               1e3 * seconds[1] / static_cast<double>(cases.size()));
+}
+
+/// The engine with one variant (a planted bug) on `cases`, each meant for the device path:
+/// every verdict that ran names the device reference. Prints and returns {ran, failed}.
+inline std::pair<int64_t, int64_t> run_on_device_path(const OpDef& op, const std::string& variant,
+                                                      const std::vector<Case>& cases, gpu::Lane& lane) {
+  const VariantDef* v = find_variant(op.name, variant);
+  EXPECT_NE(v, nullptr) << op.name << " " << variant;
+  int64_t ran = 0, failed = 0;
+  if (v == nullptr) return {ran, failed};
+  for (const Case& c : cases) {
+    auto r = run_model(op, {v}, c, lane, false);
+    EXPECT_TRUE(r.ok()) << c.summary() << ": " << r.status().message();
+    if (!r.ok()) break;
+    for (const Verdict& vd : *r) {
+      if (!vd.not_applicable.empty()) continue;
+      ++ran;
+      failed += vd.passed() ? 0 : 1;
+      EXPECT_EQ(vd.metrics.reference, op.device_reference.name) << c.summary();
+    }
+  }
+  std::printf("[ measured ] %s on the device path: failed %lld of %lld cases\n", variant.c_str(),
+              static_cast<long long>(failed), static_cast<long long>(ran));
+  return {ran, failed};
 }
 
 }  // namespace assay::test_util

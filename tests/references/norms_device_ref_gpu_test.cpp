@@ -210,22 +210,8 @@ TEST(NormsDeviceRefGpu, PlantedBugsAreCaughtOnTheDevicePath) {
     const OpDef& op = test_util::model_op(name);
     const std::vector<Case> cases = device_cases(name, 80, 36);
     ASSERT_GE(cases.size(), 40u) << name;
-    const VariantDef* v = find_variant(name, mutant);
-    ASSERT_NE(v, nullptr) << mutant;
-    int64_t ran = 0, failed = 0;
-    for (const Case& c : cases) {
-      auto r = run_model(op, {v}, c, **lane, false);
-      ASSERT_TRUE(r.ok()) << c.summary() << ": " << r.status().message();
-      for (const Verdict& vd : *r) {
-        if (!vd.not_applicable.empty()) continue;
-        ++ran;
-        failed += vd.passed() ? 0 : 1;
-        EXPECT_EQ(vd.metrics.reference, op.device_reference.name) << c.summary();
-      }
-    }
+    const auto [ran, failed] = test_util::run_on_device_path(op, mutant, cases, **lane);
     EXPECT_GT(failed, 0) << mutant << " passed every one of " << ran << " device-path cases";
-    std::printf("[ measured ] %s on the device path: failed %lld of %lld cases\n", mutant,
-                static_cast<long long>(failed), static_cast<long long>(ran));
   }
 }
 

@@ -130,22 +130,8 @@ TEST(SoftmaxDeviceRefGpu, PlantedBugsAreCaughtOnTheDevicePath) {
   const std::vector<Case> cases = device_cases(60, 24);
   ASSERT_GE(cases.size(), 40u);
   for (const char* name : {"mutant_softmax_no_max", "mutant_softmax_vec_tail"}) {
-    const VariantDef* v = find_variant("softmax", name);
-    ASSERT_NE(v, nullptr) << name;
-    int64_t ran = 0, failed = 0;
-    for (const Case& c : cases) {
-      auto r = run_model(op, {v}, c, **lane, false);
-      ASSERT_TRUE(r.ok()) << c.summary() << ": " << r.status().message();
-      for (const Verdict& vd : *r) {
-        if (!vd.not_applicable.empty()) continue;
-        ++ran;
-        failed += vd.passed() ? 0 : 1;
-        EXPECT_EQ(vd.metrics.reference, op.device_reference.name) << c.summary();
-      }
-    }
+    const auto [ran, failed] = test_util::run_on_device_path(op, name, cases, **lane);
     EXPECT_GT(failed, 0) << name << " passed every one of " << ran << " device-path cases";
-    std::printf("[ measured ] %s on the device path: failed %lld of %lld cases\n", name, static_cast<long long>(failed),
-                static_cast<long long>(ran));
   }
 }
 
@@ -298,23 +284,10 @@ TEST(SoftmaxDeviceRefGpu, BackwardPlantedBugIsCaughtOnTheDevicePath) {
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
   auto lane = gpu::Lane::create(0);
   ASSERT_TRUE(lane.ok()) << lane.status().message();
-  const OpDef& op = test_util::model_op("softmax_bwd");
-  const VariantDef* v = find_variant("softmax_bwd", "mutant_softmax_bwd_no_sum");
-  ASSERT_NE(v, nullptr);
-  int64_t ran = 0, failed = 0;
-  for (const Case& c : device_cases(40, 29, INT64_MAX, 256, 0, "softmax_bwd")) {
-    auto r = run_model(op, {v}, c, **lane, false);
-    ASSERT_TRUE(r.ok()) << c.summary() << ": " << r.status().message();
-    for (const Verdict& vd : *r) {
-      if (!vd.not_applicable.empty()) continue;
-      ++ran;
-      failed += vd.passed() ? 0 : 1;
-      EXPECT_EQ(vd.metrics.reference, op.device_reference.name) << c.summary();
-    }
-  }
+  const auto [ran, failed] =
+      test_util::run_on_device_path(test_util::model_op("softmax_bwd"), "mutant_softmax_bwd_no_sum",
+                                    device_cases(40, 29, INT64_MAX, 256, 0, "softmax_bwd"), **lane);
   EXPECT_GT(failed, ran / 2) << "mutant_softmax_bwd_no_sum passed " << ran - failed << " of " << ran;
-  std::printf("[ measured ] mutant_softmax_bwd_no_sum on the device path: failed %lld of %lld cases\n",
-              static_cast<long long>(failed), static_cast<long long>(ran));
 }
 
 // Cross-entropy: the host-prepared images go up and compute prepares them again (idempotent:
@@ -371,22 +344,8 @@ TEST(SoftmaxDeviceRefGpu, CrossEntropyEngineTakesTheDevicePathAndCatchesThePlant
   ASSERT_TRUE(lane.ok()) << lane.status().message();
   const std::vector<Case> cases = device_cases(60, 33, INT64_MAX, 256, 0, "cross_entropy");
   for (const char* name : {"mutant_ce_ignore_index_ignored", "mutant_ce_smoothing_wrong"}) {
-    const VariantDef* v = find_variant("cross_entropy", name);
-    ASSERT_NE(v, nullptr) << name;
-    int64_t ran = 0, failed = 0;
-    for (const Case& c : cases) {
-      auto r = run_model(op, {v}, c, **lane, false);
-      ASSERT_TRUE(r.ok()) << c.summary() << ": " << r.status().message();
-      for (const Verdict& vd : *r) {
-        if (!vd.not_applicable.empty()) continue;
-        ++ran;
-        failed += vd.passed() ? 0 : 1;
-        EXPECT_EQ(vd.metrics.reference, op.device_reference.name) << c.summary();
-      }
-    }
+    const auto [ran, failed] = test_util::run_on_device_path(op, name, cases, **lane);
     EXPECT_GT(failed, 0) << name << " passed every one of " << ran << " device-path cases";
-    std::printf("[ measured ] %s on the device path: failed %lld of %lld cases\n", name,
-                static_cast<long long>(failed), static_cast<long long>(ran));
   }
 }
 
