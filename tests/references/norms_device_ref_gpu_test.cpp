@@ -98,7 +98,9 @@ TEST(NormsDeviceRefGpu, MatchesTheHostReferenceAndBound) {
                   st.summary(name).c_str(), static_cast<long long>(nonfinite));
     }
     EXPECT_GT(constant, 0) << name << ": no constant-row case";
-    if (std::string(name) == "rmsnorm") EXPECT_GT(zero_rows, 0) << "no zero-row case";
+    if (std::string(name) == "rmsnorm") {
+      EXPECT_GT(zero_rows, 0) << "no zero-row case";
+    }
     if (std::string(name) == "layernorm") {
       EXPECT_GT(bias, 0) << "no case with beta";
       EXPECT_LT(bias, static_cast<int64_t>(cases.size())) << "no case without beta";
