@@ -259,16 +259,8 @@ Status bound(const Case& c, const Arithmetic& a, const std::vector<HostTensor>& 
 }
 
 // ---- device reference ------------------------------------------------------------------------------
-/// Cases from this many logits up take the device path (references/device/softmax_f64.cu, the
-/// softmax forward's row steps; softmax.cpp's threshold, measured there: the host path draws,
-/// uploads and exponentiates every logit).
-constexpr int64_t kDeviceRefElems = 1024;
-
-/// Any of the op's dtypes and enough logits; the relation included (prepare on the device is
-/// idempotent, so shift's transformed inputs may be prepared again).
-bool device_when(const Params& p) {
-  return device_ref::input_rows_support(p.dt("dtype")) && p.i("rows") * p.i("n") >= kDeviceRefElems;
-}
+// The device path is every row-wise op's (rowwise_device_when), the relation included: prepare
+// on the device is idempotent, so shift's transformed inputs may be prepared again.
 
 /// prepare's targets and -inf logits in the snapshot, then the loss and dlogits with their
 /// ceilings, each tolerance outright in mag (DeviceOutput's defaults).
@@ -342,7 +334,7 @@ OpDef make() {
   op.reference = reference;
   op.bound = bound;
   op.bound_name = "cross-entropy ceiling";
-  op.device_reference = {.when = device_when, .compute = device_compute};
+  op.device_reference = {.when = rowwise_device_when, .compute = device_compute};
   op.transform = [](const Case& c, std::vector<unsigned char*>& img) {
     if (Params(c.params).s("relation") != "shift") return false;
     shift_tensor(c, img, 0);

@@ -437,20 +437,11 @@ Status bound_bwd(Which w, const Case& c, const Arithmetic& a, const std::vector<
 }
 
 // ---- device reference (forwards) ---------------------------------------------------------------
-/// Cases from this many elements (rows x n) up take the device path (inputs drawn on the device,
-/// the reference and its ceiling beside them, references/device/norms_f64.cu), the threshold
-/// softmax's measurements chose for the same shape of work (a block per row, serial row sums);
-/// NormsDeviceRefGpu.EngineTimesBothPathsNearTheThreshold prints both paths' times per case, to
-/// check that choice for these ops on the machine at hand.
-constexpr int64_t kDeviceRefElems = 1024;
-
-/// Any of the ops' dtypes and enough elements; every case feature is supported: constant rows
-/// (compute writes them into the snapshot), bias on or off, fast math, and LayerNorm's shift
-/// relation (the engine runs compute again on the shifted inputs, whose constant rows stay
-/// constant).
-bool device_when(const Params& p) {
-  return device_ref::input_rows_support(p.dt("dtype")) && p.i("rows") * p.i("n") >= kDeviceRefElems;
-}
+// The device path is every row-wise op's (rowwise_device_when; the threshold softmax's
+// measurements chose for the same shape of work), and every case feature is supported: constant
+// rows (compute writes them into the snapshot), bias on or off, fast math, and LayerNorm's shift
+// relation (the engine runs compute again on the shifted inputs, whose constant rows stay
+// constant).
 
 /// prepare's constant rows in the snapshot, then y and the saved statistics with their ceilings:
 /// the tolerance itself in mag (DeviceOutput's defaults: a bound computed outright, as the host
@@ -590,7 +581,7 @@ OpDef make(Which w) {
       op.prepare = [](const Case& c, std::vector<unsigned char*>& img) { constant_rows(c, img, false); };
       op.reference = reference_ln;
       op.bound = bound_ln;
-      op.device_reference = {.when = device_when,
+      op.device_reference = {.when = rowwise_device_when,
                              .compute = [](const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
                                            std::vector<DeviceOutput>& o,
                                            const DeviceContext& ctx) { return device_compute(kLn, c, a, t, o, ctx); }};
@@ -603,7 +594,7 @@ OpDef make(Which w) {
       };
       op.reference = reference_rms;
       op.bound = bound_rms;
-      op.device_reference = {.when = device_when,
+      op.device_reference = {.when = rowwise_device_when,
                              .compute = [](const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
                                            std::vector<DeviceOutput>& o,
                                            const DeviceContext& ctx) { return device_compute(kRms, c, a, t, o, ctx); }};

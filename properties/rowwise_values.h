@@ -1,6 +1,7 @@
 // Helpers the row-wise and elementwise specs share: the dtypes their kernels
 // take, the mapping to the kernels' Dt, editing host images element by
-// element, the metamorphic shift, and the rounding of an fp16/bf16 store.
+// element, the metamorphic shift, the rounding of an fp16/bf16 store, and when
+// a row-wise op takes its device reference.
 #pragma once
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "harness/op.h"
 #include "harness/values.h"
 #include "kernels/rowwise/rowwise.h"
+#include "references/device/input_rows.h"
 
 namespace assay::rowwise {
 
@@ -23,6 +25,21 @@ inline kernels::rowwise::Dt to_dt(DType t) {
     default:
       return kernels::rowwise::Dt::kF32;
   }
+}
+
+/// Row-wise ops (softmax, softmax_bwd, cross_entropy, layernorm, rmsnorm) take their fp64 device
+/// reference from this many elements, rows x n: inputs drawn on the device, the reference and
+/// its ceiling beside them, a block per row. The host path costs drawing and uploading every
+/// element and its reference per element (softmax: three exponentials); the device path a fixed
+/// few launches. Just above it (1,024 to 2,048 elements) softmax's device path took 0.14 ms a
+/// case on one lane of an H200 against the host path's 0.31 (docs/results.md); each op's
+/// *DeviceRefGpu.EngineTimesBothPathsNearTheThreshold prints both, to check that choice for it
+/// on the machine at hand.
+inline constexpr int64_t kRowwiseDeviceRefElems = 1024;
+
+/// The row-wise device path: a dtype the device reference reads and enough elements.
+inline bool rowwise_device_when(const Params& p) {
+  return device_ref::input_rows_support(p.dt("dtype")) && p.i("rows") * p.i("n") >= kRowwiseDeviceRefElems;
 }
 
 /// The activation dtypes these kernels take.

@@ -185,21 +185,9 @@ Status bound_fwd(const Case& c, const Arithmetic& a, const std::vector<HostTenso
 }
 
 // ---- device reference ------------------------------------------------------------------------------
-/// Cases from this many elements up take the device path (inputs drawn on the device, the
-/// reference and its ceiling beside them, references/device/softmax_f64.cu). The host path costs
-/// drawing and uploading every element and about three exponentials per element in the
-/// reference; the device path a fixed few launches. Just above this threshold (1,024 to 2,048
-/// elements) the device path took 0.14 ms a case on one lane of an H200 against the host path's
-/// 0.31 (docs/results.md); SoftmaxDeviceRefGpu.EngineTimesBothPathsNearTheThreshold prints both,
-/// to check that choice on the machine at hand.
-constexpr int64_t kDeviceRefElems = 1024;
-
-/// Any of the op's dtypes and enough elements; the relations included (the engine reads the
-/// device reference's values and tolerances back for rowsum, and runs compute again on shift's
-/// transformed inputs).
-bool device_when(const Params& p) {
-  return device_ref::input_rows_support(p.dt("dtype")) && p.i("rows") * p.i("n") >= kDeviceRefElems;
-}
+// The forward takes the device path as every row-wise op does (rowwise_device_when), relations
+// included: the engine reads the device reference's values and tolerances back for rowsum, and
+// runs compute again on shift's transformed inputs.
 
 /// prepare's fully masked rows in the snapshot, then y (or log y) and its ceiling: the tolerance
 /// itself in mag (DeviceOutput's defaults: a bound computed outright, as the host path uploads it).
@@ -292,8 +280,7 @@ Status bound_bwd(const Case& c, const Arithmetic& a, const std::vector<HostTenso
 /// case: compute prepares Y in place, so it must run once per draw, and shift's transformed
 /// inputs would be prepared a second time.
 bool device_when_bwd(const Params& p) {
-  return device_ref::input_rows_support(p.dt("dtype")) && p.s("relation").empty() &&
-         p.i("rows") * p.i("n") >= kDeviceRefElems;
+  return rowwise_device_when(p) && p.s("relation").empty();
 }
 
 Status device_compute_bwd(const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
@@ -403,7 +390,7 @@ OpDef make(bool fwd) {
     op.reference = reference_fwd;
     op.bound = bound_fwd;
     op.bound_name = "softmax ceiling";
-    op.device_reference = {.when = device_when, .compute = device_compute};
+    op.device_reference = {.when = rowwise_device_when, .compute = device_compute};
     op.properties = rowsum;
     op.transform = [](const Case& c, std::vector<unsigned char*>& img) {
       if (Params(c.params).s("relation") != "shift") return false;

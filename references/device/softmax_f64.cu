@@ -17,6 +17,19 @@ namespace {
 constexpr int kThreads = 256;
 
 /// NaN-propagating maximum (the host's row_max returns at its first NaN).
+/// -inf in the bits of an fp32, fp16 or bf16 element (input_rows_support's dtypes).
+uint32_t neg_inf_bits(DType dtype) {
+  return dtype == DType::kF32 ? 0xFF800000u : dtype == DType::kF16 ? 0xFC00u : 0xFF80u;
+}
+
+/// Element i of a 4- or 2-byte tensor set to `bits`.
+__device__ void store_bits(void* x, int bytes, int64_t i, uint32_t bits) {
+  if (bytes == 4)
+    static_cast<uint32_t*>(x)[i] = bits;
+  else
+    static_cast<uint16_t*>(x)[i] = static_cast<uint16_t>(bits);
+}
+
 __device__ double max_nan(double a, double b) {
   if (isnan(a)) return a;
   if (isnan(b)) return b;
@@ -112,11 +125,7 @@ __global__ void mask_rows_kernel(void* x, int bytes, uint32_t neg_inf, int64_t r
   const int64_t masked = (rows + every - 1) / every;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < masked * cols; e += stride) {
-    const int64_t i = (e / cols) * every * ld + e % cols;
-    if (bytes == 4)
-      static_cast<uint32_t*>(x)[i] = neg_inf;
-    else
-      static_cast<uint16_t*>(x)[i] = static_cast<uint16_t>(neg_inf);
+    store_bits(x, bytes, (e / cols) * every * ld + e % cols, neg_inf);
   }
 }
 
@@ -185,11 +194,7 @@ __global__ void __launch_bounds__(kThreads)
   const bool all_but_target = (r / every) % 2 == 0;
   for (int64_t j = threadIdx.x; j < n; j += kThreads) {
     if (all_but_target == (j == t)) continue;  // all but the target's logit, or the target's alone
-    const int64_t i = r * ld + j;
-    if (bytes == 4)
-      static_cast<uint32_t*>(logits)[i] = neg_inf;
-    else
-      static_cast<uint16_t*>(logits)[i] = static_cast<uint16_t>(neg_inf);
+    store_bits(logits, bytes, r * ld + j, neg_inf);
   }
 }
 
@@ -251,9 +256,8 @@ Status cross_entropy_prepare(const CrossEntropyF64Problem& p, void* logits, DTyp
   if (p.rows <= 0) return ok_status();
   if (!input_rows_support(dtype)) return invalid_argument("cross_entropy device prepare: fp32, fp16 or bf16 logits");
   if (p.rows > int64_t{0x7fffffff}) return invalid_argument("cross_entropy device prepare: too many rows");
-  const uint32_t neg_inf = dtype == DType::kF32 ? 0xFF800000u : dtype == DType::kF16 ? 0xFC00u : 0xFF80u;
   cross_entropy_prepare_kernel<<<static_cast<unsigned>(p.rows), kThreads, 0, stream>>>(
-      p, logits, dtype == DType::kF32 ? 4 : 2, neg_inf, ld, target);
+      p, logits, dtype == DType::kF32 ? 4 : 2, neg_inf_bits(dtype), ld, target);
   CUDA_CHECK(cudaGetLastError());
   return ok_status();
 }
@@ -304,11 +308,9 @@ Status softmax_mask_rows(void* x, DType dtype, int64_t rows, int64_t cols, int64
                          cudaStream_t stream) {
   if (every <= 0 || rows <= 0 || cols <= 0) return ok_status();
   if (!input_rows_support(dtype)) return invalid_argument("softmax device mask: fp32, fp16 or bf16 only");
-  // -inf in the dtype's bits: fp32 0xFF800000, fp16 0xFC00, bf16 0xFF80.
-  const uint32_t neg_inf = dtype == DType::kF32 ? 0xFF800000u : dtype == DType::kF16 ? 0xFC00u : 0xFF80u;
   const int64_t n = (rows + every - 1) / every * cols;
   mask_rows_kernel<<<static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 4096)), 256, 0, stream>>>(
-      x, dtype == DType::kF32 ? 4 : 2, neg_inf, rows, cols, ld, every);
+      x, dtype == DType::kF32 ? 4 : 2, neg_inf_bits(dtype), rows, cols, ld, every);
   CUDA_CHECK(cudaGetLastError());
   return ok_status();
 }

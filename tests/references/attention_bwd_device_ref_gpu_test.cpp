@@ -240,36 +240,14 @@ void check_case(const OpDef& op, const Case& c, const Contract& k, Stats& st) {
     ASSERT_TRUE(prepared[t] == host_prep[t])
         << c.summary() << ": " << c.tensors[t].name << " differs from the host prepare's";
   }
-  for (size_t t : {size_t{3}, size_t{5}}) {
-    const auto& desc = c.tensors[t].desc;
-    const View2D v = view_of(desc);
-    for (int64_t r = 0; r < v.rows; ++r)
-      for (int64_t j = 0; j < v.cols; ++j) {
-        const size_t at = static_cast<size_t>(desc.offset + r * v.ld + j) * dtype_size(desc.dtype);
-        const double hv = load_as_double(desc.dtype, host_prep[t].data() + at);
-        const double dv = load_as_double(desc.dtype, prepared[t].data() + at);
-        ++st.prep_elements;
-        if (std::memcmp(&hv, &dv, sizeof hv) == 0) continue;
-        ++st.prep_moved;
-        ASSERT_LE(std::fabs(hv - dv), ulp_of(std::max(std::fabs(hv), std::fabs(dv)), desc.dtype))
-            << c.summary() << ": prepared " << dtype_name(desc.dtype) << " " << c.tensors[t].name << " [" << r << ", "
-            << j << "]: host " << hv << ", device " << dv;
-      }
-  }
+  for (size_t t : {size_t{3}, size_t{5}})
+    ASSERT_TRUE(test_util::prepared_within_an_ulp(c, t, host_prep[t], prepared[t], st.prep_elements, st.prep_moved));
 
   // The host reference and bound on the device-prepared inputs.
-  std::vector<std::vector<double>> host(nt);
-  std::vector<HostTensor> hv;
-  for (size_t t = 0; t < nt; ++t) {
-    const auto& desc = c.tensors[t].desc;
-    host[t].resize(static_cast<size_t>(desc.extent()));
-    for (size_t i = 0; i < host[t].size(); ++i)
-      host[t][i] = load_as_double(desc.dtype, prepared[t].data() + i * dtype_size(desc.dtype));
-    hv.push_back({host[t].data() + desc.offset, view_of(desc)});
-  }
-  std::vector<OutputRef> refs;
-  ASSERT_TRUE(op.reference(c, hv, refs).ok());
-  ASSERT_TRUE(op.bound(c, k.arithmetic(), hv, refs).ok());
+  const test_util::HostOnImages h = test_util::host_refs_on(op, c, k, prepared);
+  ASSERT_TRUE(h.ok);
+  const std::vector<HostTensor>& hv = h.hv;
+  const std::vector<OutputRef>& refs = h.refs;
   std::vector<double> mag[3];
   magnitudes(d, hv, mag);
   const int64_t n_terms[3] = {d.Sk, (d.H / d.Hkv) * d.Sq, (d.H / d.Hkv) * d.Sq};
@@ -284,24 +262,7 @@ void check_case(const OpDef& op, const Case& c, const Contract& k, Stats& st) {
     for (size_t l = 0; l < n; ++l) {
       const double hr = refs[o].ref[l], vr = back[at + l], vt = back[at + n + l];
       const double ht = std::isnan(refs[o].tol[l]) ? INFINITY : refs[o].tol[l];
-      ++st.elements;
-      st.ref_bitwise += std::memcmp(&hr, &vr, sizeof hr) == 0 ? 1 : 0;
-      st.tol_bitwise += std::memcmp(&ht, &vt, sizeof ht) == 0 ? 1 : 0;
-      bool bad = false;
-      if (!std::isfinite(hr) || !std::isfinite(vr)) {
-        bad = !(std::isnan(hr) && std::isnan(vr)) && hr != vr;
-      } else {
-        const double m = mag[o][l] + std::fabs(hr);
-        st.worst_ref = std::max(st.worst_ref, std::fabs(vr - hr) / (std::ldexp(m, -52) + 1e-300));
-        bad = !(std::fabs(vr - hr) <= ulps * std::ldexp(m, -52));
-      }
-      if (std::isinf(ht) || std::isinf(vt) || ht == 0 || vt == 0) {
-        bad = bad || ht != vt;
-      } else {
-        const double rel = std::fabs(vt - ht) / ht;
-        st.worst_tol = std::max(st.worst_tol, rel);
-        bad = bad || !(rel <= 1e-7);
-      }
+      const bool bad = !test_util::compare_element(hr, ht, vr, vt, mag[o][l] + std::fabs(hr), ulps, 1e-7, st).empty();
       if (bad) {
         ADD_FAILURE() << c.summary() << (k.arithmetic().fast_math ? " (fast-math) " : " (IEEE) ") << names[o]
                       << " element " << l << ": host ref " << hr << " tol " << ht << ", device ref " << vr << " tol "

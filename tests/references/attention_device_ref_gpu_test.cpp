@@ -30,8 +30,7 @@
 namespace assay {
 namespace {
 
-int64_t work(const Case& c) {
-  const Params p(c.params);
+int64_t work(const Params& p) {
   return p.i("B") * p.i("Hkv") * p.i("G") * p.i("Sq") * p.i("Sk") * p.i("D");
 }
 
@@ -39,16 +38,9 @@ int64_t work(const Case& c) {
 /// (the host reference's cost) and Sk at least `min_sk`.
 std::vector<Case> device_cases(int want, uint64_t seed, int64_t max_dim, int64_t max_work, int64_t min_sk,
                                int64_t tries) {
-  const OpSpec* spec = find_spec("attention");
-  const OpDef* op = find_op("attention");
-  std::vector<Case> out;
-  if (spec == nullptr || op == nullptr) return out;
-  for (int64_t i = 0; static_cast<int>(out.size()) < want && i < tries; ++i) {
-    Case c = generate_case(*spec, GenPlan{seed, GenConfig{max_dim}}, i);
-    if (op->device_reference.when(Params(c.params)) && work(c) <= max_work && Params(c.params).i("Sk") >= min_sk)
-      out.push_back(std::move(c));
-  }
-  return out;
+  return test_util::device_path_cases("attention", want, seed, max_dim, tries, [&](const Params& p) {
+    return work(p) <= max_work && p.i("Sk") >= min_sk;
+  });
 }
 
 // properties/attention.cpp's aux: O's aux[4] = sum_j P_j |v_j|, LSE's aux[1] = L.

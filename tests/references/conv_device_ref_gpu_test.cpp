@@ -31,15 +31,7 @@ using conv::ConvPass;
 
 /// Up to `want` generated cases of `op` the device path takes (max_dim 64 keeps the host side quick).
 std::vector<Case> device_cases(const std::string& name, int want, uint64_t seed) {
-  const OpSpec* spec = find_spec(name);
-  const OpDef* op = find_op(name);
-  std::vector<Case> out;
-  if (spec == nullptr || op == nullptr) return out;
-  for (int64_t i = 0; static_cast<int>(out.size()) < want && i < 200 * want; ++i) {
-    Case c = generate_case(*spec, GenPlan{seed, GenConfig{64}}, i);
-    if (op->device_reference.when(Params(c.params))) out.push_back(std::move(c));
-  }
-  return out;
+  return test_util::device_path_cases(name, want, seed, 64, 200 * int64_t{want});
 }
 
 class ConvDeviceRefGpu : public ::testing::TestWithParam<ConvPass> {};

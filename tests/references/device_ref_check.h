@@ -24,9 +24,27 @@
 #include "harness/gpu/lane.h"
 #include "harness/op.h"
 #include "harness/op_model.h"
+#include "harness/bounds.h"
+#include "harness/spec.h"
 #include "tests/properties/model_host.h"
 
 namespace assay::test_util {
+
+/// Up to `want` cases of op `name` (generated under `seed` and `max_dim`, from index 0, at most
+/// `tries` of them) that the device path takes and `keep`, where given, accepts.
+inline std::vector<Case> device_path_cases(const std::string& name, int want, uint64_t seed, int64_t max_dim,
+                                           int64_t tries, const std::function<bool(const Params&)>& keep = {}) {
+  const OpSpec* spec = find_spec(name);
+  const OpDef* op = find_op(name);
+  std::vector<Case> out;
+  if (spec == nullptr || op == nullptr || !op->device_reference.when) return out;
+  for (int64_t i = 0; static_cast<int>(out.size()) < want && i < tries; ++i) {
+    Case c = generate_case(*spec, GenPlan{seed, GenConfig{max_dim}}, i);
+    const Params p(c.params);
+    if (op->device_reference.when(p) && (!keep || keep(p))) out.push_back(std::move(c));
+  }
+  return out;
+}
 
 /// What one comparison found, accumulated over cases.
 struct DeviceRefStats {
@@ -47,7 +65,86 @@ struct DeviceRefStats {
   }
 };
 
-/// Per output o and dense element l: the magnitude against which the two references'
+/// One output element of both references: the same NaN / Inf pattern, |vr - hr| <= ulps * 2^-52 * m
+/// (m: the element's magnitude), the tolerance vt within tol_rel of ht (+Inf and 0 alike exactly).
+/// Accumulates elements, bitwise-equal counts and the worst differences into `st` (any stats type
+/// with those fields); returns what differs, empty when nothing does.
+template <typename Stats>
+std::string compare_element(double hr, double ht, double vr, double vt, double m, double ulps, double tol_rel,
+                            Stats& st) {
+  ++st.elements;
+  st.ref_bitwise += std::memcmp(&hr, &vr, sizeof hr) == 0 ? 1 : 0;
+  st.tol_bitwise += std::memcmp(&ht, &vt, sizeof ht) == 0 ? 1 : 0;
+  std::string why;
+  if (std::isnan(hr) || std::isnan(vr) || std::isinf(hr) || std::isinf(vr)) {
+    if (!(std::isnan(hr) && std::isnan(vr)) && hr != vr) why = "NaN/Inf pattern";
+  } else {
+    st.worst_ref = std::max(st.worst_ref, std::fabs(vr - hr) / (std::ldexp(m, -52) + 1e-300));
+    if (!(std::fabs(vr - hr) <= ulps * std::ldexp(m, -52))) why = "reference";
+  }
+  if (std::isinf(ht) || std::isinf(vt) || ht == 0 || vt == 0) {
+    if (ht != vt) why += " tolerance (Inf / 0)";
+  } else {
+    const double rel = std::fabs(vt - ht) / ht;
+    st.worst_tol = std::max(st.worst_tol, rel);
+    if (!(rel <= tol_rel)) why += " tolerance";
+  }
+  return why;
+}
+
+/// The op's host reference and bound on tensor images as they stand (each tensor's whole
+/// allocation in its dtype: a device-prepared snapshot copied back), decoded as the engine
+/// decodes them. `hv` views `host`; tolerances are as the bound left them (NaN included).
+struct HostOnImages {
+  std::vector<std::vector<double>> host;
+  std::vector<HostTensor> hv;
+  std::vector<OutputRef> refs;
+  bool ok = false;  ///< reference and bound both returned ok
+};
+inline HostOnImages host_refs_on(const OpDef& op, const Case& c, const Contract& k,
+                                 const std::vector<std::vector<unsigned char>>& images) {
+  HostOnImages r;
+  r.host.resize(c.tensors.size());
+  for (size_t t = 0; t < c.tensors.size(); ++t) {
+    const auto& d = c.tensors[t].desc;
+    r.host[t].resize(static_cast<size_t>(d.extent()));
+    for (size_t i = 0; i < r.host[t].size(); ++i)
+      r.host[t][i] = load_as_double(d.dtype, images[t].data() + i * dtype_size(d.dtype));
+    r.hv.push_back({r.host[t].data() + d.offset, view_of(d)});
+  }
+  const Status ref = op.reference(c, r.hv, r.refs);
+  EXPECT_TRUE(ref.ok()) << c.summary() << ": " << ref.message();
+  const Status bound = ref.ok() ? op.bound(c, k.arithmetic(), r.hv, r.refs) : ref;
+  EXPECT_TRUE(bound.ok()) << c.summary() << ": " << bound.message();
+  r.ok = ref.ok() && bound.ok();
+  return r;
+}
+
+/// Tensor t's view in the device-prepared image against the host prepare's: bytes equal, or one
+/// unit in the last place of the dtype apart (two fp64 computations straddling a rounding
+/// boundary). Counts the elements and those that moved.
+inline ::testing::AssertionResult prepared_within_an_ulp(const Case& c, size_t t, const std::vector<unsigned char>& host,
+                                                         const std::vector<unsigned char>& dev, int64_t& elements,
+                                                         int64_t& moved) {
+  const auto& desc = c.tensors[t].desc;
+  const View2D v = view_of(desc);
+  const size_t w = dtype_size(desc.dtype);
+  for (int64_t r = 0; r < v.rows; ++r)
+    for (int64_t j = 0; j < v.cols; ++j) {
+      const size_t at = static_cast<size_t>(desc.offset + r * v.ld + j) * w;
+      ++elements;
+      if (std::memcmp(dev.data() + at, host.data() + at, w) == 0) continue;
+      ++moved;
+      const double hv = load_as_double(desc.dtype, host.data() + at), dv = load_as_double(desc.dtype, dev.data() + at);
+      if (!(std::fabs(hv - dv) <= ulp_of(std::max(std::fabs(hv), std::fabs(dv)), desc.dtype)))
+        return ::testing::AssertionFailure() << c.summary() << ": prepared " << dtype_name(desc.dtype) << " "
+                                             << c.tensors[t].name << " [" << r << ", " << j << "]: host " << hv
+                                             << ", device " << dv;
+    }
+  return ::testing::AssertionSuccess();
+}
+
+/// Per output o and dense element l: the magnitude against which the two references''
 /// difference is measured (the sum of |terms|), from the host run's refs (ref, aux).
 using RefScale = std::function<double(size_t o, size_t l, const std::vector<OutputRef>& host)>;
 
@@ -117,27 +214,8 @@ inline void check_device_reference(const OpDef& op, const Case& c, const Contrac
     int reported = 0;
     for (size_t l = 0; l < n; ++l) {
       const double hr = r.ref[l], ht = r.tol[l], vr = dr[l], vt = dr[n + l];
-      ++stats.elements;
-      stats.ref_bitwise += std::memcmp(&hr, &vr, sizeof hr) == 0 ? 1 : 0;
-      stats.tol_bitwise += std::memcmp(&ht, &vt, sizeof ht) == 0 ? 1 : 0;
-      bool bad = false;
-      std::string why;
-      if (std::isnan(hr) || std::isnan(vr) || std::isinf(hr) || std::isinf(vr)) {
-        bad = !(std::isnan(hr) && std::isnan(vr)) && hr != vr;
-        why = "NaN/Inf pattern";
-      } else {
-        const double m = scale(o, l, h.refs);
-        const double diff = std::fabs(vr - hr) / (std::ldexp(m, -52) + 1e-300);
-        stats.worst_ref = std::max(stats.worst_ref, diff);
-        if (!(std::fabs(vr - hr) <= ulps * std::ldexp(m, -52))) bad = true, why = "reference";
-      }
-      if (std::isinf(ht) || std::isinf(vt) || ht == 0 || vt == 0) {
-        if (ht != vt) bad = true, why += " tolerance (Inf / 0)";
-      } else {
-        const double rel = std::fabs(vt - ht) / ht;
-        stats.worst_tol = std::max(stats.worst_tol, rel);
-        if (!(rel <= tol_rel)) bad = true, why += " tolerance";
-      }
+      const std::string why = compare_element(hr, ht, vr, vt, scale(o, l, h.refs), ulps, tol_rel, stats);
+      const bool bad = !why.empty();
       if (bad) {
         ADD_FAILURE() << c.summary() << " output " << o << " element " << l << " (" << why << "): host ref " << hr
                       << " tol " << ht << ", device ref " << vr << " tol " << vt;

@@ -36,17 +36,10 @@ const VariantDef* correct_variant(const std::string& op) {
 /// [min_elems, max_elems] (max_dim 256 by default: from 1024 elements, the threshold, to 65536).
 std::vector<Case> device_cases(const std::string& name, int want, uint64_t seed, int64_t max_elems = INT64_MAX,
                                int64_t max_dim = 256, int64_t min_elems = 0) {
-  const OpSpec* spec = find_spec(name);
-  const OpDef* op = find_op(name);
-  std::vector<Case> out;
-  if (spec == nullptr || op == nullptr || !op->device_reference.when) return out;
-  for (int64_t i = 0; static_cast<int>(out.size()) < want && i < 400 * want; ++i) {
-    Case c = generate_case(*spec, GenPlan{seed, GenConfig{max_dim}}, i);
-    const Params p(c.params);
+  return test_util::device_path_cases(name, want, seed, max_dim, 400 * int64_t{want}, [&](const Params& p) {
     const int64_t elems = p.i("rows") * p.i("n");
-    if (op->device_reference.when(p) && elems <= max_elems && elems >= min_elems) out.push_back(std::move(c));
-  }
-  return out;
+    return elems <= max_elems && elems >= min_elems;
+  });
 }
 
 TEST(NormsDeviceRefGpu, MatchesTheHostReferenceAndBound) {
@@ -175,7 +168,8 @@ TEST(NormsDeviceRefGpu, EngineTakesTheDevicePathAndTheCorrectKernelsPass) {
 }
 
 // Cases just above the threshold (1024 to 2048 elements): the printed device-path and host-path
-// times per case say whether properties/norms.cpp kDeviceRefElems sits where the two cost the same.
+// times per case say whether properties/rowwise_values.h kRowwiseDeviceRefElems sits where the
+// two cost the same.
 TEST(NormsDeviceRefGpu, EngineTimesBothPathsNearTheThreshold) {
   auto nd = gpu::device_count();
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();

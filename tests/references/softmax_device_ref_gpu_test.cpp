@@ -31,17 +31,10 @@ namespace {
 /// max_elems] (max_dim 256 by default: from 1024 elements, the threshold, to 65536).
 std::vector<Case> device_cases(int want, uint64_t seed, int64_t max_elems = INT64_MAX, int64_t max_dim = 256,
                                int64_t min_elems = 0, const std::string& name = "softmax") {
-  const OpSpec* spec = find_spec(name);
-  const OpDef* op = find_op(name);
-  std::vector<Case> out;
-  if (spec == nullptr || op == nullptr) return out;
-  for (int64_t i = 0; static_cast<int>(out.size()) < want && i < 400 * want; ++i) {
-    Case c = generate_case(*spec, GenPlan{seed, GenConfig{max_dim}}, i);
-    const Params p(c.params);
+  return test_util::device_path_cases(name, want, seed, max_dim, 400 * int64_t{want}, [&](const Params& p) {
     const int64_t elems = p.i("rows") * p.i("n");
-    if (op->device_reference.when(p) && elems <= max_elems && elems >= min_elems) out.push_back(std::move(c));
-  }
-  return out;
+    return elems <= max_elems && elems >= min_elems;
+  });
 }
 
 TEST(SoftmaxDeviceRefGpu, MatchesTheHostReferenceAndBound) {
@@ -97,7 +90,8 @@ TEST(SoftmaxDeviceRefGpu, EngineTakesTheDevicePathAndTheOnlineKernelPasses) {
 }
 
 // Cases just above the threshold (1024 to 2048 elements): the printed device-path and host-path
-// times per case say whether properties/softmax.cpp kDeviceRefElems sits where the two cost the same.
+// times per case say whether properties/rowwise_values.h kRowwiseDeviceRefElems sits where the
+// two cost the same.
 TEST(SoftmaxDeviceRefGpu, EngineTimesBothPathsNearTheThreshold) {
   auto nd = gpu::device_count();
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
@@ -192,35 +186,13 @@ TEST(SoftmaxDeviceRefGpu, BackwardPreparesAndMatchesTheHostReferenceAndBound) {
         cudaFree(dev[t]);
       }
       cudaFree(buf);
-      // The prepared Y, element by element over its view.
-      const auto& yd = c.tensors[0].desc;
-      const View2D yv = view_of(yd);
-      const size_t w = dtype_size(yd.dtype);
-      for (int64_t r = 0; r < yv.rows; ++r)
-        for (int64_t j = 0; j < yv.cols; ++j) {
-          const size_t at = static_cast<size_t>(yd.offset + r * yv.ld + j) * w;
-          ++prepared;
-          if (std::memcmp(dev_prep[0].data() + at, host_prep[0].data() + at, w) == 0) continue;
-          ++moved;
-          const double a = load_as_double(yd.dtype, dev_prep[0].data() + at),
-                       b = load_as_double(yd.dtype, host_prep[0].data() + at);
-          EXPECT_LE(std::fabs(a - b), ulp_of(std::max(std::fabs(a), std::fabs(b)), yd.dtype))
-              << c.summary() << ": prepared Y[" << r << ", " << j << "] device " << a << ", host " << b;
-        }
+      EXPECT_TRUE(test_util::prepared_within_an_ulp(c, 0, host_prep[0], dev_prep[0], prepared, moved));
       EXPECT_TRUE(dev_prep[1] == drawn[1]) << c.summary() << ": dY moved";
       // The host reference and bound on the device-prepared inputs.
-      std::vector<std::vector<double>> host(nt);
-      std::vector<HostTensor> hv;
-      for (size_t t = 0; t < nt; ++t) {
-        const auto& d = c.tensors[t].desc;
-        host[t].resize(static_cast<size_t>(d.extent()));
-        for (size_t i = 0; i < host[t].size(); ++i)
-          host[t][i] = load_as_double(d.dtype, dev_prep[t].data() + i * dtype_size(d.dtype));
-        hv.push_back({host[t].data() + d.offset, view_of(d)});
-      }
-      std::vector<OutputRef> refs;
-      ASSERT_TRUE(op.reference(c, hv, refs).ok()) << c.summary();
-      ASSERT_TRUE(op.bound(c, k.arithmetic(), hv, refs).ok()) << c.summary();
+      const test_util::HostOnImages h = test_util::host_refs_on(op, c, k, dev_prep);
+      ASSERT_TRUE(h.ok);
+      const std::vector<OutputRef>& refs = h.refs;
+      const auto& yd = c.tensors[0].desc;
       ASSERT_EQ(refs.size(), 1u);
       ASSERT_EQ(refs[0].ref.size(), n);
       ++st.cases;
@@ -230,27 +202,10 @@ TEST(SoftmaxDeviceRefGpu, BackwardPreparesAndMatchesTheHostReferenceAndBound) {
       for (size_t l = 0; l < n && reported < 5; ++l) {
         const double hr = refs[0].ref[l], ht = std::isnan(refs[0].tol[l]) ? INFINITY : refs[0].tol[l];
         const double vr = dr[l], vt = dr[n + l];
-        ++st.elements;
-        st.ref_bitwise += std::memcmp(&hr, &vr, sizeof hr) == 0 ? 1 : 0;
-        st.tol_bitwise += std::memcmp(&ht, &vt, sizeof ht) == 0 ? 1 : 0;
-        bool bad = false;
-        if (!std::isfinite(hr) || !std::isfinite(vr)) {
-          bad = !(std::isnan(hr) && std::isnan(vr)) && hr != vr;
-        } else {
-          // |dx| + mag: a few ulps of exp (log-softmax) and of the sums move dx by that much.
-          const double mag = refs[0].aux[0][l];
-          const double scale = std::fabs(hr) + (std::isfinite(mag) ? mag : 0.0) + DBL_MIN;
-          const double diff = std::fabs(vr - hr) / std::ldexp(scale, -52);
-          st.worst_ref = std::max(st.worst_ref, diff);
-          bad = !(diff <= 8);
-        }
-        if (std::isinf(ht) || std::isinf(vt) || ht == 0 || vt == 0) {
-          bad = bad || ht != vt;
-        } else {
-          const double rel = std::fabs(vt - ht) / ht;
-          st.worst_tol = std::max(st.worst_tol, rel);
-          bad = bad || !(rel <= 1e-12);
-        }
+        // |dx| + mag: a few ulps of exp (log-softmax) and of the sums move dx by that much.
+        const double mag = refs[0].aux[0][l];
+        const double scale = std::fabs(hr) + (std::isfinite(mag) ? mag : 0.0) + DBL_MIN;
+        const bool bad = !test_util::compare_element(hr, ht, vr, vt, scale, 8, 1e-12, st).empty();
         if (bad) {
           ADD_FAILURE() << c.summary() << " element " << l << ": host ref " << hr << " tol " << ht << ", device ref "
                         << vr << " tol " << vt;
