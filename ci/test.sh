@@ -20,11 +20,12 @@ fi
 # Device code at nvcc's fastest-compile level (-Ofc max): that PTX never runs here, and the
 # optimiser was most of each kernel file's time (flash_bwd.cu 56 s, 3 s at -Ofc max); the front
 # end still parses and instantiates every kernel, so what fails to compile still fails.
+# The test files compiled in batches (ASSAY_UNITY_TESTS, CMakeLists.txt).
 if nvidia-smi -L > /dev/null 2>&1; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DASSAY_CUDA_ARCHITECTURES="$archs"
 else
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" \
-    -DCMAKE_CUDA_FLAGS_RELEASE="-O1 -DNDEBUG -Ofc max" -DASSAY_CUDA_ARCHITECTURES="$archs" -DASSAY_PRECOMPILE_HEADERS=ON
+    -DCMAKE_CUDA_FLAGS_RELEASE="-O1 -DNDEBUG -Ofc max" -DASSAY_CUDA_ARCHITECTURES="$archs" -DASSAY_PRECOMPILE_HEADERS=ON -DASSAY_UNITY_TESTS=ON
 fi
 cmake --build build -j"$(nproc)"
 ctest --test-dir build --output-on-failure -j"$(nproc)"

@@ -30,25 +30,17 @@
 #include "references/host/norms.h"
 #include "references/host/reductions.h"
 #include "references/host/softmax.h"
+#include "tests/test_values.h"
 
 namespace assay {
 namespace {
 
+using namespace test_values;
+
 using Exact = boost::multiprecision::cpp_bin_float_100;
 
-constexpr double kU32 = 0x1p-24;
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // ---- arithmetic emulation ----------------------------------------------------------------------
-
-/// Truncates v toward zero to p significant bits.
-double trunc_bits(double v, int p) {
-  if (v == 0 || !std::isfinite(v)) return v;
-  int e = 0;
-  std::frexp(v, &e);
-  return std::ldexp(std::trunc(std::ldexp(v, p - e)), e - p);
-}
 
 /// Truncates v toward zero to a multiple of the power of two q.
 double trunc_to(double v, double q) {

@@ -3,6 +3,7 @@
 // sum), its power to flag an fp16-accumulation bug, and the exact tier.
 // [H] = Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed.
 #include "harness/bounds.h"
+#include "tests/test_values.h"
 
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
@@ -22,12 +23,12 @@
 namespace assay {
 namespace {
 
+using namespace test_values;
+
 // 100 decimal digits (~332 bits): every sum below is exact, since the fp32
 // products (exact in double) span far fewer than 332 - log2(k) binades.
 using Exact = boost::multiprecision::cpp_bin_float_100;
 
-constexpr double kU32 = 0x1p-24;  // fp32 unit roundoff
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // ---- summation orders a kernel might use ---------------------------------------
 

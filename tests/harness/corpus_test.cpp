@@ -31,14 +31,14 @@ class CorpusTest : public ::testing::Test {
   fs::path dir_;
 };
 
-Case sample(uint64_t seed = 9) {
+Case corpus_sample(uint64_t seed = 9) {
   Case c = make_gemm_case(3, 4, 5, false, true, 1, 0, 1, 0, 2, 0, 0, 0, ValueClass::kSmallInt, seed);
   c.variant = "tiled";
   return c;
 }
 
 TEST_F(CorpusTest, RoundTrip) {
-  const Case c = sample();
+  const Case c = corpus_sample();
   auto path = write_entry(dir_.string(), c, {{"note", "x"}});
   ASSERT_TRUE(path.ok()) << path.status().to_string();
   EXPECT_EQ(*path, (dir_ / "gemm" / (c.id() + ".json")).string());
@@ -53,7 +53,7 @@ TEST_F(CorpusTest, ConcurrentWritersLeaveWholeEntries) {
   std::vector<std::thread> ts;
   for (int t = 0; t < 8; ++t)
     ts.emplace_back([&, t] {
-      for (int i = 0; i < 25; ++i) ASSERT_TRUE(write_entry(dir_.string(), sample(i % 10), {{"writer", t}}).ok());
+      for (int i = 0; i < 25; ++i) ASSERT_TRUE(write_entry(dir_.string(), corpus_sample(i % 10), {{"writer", t}}).ok());
     });
   for (auto& t : ts) t.join();
   auto files = list_entries({dir_.string()});
@@ -89,8 +89,8 @@ TEST_F(CorpusTest, BadFilesGiveOneLineErrorsNamingFileAndField) {
 }
 
 TEST_F(CorpusTest, ListEntriesExpandsFoldersAndRejectsMissingPaths) {
-  ASSERT_TRUE(write_entry(dir_.string(), sample(1), {}).ok());
-  ASSERT_TRUE(write_entry(dir_.string(), sample(2), {}).ok());
+  ASSERT_TRUE(write_entry(dir_.string(), corpus_sample(1), {}).ok());
+  ASSERT_TRUE(write_entry(dir_.string(), corpus_sample(2), {}).ok());
   auto files = list_entries({dir_.string()});
   ASSERT_TRUE(files.ok());
   EXPECT_EQ(files->size(), 2u);

@@ -13,7 +13,7 @@ Case square(int64_t m, int64_t n, int64_t k, uint64_t seed, ValueClass cls = Val
   return make_gemm_case(m, n, k, false, false, 1, 0, 0, 0, 0, 0, 0, 0, cls, seed);
 }
 
-GemmParams params(const Case& c) {
+GemmParams large_params(const Case& c) {
   auto g = parse_gemm_case(c);
   EXPECT_TRUE(g.ok()) << g.status().to_string();
   return g.ok() ? *g : GemmParams{};
@@ -22,17 +22,17 @@ GemmParams params(const Case& c) {
 TEST(GemmLarge, DeviceInputsFollowTheThresholdOnly) {
   // kDeviceRefWork = 2^22: 256 * 128 * 128 is on it, one more row is above.
   static_assert(kDeviceRefWork == int64_t{1} << 22);
-  EXPECT_FALSE(gemm_inputs_on_device(params(square(256, 128, 128, 1))));
-  EXPECT_TRUE(gemm_inputs_on_device(params(square(257, 128, 128, 1))));
-  EXPECT_FALSE(gemm_inputs_on_device(params(square(64, 64, 0, 1))));  // k = 0 counts as 1
-  EXPECT_TRUE(gemm_inputs_on_device(params(square(4096, 4096, 4096, 1))));
+  EXPECT_FALSE(gemm_inputs_on_device(large_params(square(256, 128, 128, 1))));
+  EXPECT_TRUE(gemm_inputs_on_device(large_params(square(257, 128, 128, 1))));
+  EXPECT_FALSE(gemm_inputs_on_device(large_params(square(64, 64, 0, 1))));  // k = 0 counts as 1
+  EXPECT_TRUE(gemm_inputs_on_device(large_params(square(4096, 4096, 4096, 1))));
   // Neither values, seed, scalars nor layout change the choice: only m*n*max(k,1).
   for (uint64_t seed : {0ull, 1ull, 77ull, ~0ull})
     for (ValueClass cls : {ValueClass::kNormal, ValueClass::kSmallInt, ValueClass::kPermutation}) {
       const Case big = make_gemm_case(300, 257, 129, true, true, 1.5, 0.5, 3, 1, 2, 4, 5, 1, cls, seed);
-      EXPECT_TRUE(gemm_inputs_on_device(params(big)));
+      EXPECT_TRUE(gemm_inputs_on_device(large_params(big)));
       const Case small = make_gemm_case(31, 17, 129, true, false, -1, 2, 3, 0, 2, 1, 0, 0, cls, seed);
-      EXPECT_FALSE(gemm_inputs_on_device(params(small)));
+      EXPECT_FALSE(gemm_inputs_on_device(large_params(small)));
     }
 }
 

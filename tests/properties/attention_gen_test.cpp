@@ -30,12 +30,12 @@
 namespace assay {
 namespace {
 
-int64_t numel(const Case& c) {
+int64_t attn_numel(const Case& c) {
   int64_t n = 0;
   for (const auto& t : c.tensors) n += t.desc.numel();
   return n;
 }
-int64_t work(const Case& c) {
+int64_t attn_work(const Case& c) {
   const auto& p = c.params;
   return p["B"].get<int64_t>() * p["Hkv"].get<int64_t>() * p["G"].get<int64_t>() * p["Sq"].get<int64_t>() *
          p["Sk"].get<int64_t>() * p["D"].get<int64_t>();
@@ -81,7 +81,7 @@ TEST_P(AttentionGen, CasesValidateRoundTripAndReachTheEdges) {
       for (const Case& s : spec->shrink(c)) {
         const Status sv = spec->validate(s);
         EXPECT_TRUE(sv.ok()) << s.summary() << ": " << sv.message();
-        EXPECT_LE(numel(s), numel(c)) << s.summary();
+        EXPECT_LE(attn_numel(s), attn_numel(c)) << s.summary();
         EXPECT_NE(s.id(), c.id()) << "shrink proposed the case itself: " << s.summary();
       }
   }
@@ -157,7 +157,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, AttentionGen, ::testing::Values("attention", "atte
 
 // ---- host emulation: the testbed's reference side and its device check -----------------------
 
-struct HostRun {
+struct AttnHostRun {
   std::vector<std::vector<unsigned char>> bytes;
   std::vector<unsigned char*> img;
   std::vector<std::vector<double>> dec;
@@ -167,7 +167,7 @@ struct HostRun {
 
 /// prepare, reference and bound of `op` as the engine runs them, under the arithmetic the
 /// "flash" variant declares (its key tile).
-void run_reference(const std::string& op, const Case& c, HostRun& h, bool narrow_p = false) {
+void run_reference(const std::string& op, const Case& c, AttnHostRun& h, bool narrow_p = false) {
   const OpDef& def = *find_op(op);
   Arithmetic arith = find_variant(op, "flash")->contract.arithmetic();
   arith.narrow_intermediates = narrow_p;
@@ -200,7 +200,7 @@ void run_reference(const std::string& op, const Case& c, HostRun& h, bool narrow
 }
 
 /// Elements the device check would flag (value beyond tolerance, NaN/Inf pattern); got dense.
-int64_t violations(const OutputRef& r, const std::vector<double>& got, std::string* first = nullptr) {
+int64_t attn_violations(const OutputRef& r, const std::vector<double>& got, std::string* first = nullptr) {
   int64_t bad = 0;
   for (size_t l = 0; l < got.size(); ++l) {
     const double o = got[l], ref = r.ref[l], tol = r.tol[l];
@@ -406,23 +406,23 @@ TEST(AttentionBound, AcceptsFloatFlashEmulationAndRejectsTheMutantFormulas) {
   double worst = 0;
   for (int64_t idx = 0; checked < 120 && idx < 2000; ++idx) {
     const Case c = generate_case(*spec, GenPlan{21, GenConfig{512}}, idx);
-    if (work(c) > kEmuWork) continue;
+    if (attn_work(c) > kEmuWork) continue;
     ++checked;
-    HostRun h;
+    AttnHostRun h;
     ASSERT_NO_FATAL_FAILURE(run_reference("attention", c, h));
     std::vector<double> O, L;
     double rise = 0;
     emulate_fwd(c, h.hv, FwdBug::kNone, O, L, &rise);
     std::string first;
-    ASSERT_EQ(violations(h.refs[0], O, &first), 0) << c.summary() << " O: " << first;
-    ASSERT_EQ(violations(h.refs[1], L, &first), 0) << c.summary() << " LSE: " << first;
+    ASSERT_EQ(attn_violations(h.refs[0], O, &first), 0) << c.summary() << " O: " << first;
+    ASSERT_EQ(attn_violations(h.refs[1], L, &first), 0) << c.summary() << " LSE: " << first;
     for (size_t l = 0; l < O.size(); ++l)
       if (h.refs[0].tol[l] > 0 && std::isfinite(h.refs[0].tol[l]))
         worst = std::max(worst, std::fabs(O[l] - h.refs[0].ref[l]) / h.refs[0].tol[l]);
     const Dims d = dims(c);
     auto caught = [&](FwdBug bug) {
       emulate_fwd(c, h.hv, bug, O, L);
-      return violations(h.refs[0], O) + violations(h.refs[1], L) > 0;
+      return attn_violations(h.refs[0], O) + attn_violations(h.refs[1], L) > 0;
     };
     if (d.Sk % 64 != 0 && !d.causal && !d.mask) {
       ++tail_exposed;
@@ -465,15 +465,15 @@ TEST(AttentionBound, NarrowPHoldsTheRoundedProbabilitiesOrder) {
   double worst = 0;
   for (int64_t idx = 0; checked < 120 && idx < 4000; ++idx) {
     const Case c = generate_case(*spec, GenPlan{23, GenConfig{256}}, idx);
-    if (work(c) > kEmuWork || dims(c).dt == DType::kF32) continue;
+    if (attn_work(c) > kEmuWork || dims(c).dt == DType::kF32) continue;
     ++checked;
-    HostRun plain, narrow;
+    AttnHostRun plain, narrow;
     ASSERT_NO_FATAL_FAILURE(run_reference("attention", c, plain));
     ASSERT_NO_FATAL_FAILURE(run_reference("attention", c, narrow, true));
     std::vector<double> O, L;
     emulate_fwd(c, narrow.hv, FwdBug::kNone, O, L, nullptr, true);
     std::string first;
-    ASSERT_EQ(violations(narrow.refs[0], O, &first), 0) << c.summary() << " O: " << first;
+    ASSERT_EQ(attn_violations(narrow.refs[0], O, &first), 0) << c.summary() << " O: " << first;
     for (size_t l = 0; l < O.size(); ++l) {
       const double ref = narrow.refs[0].ref[l], tol = narrow.refs[0].tol[l];
       if (!std::isfinite(ref) || !(tol > 0) || !std::isfinite(tol)) continue;
@@ -498,16 +498,16 @@ TEST(AttentionBound, BackwardAcceptsFloatEmulationAndRejectsTheWrongDoRow) {
   double worst = 0;
   for (int64_t idx = 0; checked < 80 && idx < 2000; ++idx) {
     const Case c = generate_case(*spec, GenPlan{23, GenConfig{512}}, idx);
-    if (work(c) > kEmuWork / 2) continue;
+    if (attn_work(c) > kEmuWork / 2) continue;
     ++checked;
-    HostRun h;
+    AttnHostRun h;
     ASSERT_NO_FATAL_FAILURE(run_reference("attention_bwd", c, h));
     std::vector<double> dQ, dK, dV;
     emulate_bwd(c, h.hv, false, dQ, dK, dV);
     std::string first;
-    ASSERT_EQ(violations(h.refs[0], dQ, &first), 0) << c.summary() << " dQ: " << first;
-    ASSERT_EQ(violations(h.refs[1], dK, &first), 0) << c.summary() << " dK: " << first;
-    ASSERT_EQ(violations(h.refs[2], dV, &first), 0) << c.summary() << " dV: " << first;
+    ASSERT_EQ(attn_violations(h.refs[0], dQ, &first), 0) << c.summary() << " dQ: " << first;
+    ASSERT_EQ(attn_violations(h.refs[1], dK, &first), 0) << c.summary() << " dK: " << first;
+    ASSERT_EQ(attn_violations(h.refs[2], dV, &first), 0) << c.summary() << " dV: " << first;
     for (size_t l = 0; l < dV.size(); ++l)
       if (h.refs[2].tol[l] > 0 && std::isfinite(h.refs[2].tol[l]))
         worst = std::max(worst, std::fabs(dV[l] - h.refs[2].ref[l]) / h.refs[2].tol[l]);
@@ -515,7 +515,7 @@ TEST(AttentionBound, BackwardAcceptsFloatEmulationAndRejectsTheWrongDoRow) {
     if (!d.mask) {
       ++exposed;
       emulate_bwd(c, h.hv, true, dQ, dK, dV);
-      caught += violations(h.refs[2], dV) > 0;
+      caught += attn_violations(h.refs[2], dV) > 0;
     }
   }
   std::printf(
@@ -545,9 +545,9 @@ TEST(AttentionGradcheck, ProjectionPassesTheFloatBackwardAndCatchesTheWrongDoRow
     const Case c = generate_case(*spec, GenPlan{29, GenConfig{512}}, idx);
     ++generated;
     if (!wants_gradcheck(c)) continue;
-    ASSERT_LE(work(c), int64_t{1} << 16) << c.summary();
+    ASSERT_LE(attn_work(c), int64_t{1} << 16) << c.summary();
     ++checked;
-    HostRun h;
+    AttnHostRun h;
     ASSERT_NO_FATAL_FAILURE(run_reference("attention_bwd", c, h));
     const Dims d = dims(c);
     const int64_t qr = d.B * d.H * d.Sq, kr = d.B * d.Hkv * d.Sk;
@@ -587,7 +587,7 @@ TEST(AttentionGradcheck, CampaignOf320CasesCarriesAQuarterAsGradcheck) {
     ASSERT_TRUE(spec->validate(c).ok()) << c.summary();
     if (wants_gradcheck(c)) {
       ++n;
-      EXPECT_LE(work(c), int64_t{1} << 16) << c.summary();
+      EXPECT_LE(attn_work(c), int64_t{1} << 16) << c.summary();
     }
   }
   std::printf("[ measured ] attention_bwd: %lld gradcheck cases in the 320-case campaign (seed 1)\n",
@@ -604,8 +604,8 @@ TEST(AttentionBound, FullyMaskedRowsGiveZeroOutputAndMinusInfLse) {
   const OpSpec* spec = find_spec("attention");
   for (int64_t idx = 0; idx < 3000; ++idx) {
     const Case c = generate_case(*spec, GenPlan{31, GenConfig{256}}, idx);
-    if (c.params.value("masked_every", 0) == 0 || work(c) > kEmuWork) continue;
-    HostRun h;
+    if (c.params.value("masked_every", 0) == 0 || attn_work(c) > kEmuWork) continue;
+    AttnHostRun h;
     ASSERT_NO_FATAL_FAILURE(run_reference("attention", c, h));
     const Dims d = dims(c);
     const int64_t every = c.params["masked_every"].get<int64_t>();

@@ -48,8 +48,7 @@ TEST_P(AttentionGpuMutants, CaughtShrunkAndStored) {
   expect_mutant_caught(GetParam(), 1000, 1024, 60, dir_.string());
 }
 
-const FailureKind kB = FailureKind::kBound, kN = FailureKind::kNanInf, kC = FailureKind::kCrash,
-                  kG = FailureKind::kGuard;
+using namespace failure_kinds;
 
 INSTANTIATE_TEST_SUITE_P(Planted, AttentionGpuMutants,
                          ::testing::Values(PlantedMutant{"attention", "mutant_attn_tail_guard", {kB, kN, kC, kG}},
@@ -60,12 +59,12 @@ INSTANTIATE_TEST_SUITE_P(Planted, AttentionGpuMutants,
 
 // ---- composite cuBLAS reference ---------------------------------------------------------------
 
-struct Problem {
+struct AttnProblem {
   DType dt;
   int64_t B, H, Hkv, Sq, Sk, D;
   bool causal;
 };
-void PrintTo(const Problem& p, std::ostream* os) {
+void PrintTo(const AttnProblem& p, std::ostream* os) {
   *os << dtype_name(p.dt) << " B" << p.B << " H" << p.H << "/" << p.Hkv << " Sq" << p.Sq << " Sk" << p.Sk << " D" << p.D
       << (p.causal ? " causal" : "");
 }
@@ -74,12 +73,12 @@ cudaDataType_t cuda_type(DType t) {
   return t == DType::kF16 ? CUDA_R_16F : CUDA_R_16BF;
 }
 
-class AttentionCompositeGpu : public ::testing::TestWithParam<Problem> {};
+class AttentionCompositeGpu : public ::testing::TestWithParam<AttnProblem> {};
 
 TEST_P(AttentionCompositeGpu, KernelAndCublasCompositeAgreeWithinBothCeilings) {
   auto nd = gpu::device_count();
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
-  const Problem pb = GetParam();
+  const AttnProblem pb = GetParam();
   attention::AttnDims d;
   d.B = pb.B, d.H = pb.H, d.Hkv = pb.Hkv, d.Sq = pb.Sq, d.Sk = pb.Sk, d.D = pb.D, d.causal = pb.causal;
   d.dt = pb.dt;
@@ -264,11 +263,11 @@ TEST_P(AttentionCompositeGpu, KernelAndCublasCompositeAgreeWithinBothCeilings) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionCompositeGpu,
-                         ::testing::Values(Problem{DType::kF16, 2, 4, 2, 113, 239, 64, false},
-                                           Problem{DType::kBF16, 2, 4, 2, 113, 239, 64, true},
-                                           Problem{DType::kF16, 1, 2, 1, 1, 1023, 128, false},
-                                           Problem{DType::kBF16, 1, 2, 2, 255, 3, 128, false},
-                                           Problem{DType::kF16, 1, 1, 1, 1023, 1023, 128, true}));
+                         ::testing::Values(AttnProblem{DType::kF16, 2, 4, 2, 113, 239, 64, false},
+                                           AttnProblem{DType::kBF16, 2, 4, 2, 113, 239, 64, true},
+                                           AttnProblem{DType::kF16, 1, 2, 1, 1, 1023, 128, false},
+                                           AttnProblem{DType::kBF16, 1, 2, 2, 255, 3, 128, false},
+                                           AttnProblem{DType::kF16, 1, 1, 1, 1023, 1023, 128, true}));
 
 }  // namespace
 }  // namespace assay

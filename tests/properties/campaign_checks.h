@@ -22,6 +22,15 @@
 
 namespace assay {
 
+/// Short names of the failure kinds, for the planted-bug tables (`using namespace failure_kinds;`).
+namespace failure_kinds {
+inline constexpr FailureKind kB = FailureKind::kBound, kE = FailureKind::kExact, kN = FailureKind::kNanInf,
+                             kC = FailureKind::kCrash, kG = FailureKind::kGuard, kU = FailureKind::kUnwritten,
+                             kP = FailureKind::kProperty, kD = FailureKind::kNondeterministic,
+                             kL = FailureKind::kLaunchError, kJ = FailureKind::kProjection,
+                             kGap = FailureKind::kGapWritten;
+}  // namespace failure_kinds
+
 /// A planted bug and the checks that claim to catch it.
 struct PlantedMutant {
   const char* op;

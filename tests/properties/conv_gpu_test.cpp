@@ -48,8 +48,7 @@ TEST_P(ConvGpuMutants, CaughtShrunkAndStored) {
   expect_mutant_caught(GetParam(), 1000, 2048, 30, dir_.string());
 }
 
-const FailureKind kB = FailureKind::kBound, kE = FailureKind::kExact, kN = FailureKind::kNanInf,
-                  kG = FailureKind::kGuard;
+using namespace failure_kinds;
 
 INSTANTIATE_TEST_SUITE_P(Planted, ConvGpuMutants,
                          ::testing::Values(PlantedMutant{"conv2d", "mutant_conv_pad_offset", {kB, kE}},
@@ -62,7 +61,7 @@ INSTANTIATE_TEST_SUITE_P(Planted, ConvGpuMutants,
 
 // ---- against cuDNN ------------------------------------------------------------------------------------
 
-std::vector<double> values(int64_t n, DType t, uint64_t seed) {
+std::vector<double> conv_values(int64_t n, DType t, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> nd(0, 1);
   std::vector<double> v(static_cast<size_t>(n));
@@ -103,7 +102,7 @@ TEST_P(ConvVendorGpu, KernelsAgreeWithCudnnWithinBothCeilings) {
     const int64_t n0 = pass == ConvPass::kBwdData ? g.y_elems() : g.x_elems();
     const int64_t n1 = pass == ConvPass::kBwdFilter ? g.y_elems() : g.w_elems();
     const int64_t no = pass == ConvPass::kFwd ? g.y_elems() : pass == ConvPass::kBwdData ? g.x_elems() : g.w_elems();
-    const std::vector<double> a = values(n0, dt, 11), b = values(n1, dt, 12);
+    const std::vector<double> a = conv_values(n0, dt, 11), b = conv_values(n1, dt, 12);
     const OutputRef ref = conv::conv_reference(pass, g, dt, a.data(), b.data(), -1);
     const size_t es = dtype_size(dt);
     DevBuf da(static_cast<size_t>(n0) * es), db(static_cast<size_t>(n1) * es), dk(static_cast<size_t>(no) * es),

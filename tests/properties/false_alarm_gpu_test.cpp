@@ -314,10 +314,10 @@ TEST(FalseAlarmGpu, OpsFuzzTheVendorLibrariesUnderTheirContracts) {
 
 // ---- the cuBLASLt wrapper directly ---------------------------------------------------------------
 
-struct DevBuf {
+struct FaDevBuf {
   void* p = nullptr;
-  explicit DevBuf(size_t n) { EXPECT_EQ(cudaMalloc(&p, n), cudaSuccess); }
-  ~DevBuf() { cudaFree(p); }
+  explicit FaDevBuf(size_t n) { EXPECT_EQ(cudaMalloc(&p, n), cudaSuccess); }
+  ~FaDevBuf() { cudaFree(p); }
   unsigned char* bytes() const { return static_cast<unsigned char*>(p); }
 };
 
@@ -333,7 +333,7 @@ TEST(CublasLtGpu, Int8StridedBatchWithOffsetsIsBitExact) {
   std::vector<int32_t> c(static_cast<size_t>(off + batch * sc), -7);
   for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<int8_t>(static_cast<int>(i * 37 % 255) - 127);
   for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<int8_t>(static_cast<int>(i * 91 % 256) - 128);
-  DevBuf da(a.size()), db(b.size()), dc(c.size() * 4);
+  FaDevBuf da(a.size()), db(b.size()), dc(c.size() * 4);
   cudaMemcpy(da.p, a.data(), a.size(), cudaMemcpyHostToDevice);
   cudaMemcpy(db.p, b.data(), b.size(), cudaMemcpyHostToDevice);
   cudaMemcpy(dc.p, c.data(), c.size() * 4, cudaMemcpyHostToDevice);
@@ -375,7 +375,7 @@ TEST(CublasLtGpu, Fp8WithScalesWithinItsCeiling) {
   // and m = 31: our m is the library's n, which the rules leave free (the campaign fuzzes it).
   const int64_t n = 48, k = 256;
   const float scales[2] = {0.75f, 3.0f};  // not powers of two
-  DevBuf dsa(sizeof(float)), dsb(sizeof(float));
+  FaDevBuf dsa(sizeof(float)), dsb(sizeof(float));
   cudaMemcpy(dsa.p, &scales[0], sizeof(float), cudaMemcpyHostToDevice);
   cudaMemcpy(dsb.p, &scales[1], sizeof(float), cudaMemcpyHostToDevice);
   for (int64_t m : {32, 31}) {
@@ -389,7 +389,7 @@ TEST(CublasLtGpu, Fp8WithScalesWithinItsCeiling) {
       b[i] = f32_to_e4m3_bits(static_cast<float>(std::cos(0.11 * static_cast<double>(i)) * 2), Overflow::kSaturate);
       bd[i] = scales[1] * static_cast<double>(e4m3_bits_to_f32(b[i]));
     }
-    DevBuf da(a.size()), db(b.size()), dc(static_cast<size_t>(m * n) * 4);
+    FaDevBuf da(a.size()), db(b.size()), dc(static_cast<size_t>(m * n) * 4);
     cudaMemcpy(da.p, a.data(), a.size(), cudaMemcpyHostToDevice);
     cudaMemcpy(db.p, b.data(), b.size(), cudaMemcpyHostToDevice);
     for (bool fast : {false, true}) {

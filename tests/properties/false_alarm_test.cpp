@@ -30,12 +30,13 @@
 
 #include "harness/interrupt.h"
 #include "references/host/gemm.h"
+#include "tests/test_values.h"
 
 namespace assay {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+using namespace test_values;
+
 
 int cfg(std::string_view name) {
   const int i = find_fa_config(name);
@@ -53,14 +54,6 @@ FaCase case_of(std::string_view config, int64_t k, double alpha = 1, double beta
 }
 
 // ---- the emulated vendor -----------------------------------------------------------------------
-
-/// Truncates v toward zero to p significant bits.
-double trunc_bits(double v, int p) {
-  if (v == 0 || !std::isfinite(v)) return v;
-  int e = 0;
-  std::frexp(v, &e);
-  return std::ldexp(std::trunc(std::ldexp(v, p - e)), e - p);
-}
 
 /// One chunk through a chain of tensor-core block FMAs ([FHMP]): per block of b exact
 /// products, the products and the accumulator are aligned to the largest exponent and

@@ -34,9 +34,7 @@ TEST_P(GemmBatchedGpuMutants, CaughtShrunkAndStored) {
   expect_mutant_caught(GetParam(), 1000, 2048, 30, dir_.string());
 }
 
-const FailureKind kB = FailureKind::kBound, kE = FailureKind::kExact, kU = FailureKind::kUnwritten,
-                  kP = FailureKind::kProperty, kN = FailureKind::kNanInf, kC = FailureKind::kCrash,
-                  kL = FailureKind::kLaunchError;
+using namespace failure_kinds;
 
 INSTANTIATE_TEST_SUITE_P(
     Planted, GemmBatchedGpuMutants,

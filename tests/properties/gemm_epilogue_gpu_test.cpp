@@ -29,21 +29,21 @@ using test_util::decode_all;
 using test_util::DevBuf;
 using test_util::encode;
 
-enum class EpiPass { kFwd, kBwd };
+enum class EpiGpuPass { kFwd, kBwd };
 
-const char* epi_op_name(EpiPass pass) {
-  return pass == EpiPass::kBwd ? "gemm_bias_act_bwd" : "gemm_bias_act";
+const char* epi_gpu_op_name(EpiGpuPass pass) {
+  return pass == EpiGpuPass::kBwd ? "gemm_bias_act_bwd" : "gemm_bias_act";
 }
 
-using EpiGpu = GpuCampaignTest<EpiPass>;
+using EpiGpu = GpuCampaignTest<EpiGpuPass>;
 
 TEST_P(EpiGpu, CorrectVariantsPass) {
-  expect_campaign_passes(epi_op_name(GetParam()), 300, 4096);
+  expect_campaign_passes(epi_gpu_op_name(GetParam()), 300, 4096);
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, EpiGpu, ::testing::Values(EpiPass::kFwd, EpiPass::kBwd),
-                         [](const ::testing::TestParamInfo<EpiPass>& i) {
-                           return std::string(epi_op_name(i.param));
+INSTANTIATE_TEST_SUITE_P(Ops, EpiGpu, ::testing::Values(EpiGpuPass::kFwd, EpiGpuPass::kBwd),
+                         [](const ::testing::TestParamInfo<EpiGpuPass>& i) {
+                           return std::string(epi_gpu_op_name(i.param));
                          });
 
 using EpiGpuMutants = GpuCampaignTest<PlantedMutant>;
@@ -52,9 +52,7 @@ TEST_P(EpiGpuMutants, CaughtShrunkAndStored) {
   expect_mutant_caught(GetParam(), 1000, 4096, 30, dir_.string());
 }
 
-const FailureKind kB = FailureKind::kBound, kE = FailureKind::kExact, kP = FailureKind::kProperty,
-                  kJ = FailureKind::kProjection, kG = FailureKind::kGuard, kGap = FailureKind::kGapWritten,
-                  kD = FailureKind::kNondeterministic;
+using namespace failure_kinds;
 
 INSTANTIATE_TEST_SUITE_P(
     Planted, EpiGpuMutants,
@@ -70,7 +68,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 // ---- against cuBLASLt's epilogues --------------------------------------------------------------------
 
-std::vector<double> values(int64_t n, DType t, uint64_t seed) {
+std::vector<double> epi_values(int64_t n, DType t, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> nd(0, 1);
   std::vector<double> v(static_cast<size_t>(n));
@@ -120,7 +118,7 @@ TEST_P(EpiVendorGpu, KernelAndCublasLtWithinTheHostCeiling) {
     p.act = act == "relu"   ? ref::Activation::kRelu
             : act == "gelu" ? ref::Activation::kGeluTanh
                             : ref::Activation::kIdentity;
-    const std::vector<double> a = values(s.m * s.k, dt, 1), b = values(s.k * s.n, dt, 2), bias = values(s.n, dt, 3);
+    const std::vector<double> a = epi_values(s.m * s.k, dt, 1), b = epi_values(s.k * s.n, dt, 2), bias = epi_values(s.n, dt, 3);
     const std::vector<OutputRef> refs = epilogue::forward_refs(p, dt, a.data(), b.data(), bias.data(), -1);
     const size_t es = dtype_size(dt), mn = static_cast<size_t>(s.m * s.n);
     DevBuf da(a.size() * es), db(b.size() * es), dbias(bias.size() * es), dy(mn * es), dz(mn * es), dl(mn * es);

@@ -357,19 +357,19 @@ std::vector<std::vector<double>> emulate(const Case& c, const std::vector<HostTe
   return {da, db, dbias};
 }
 
-struct Check {
+struct EpiCheck {
   int64_t beyond = 0, not_exact = 0, elements = 0;
   std::vector<Failure> props;
 };
 
 /// Emulates `bug` on case c, compares every output with the reference and ceiling, runs the properties hook.
-Check run_case(const Case& c, Bug bug) {
+EpiCheck run_case(const Case& c, Bug bug) {
   const EpiPass pass = c.op == "gemm_bias_act" ? EpiPass::kFwd : EpiPass::kBwd;
   const OpDef& def = test_util::model_op(c.op);
   const auto h = materialise(c);
   const std::vector<OutputRef>& refs = h.refs;
   const auto out = emulate(c, h.hv, bug);
-  Check r;
+  EpiCheck r;
   std::vector<HostTensor> ov;
   for (size_t o = 0; o < out.size(); ++o) {
     EXPECT_EQ(out[o].size(), refs[o].ref.size());
@@ -397,7 +397,7 @@ TEST_P(EpiEmulation, CeilingAcceptsTheFloatKernelOnGeneratedCases) {
   int64_t exact_cases = 0, relation_cases = 0;
   for (int64_t i = 0; i < 120; ++i) {
     const Case c = generate_case(*spec, GenPlan{23, GenConfig{4096}}, i);
-    const Check r = run_case(c, Bug::kNone);
+    const EpiCheck r = run_case(c, Bug::kNone);
     EXPECT_EQ(r.beyond, 0) << c.summary();
     EXPECT_EQ(r.not_exact, 0) << c.summary();
     EXPECT_TRUE(r.props.empty()) << c.summary() << ": " << (r.props.empty() ? "" : r.props.front().detail);
@@ -561,11 +561,11 @@ TEST(EpiEmulation, SimulatedDbiasOverwriteIsOutsideTheBoundAndFailsTheGradcheck)
       for (uint64_t seed : {100, 200, 300, 400, 500}) {
         const Case c = hand_case(EpiPass::kBwd, act, dt, ValueClass::kNormal, true, seed);
         ASSERT_TRUE(find_spec("gemm_bias_act_bwd")->validate(c).ok());
-        const Check good = run_case(c, Bug::kNone);
+        const EpiCheck good = run_case(c, Bug::kNone);
         EXPECT_EQ(good.beyond, 0) << dt << " " << act;
         EXPECT_TRUE(good.props.empty()) << dt << " " << act << ": "
                                         << (good.props.empty() ? "" : good.props[0].detail);
-        const Check bad = run_case(c, Bug::kDbiasOverwrite);
+        const EpiCheck bad = run_case(c, Bug::kDbiasOverwrite);
         EXPECT_GT(bad.beyond, 0) << dt << " " << act;
         ASSERT_LE(bad.props.size(), 1u) << dt << " " << act;
         if (!bad.props.empty()) {
@@ -582,7 +582,7 @@ TEST(EpiEmulation, SimulatedDbiasOverwriteIsOutsideTheBoundAndFailsTheGradcheck)
 TEST(EpiEmulation, SimulatedGeluDerivativeBugIsOutsideTheBoundAndFailsTheGradcheck) {
   for (const char* dt : {"fp32", "fp16", "bf16"}) {
     const Case c = hand_case(EpiPass::kBwd, "gelu", dt, ValueClass::kNormal, true);
-    const Check bad = run_case(c, Bug::kGeluHalf);
+    const EpiCheck bad = run_case(c, Bug::kGeluHalf);
     EXPECT_GT(bad.beyond, 0) << dt;
     EXPECT_EQ(bad.props.size(), 1u) << dt;
   }
@@ -596,7 +596,7 @@ TEST(EpiEmulation, SimulatedReluGradAtZeroBreaksTheExactTier) {
     for (int64_t j = 0; j < 7; ++j) zero |= h.hv[2].at(i, j) == 0 && h.hv[3].at(i, j) != 0;
   ASSERT_TRUE(zero) << "the small-integer Z must hold an exact zero under a nonzero dY";
   EXPECT_EQ(run_case(c, Bug::kNone).not_exact, 0);
-  const Check bad = run_case(c, Bug::kReluAtZero);
+  const EpiCheck bad = run_case(c, Bug::kReluAtZero);
   EXPECT_GT(bad.not_exact, 0);
 }
 
@@ -605,7 +605,7 @@ TEST(EpiEmulation, SimulatedBiasAfterActivationIsOutsideTheBoundAndBreaksYEquals
     for (const char* act : {"relu", "gelu"}) {
       Case c = hand_case(EpiPass::kFwd, act, dt, ValueClass::kNormal, false);
       c.params["relation"] = "permute_rows";
-      const Check bad = run_case(c, Bug::kBiasAfterAct);
+      const EpiCheck bad = run_case(c, Bug::kBiasAfterAct);
       EXPECT_GT(bad.beyond, 0) << dt << " " << act;
       if (std::string(act) == "relu") {
         ASSERT_EQ(bad.props.size(), 1u);
@@ -632,7 +632,7 @@ TEST(EpiEmulation, EmulatedBugsAreCaughtOnGeneratedCases) {
     const int n = 300;
     for (int64_t i = 0; i < n; ++i) {
       const Case c = generate_case(*spec, GenPlan{31, GenConfig{4096}}, i);
-      const Check r = run_case(c, b.bug);
+      const EpiCheck r = run_case(c, b.bug);
       caught += r.beyond > 0 || r.not_exact > 0 || !r.props.empty() ? 1 : 0;
     }
     std::printf("[ measured ] emulated %s caught in %d of %d generated cases\n", b.name, caught, n);

@@ -30,20 +30,20 @@ using test_util::encode;
 
 namespace kq = kernels::quant;
 
-enum class QuantOp { kInt8, kFp8 };
+enum class QuantGpuOp { kInt8, kFp8 };
 
-const char* quant_op_name(QuantOp op) {
-  return op == QuantOp::kFp8 ? "gemm_fp8" : "gemm_int8";
+const char* quant_op_name(QuantGpuOp op) {
+  return op == QuantGpuOp::kFp8 ? "gemm_fp8" : "gemm_int8";
 }
 
-using QuantGpu = GpuCampaignTest<QuantOp>;
+using QuantGpu = GpuCampaignTest<QuantGpuOp>;
 
 TEST_P(QuantGpu, CorrectVariantsPass) {
   expect_campaign_passes(quant_op_name(GetParam()), 400, 2048);
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, QuantGpu, ::testing::Values(QuantOp::kInt8, QuantOp::kFp8),
-                         [](const ::testing::TestParamInfo<QuantOp>& i) {
+INSTANTIATE_TEST_SUITE_P(Ops, QuantGpu, ::testing::Values(QuantGpuOp::kInt8, QuantGpuOp::kFp8),
+                         [](const ::testing::TestParamInfo<QuantGpuOp>& i) {
                            return std::string(quant_op_name(i.param));
                          });
 
@@ -53,7 +53,7 @@ TEST_P(QuantGpuMutants, CaughtShrunkAndStored) {
   expect_mutant_caught(GetParam(), 1000, 2048, 30, dir_.string());
 }
 
-const FailureKind kB = FailureKind::kBound, kE = FailureKind::kExact;
+using namespace failure_kinds;
 
 INSTANTIATE_TEST_SUITE_P(Planted, QuantGpuMutants,
                          ::testing::Values(PlantedMutant{"gemm_int8", "mutant_int8_scale_by_row", {kB}},
@@ -90,7 +90,7 @@ bool have_gpu(std::string& why) {
   return n.ok();
 }
 
-struct Shape {
+struct QuantShape {
   int64_t m, n, k;
 };
 
@@ -100,13 +100,13 @@ TEST(GemmQuantVendor, Int8AccumulatorMatchesCublasLtBitForBit) {
   auto lt = vendor::CublasLt::create();
   ASSERT_TRUE(lt.ok()) << lt.status().to_string();
   const kq::GemmInt8Launcher kernel = kq::gemm_int8_dp4a;  // the "dp4a" variant
-  const Shape shapes[] = {{1, 1, 1},      {4, 4, 4},     {7, 8, 12},       {16, 16, 16},
+  const QuantShape shapes[] = {{1, 1, 1},      {4, 4, 4},     {7, 8, 12},       {16, 16, 16},
                           {33, 17, 5},    {13, 4, 8},    {64, 64, 64},     {128, 96, 256},
                           {256, 256, 32}, {3, 64, 4096}, {100, 100, 1000}, {32, 32, 20000}};
   std::mt19937_64 rng(42);
   std::uniform_int_distribution<int> full(-128, 127);
   int vendor_runs = 0;
-  for (const Shape& s : shapes) {
+  for (const QuantShape& s : shapes) {
     SCOPED_TRACE(::testing::Message() << s.m << "x" << s.n << "x" << s.k);
     std::vector<double> a(static_cast<size_t>(s.m * s.k)), b(static_cast<size_t>(s.n * s.k));
     for (double& x : a) x = full(rng);
@@ -168,13 +168,13 @@ TEST(GemmQuantVendor, Fp8KernelWithinTheCeilingCublasLtMeasured) {
   ASSERT_TRUE(lt.ok()) << lt.status().to_string();
   const kq::GemmFp8Launcher kernel = kq::gemm_fp8_simt;  // the "simt" variant
   // cuBLASLt fp8 (row-major terms): k, lda, ldb multiples of 16, n * 4 bytes a multiple of 16.
-  const Shape shapes[] = {{16, 16, 16}, {64, 64, 64}, {33, 48, 512}, {128, 128, 1024}, {8, 16, 8192}};
+  const QuantShape shapes[] = {{16, 16, 16}, {64, 64, 64}, {33, 48, 512}, {128, 128, 1024}, {8, 16, 8192}};
   const double sa = 0.75, sb = 1.25;  // not powers of two: each costs a rounding
   std::mt19937_64 rng(7);
   std::normal_distribution<double> nd(0, 1);
   std::uniform_real_distribution<double> pos(0, 4);
   for (int same_sign = 0; same_sign < 2; ++same_sign)
-    for (const Shape& s : shapes) {
+    for (const QuantShape& s : shapes) {
       SCOPED_TRACE(::testing::Message() << s.m << "x" << s.n << "x" << s.k << (same_sign ? " same-sign" : " N(0,1)"));
       std::vector<double> a(static_cast<size_t>(s.m * s.k)), b(static_cast<size_t>(s.n * s.k));
       for (double& x : a) x = same_sign ? pos(rng) : nd(rng);

@@ -50,8 +50,7 @@ TEST_P(GemmTcGpuMutants, CaughtShrunkAndStored) {
   expect_mutant_caught(GetParam(), 600, 512, 30, dir_.string());
 }
 
-const FailureKind kB = FailureKind::kBound, kE = FailureKind::kExact, kN = FailureKind::kNanInf,
-                  kD = FailureKind::kNondeterministic, kP = FailureKind::kProperty;
+using namespace failure_kinds;
 
 INSTANTIATE_TEST_SUITE_P(
     Planted, GemmTcGpuMutants,

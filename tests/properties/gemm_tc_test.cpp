@@ -316,32 +316,32 @@ float fma_dot(const std::vector<double>& a, const std::vector<double>& b, bool r
   return acc;
 }
 
-enum class Cls { kNormal, kSameSign, kNearOverflowF16, kSubnormalF16, kCancel, kSmallInt };
+enum class TcCls { kNormal, kSameSign, kNearOverflowF16, kSubnormalF16, kCancel, kSmallInt };
 
 /// m x k row-major A and k x n row-major B, values of `dt` in class `cls`.
-std::vector<double> draw(int64_t n, DType dt, Cls cls, std::mt19937_64& rng) {
+std::vector<double> draw(int64_t n, DType dt, TcCls cls, std::mt19937_64& rng) {
   std::normal_distribution<double> nd(0, 1);
   std::uniform_real_distribution<double> ud(0, 1);
   std::vector<double> v(static_cast<size_t>(n));
   for (size_t i = 0; i < v.size(); ++i) {
     double x = 0;
     switch (cls) {
-      case Cls::kNormal:
+      case TcCls::kNormal:
         x = nd(rng);
         break;
-      case Cls::kSameSign:
+      case TcCls::kSameSign:
         x = ud(rng);
         break;
-      case Cls::kNearOverflowF16:
+      case TcCls::kNearOverflowF16:
         x = (ud(rng) < 0.5 ? -1 : 1) * std::ldexp(1.0 + ud(rng), 11 + static_cast<int>(ud(rng) * 3.99));  // < 2^15
         break;
-      case Cls::kSubnormalF16:
+      case TcCls::kSubnormalF16:
         x = (ud(rng) < 0.5 ? -1 : 1) * std::ldexp(std::floor(1 + ud(rng) * 1022), -24);
         break;
-      case Cls::kCancel:  // 1 + small spread, signs alternating: sums cancel to a fraction of mag
+      case TcCls::kCancel:  // 1 + small spread, signs alternating: sums cancel to a fraction of mag
         x = (i % 2 == 0 ? 1 : -1) * (1 + 0.01 * nd(rng));
         break;
-      case Cls::kSmallInt:
+      case TcCls::kSmallInt:
         x = std::floor(ud(rng) * 5) - 2;
         break;
     }
@@ -358,11 +358,11 @@ struct SimResult {
 /// m x n x k problem of class `cls`: every element of `kernel(row, col)` (an fp32 value before
 /// the output rounding) against gemm_tc_reference.
 template <class Kernel>
-SimResult simulate(DType in, DType out, Cls cls, int64_t m, int64_t n, int64_t k, double alpha, double beta,
+SimResult simulate(DType in, DType out, TcCls cls, int64_t m, int64_t n, int64_t k, double alpha, double beta,
                    Kernel kernel, bool exact = false) {
   std::mt19937_64 rng(static_cast<uint64_t>(cls) * 1000 + static_cast<uint64_t>(k));
   const auto a = draw(m * k, in, cls, rng), b = draw(k * n, in, cls, rng);
-  const auto c = draw(m * n, out, cls == Cls::kNearOverflowF16 ? Cls::kNormal : cls, rng);
+  const auto c = draw(m * n, out, cls == TcCls::kNearOverflowF16 ? TcCls::kNormal : cls, rng);
   TcProblem p;
   p.m = m, p.n = n, p.k = k, p.in = in, p.out = out, p.alpha = alpha, p.beta = beta;
   p.a = a.data(), p.lda = k, p.b = b.data(), p.ldb = n, p.c = c.data(), p.ldc = n;
@@ -389,15 +389,15 @@ SimResult simulate(DType in, DType out, Cls cls, int64_t m, int64_t n, int64_t k
   return s;
 }
 
-const Cls kAllClasses[] = {Cls::kNormal, Cls::kSameSign, Cls::kNearOverflowF16, Cls::kSubnormalF16, Cls::kCancel};
+const TcCls kAllClasses[] = {TcCls::kNormal, TcCls::kSameSign, TcCls::kNearOverflowF16, TcCls::kSubnormalF16, TcCls::kCancel};
 
 TEST(GemmTcBound, HoldsForTruncatingBlocksAndFmaLoopsAcrossValueClasses) {
   for (DType in : {DType::kF16, DType::kBF16})
     for (DType out : {DType::kF32, DType::kF16, DType::kBF16})
-      for (Cls cls : kAllClasses)
+      for (TcCls cls : kAllClasses)
         for (int64_t k : {1, 7, 64, 255, 1024}) {
           for (int64_t blk : {1, 4, 8, 16}) {
-            const SimResult s = simulate(in, out, cls, 3, 4, k, 1.5, cls == Cls::kCancel ? 0.0 : -0.75,
+            const SimResult s = simulate(in, out, cls, 3, 4, k, 1.5, cls == TcCls::kCancel ? 0.0 : -0.75,
                                          [blk](const auto& x, const auto& y) { return tc_dot(x, y, blk); });
             EXPECT_EQ(s.bad, 0) << "block " << blk << " " << dtype_name(in) << "->" << dtype_name(out) << " class "
                                 << static_cast<int>(cls) << " k " << k << " worst " << s.worst;
@@ -414,7 +414,7 @@ TEST(GemmTcBound, SameSignTruncationUsesAMeasurableShareOfTheCeiling) {
   // Truncation is biased: same-sign data at large k lose on every block. The ceiling must not be
   // so loose that the simulated hardware stays below a thousandth of it (it would then hide an
   // accumulator bug of the same size).
-  const SimResult s = simulate(DType::kBF16, DType::kF32, Cls::kSameSign, 2, 2, 4096, 1.0, 0.0,
+  const SimResult s = simulate(DType::kBF16, DType::kF32, TcCls::kSameSign, 2, 2, 4096, 1.0, 0.0,
                                [](const auto& x, const auto& y) { return tc_dot(x, y, 8); });
   EXPECT_EQ(s.bad, 0);
   EXPECT_GT(s.worst, 1e-3);
@@ -427,11 +427,11 @@ TEST(GemmTcBound, RejectsFp16AndBf16Accumulators) {
   // or 11 (fp16) bits. (Cancelling data keep the partial sums small: a narrow accumulator may
   // hide there, which is why the generator mixes classes.)
   struct Setup {
-    Cls cls;
+    TcCls cls;
     int64_t k;
   };
   for (DType in : {DType::kF16, DType::kBF16})
-    for (Setup su : {Setup{Cls::kNormal, 64}, Setup{Cls::kSameSign, 64}, Setup{Cls::kSameSign, 256}}) {
+    for (Setup su : {Setup{TcCls::kNormal, 64}, Setup{TcCls::kSameSign, 64}, Setup{TcCls::kSameSign, 256}}) {
       const SimResult bf = simulate(in, DType::kF32, su.cls, 4, 4, su.k, 1.0, 0.0, [](const auto& x, const auto& y) {
         return tc_dot(x, y, 8, DType::kBF16, 32);
       });
@@ -449,7 +449,7 @@ TEST(GemmTcBound, ExactTierIsBitIdenticalUnderTruncation) {
   for (DType in : {DType::kF16, DType::kBF16})
     for (DType out : {DType::kF32, DType::kF16})
       for (int64_t blk : {1, 8, 16}) {
-        const SimResult s = simulate(in, out, Cls::kSmallInt, 5, 6, 100, 2.0, -1.0,
+        const SimResult s = simulate(in, out, TcCls::kSmallInt, 5, 6, 100, 2.0, -1.0,
                                      [blk](const auto& x, const auto& y) { return tc_dot(x, y, blk); }, true);
         EXPECT_EQ(s.bad, 0) << dtype_name(in) << "->" << dtype_name(out) << " block " << blk;
         EXPECT_EQ(s.checked, 30);

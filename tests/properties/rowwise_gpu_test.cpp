@@ -35,9 +35,7 @@ TEST_P(RowwiseGpuMutants, CaughtShrunkAndStored) {
   expect_mutant_caught(GetParam(), 2000, 4096, 30, dir_.string());
 }
 
-const FailureKind kB = FailureKind::kBound, kN = FailureKind::kNanInf, kU = FailureKind::kUnwritten,
-                  kD = FailureKind::kNondeterministic, kP = FailureKind::kProperty,
-                  kE = FailureKind::kExact;
+using namespace failure_kinds;
 
 INSTANTIATE_TEST_SUITE_P(
     Planted, RowwiseGpuMutants,

@@ -36,8 +36,7 @@ TEST_P(RowwiseSpecsGpuMutants, CaughtShrunkAndStored) {
   expect_mutant_caught(GetParam(), 1000, 4096, 30, dir_.string());
 }
 
-const FailureKind kB = FailureKind::kBound, kN = FailureKind::kNanInf, kE = FailureKind::kExact,
-                  kP = FailureKind::kProperty;
+using namespace failure_kinds;
 
 INSTANTIATE_TEST_SUITE_P(Planted, RowwiseSpecsGpuMutants,
                          ::testing::Values(PlantedMutant{"rope", "mutant_rope_wrong_pairing", {kB, kP}},

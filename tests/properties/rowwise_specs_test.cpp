@@ -28,9 +28,9 @@
 namespace assay {
 namespace {
 
-const std::vector<std::string> kOps = {"rope", "embedding", "embedding_bwd", "cross_entropy"};
+const std::vector<std::string> kRowOps = {"rope", "embedding", "embedding_bwd", "cross_entropy"};
 
-int64_t numel(const Case& c) {
+int64_t row_numel(const Case& c) {
   int64_t n = 0;
   for (const auto& t : c.tensors) n += t.desc.numel();
   return n;
@@ -82,7 +82,7 @@ TEST_P(RowwiseSpecsGen, CasesValidateRoundTripAndShrinkToValidSmallerCases) {
       for (const Case& s : spec->shrink(c)) {
         const Status sv = spec->validate(s);
         EXPECT_TRUE(sv.ok()) << s.summary() << ": " << sv.message();
-        EXPECT_LE(numel(s), numel(c)) << s.summary();
+        EXPECT_LE(row_numel(s), row_numel(c)) << s.summary();
         EXPECT_NE(s.id(), c.id()) << "shrink proposed the case itself: " << s.summary();
       }
   }
@@ -114,7 +114,7 @@ TEST_P(RowwiseSpecsGen, ShrinkEndsAtTheSmallestShape) {
     c = s.front();
   }
   EXPECT_TRUE(spec->shrink(c).empty()) << c.summary();
-  EXPECT_LE(numel(c), 4) << c.summary();
+  EXPECT_LE(row_numel(c), 4) << c.summary();
 }
 
 TEST_P(RowwiseSpecsGen, MalformedCasesGetOneLineErrorsNamingTheField) {
@@ -173,12 +173,12 @@ TEST_P(RowwiseSpecsGen, MalformedCasesGetOneLineErrorsNamingTheField) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, RowwiseSpecsGen, ::testing::ValuesIn(kOps));
+INSTANTIATE_TEST_SUITE_P(Ops, RowwiseSpecsGen, ::testing::ValuesIn(kRowOps));
 
 // ---- host emulation of the testbed's reference side and device check -------------------------
 
 /// A case's tensors materialised and prepared as the testbed does, decoded, with the references.
-struct HostRun {
+struct RowHostRun {
   const Case* c = nullptr;
   std::vector<std::vector<unsigned char>> bytes;
   std::vector<unsigned char*> img;
@@ -201,7 +201,7 @@ void decode_into(const Case& c, const std::vector<unsigned char*>& img, std::vec
 }
 
 /// The same for an op declared on the op model: prepare, reference and the bound under IEEE arithmetic.
-void run_reference(const OpDef& op, const Case& c, HostRun& h, const Arithmetic& a = {}) {
+void run_reference(const OpDef& op, const Case& c, RowHostRun& h, const Arithmetic& a = {}) {
   h.c = &c;
   h.bytes.assign(c.tensors.size(), {});
   h.img.clear();
@@ -240,7 +240,7 @@ const OpDef& ce_def() {
 
 /// Elements the device check (harness/gpu/check_kernels.cu, tensor-op settings: mag = tol,
 /// no overflow magnitude) would flag; `got` dense, already rounded to `out`.
-int64_t violations(const OutputRef& r, const std::vector<double>& got, DType out, std::string* first = nullptr) {
+int64_t row_violations(const OutputRef& r, const std::vector<double>& got, DType out, std::string* first = nullptr) {
   int64_t bad = 0;
   for (size_t l = 0; l < got.size(); ++l) {
     const double o = got[l], ref = r.ref[l], tol = r.tol[l];
@@ -299,7 +299,7 @@ OutViews out_views(const Case& c, const std::vector<std::vector<double>>& dense)
   return o;
 }
 
-ValueRecipe recipe(ValueClass cls, uint64_t seed, double scale = 1) {
+ValueRecipe row_recipe(ValueClass cls, uint64_t seed, double scale = 1) {
   ValueRecipe r;
   r.cls = cls;
   r.seed = seed;
@@ -325,7 +325,7 @@ const OpDef& rope_op() {
 enum class RopeBug { kNone, kWrongPairing, kPositionPlusOne, kWrongDirection };
 
 /// RoPE in float as the kernel computes it (glibc powf, sinf, cosf), or a planted bug.
-std::vector<double> rope_float(const Case& c, const HostRun& h, RopeBug bug) {
+std::vector<double> rope_float(const Case& c, const RowHostRun& h, RopeBug bug) {
   const DType dt = *parse_dtype(c.params["dtype"].get<std::string>());
   const int64_t heads = c.params["heads"].get<int64_t>(), d = c.params["head_dim"].get<int64_t>(), half = d / 2;
   const float base = static_cast<float>(c.params["base"].get<double>());
@@ -356,15 +356,15 @@ TEST(RopeBound, AcceptsFloatRopeAndRejectsWrongPairing) {
     for (bool interleaved : {false, true})
       for (bool inverse : {false, true})
         for (double base : {10000.0, 500000.0}) {
-          const Case c = rope_case(dt, 4096, 1, 32, base, interleaved, inverse, recipe(ValueClass::kNormal, seed++));
+          const Case c = rope_case(dt, 4096, 1, 32, base, interleaved, inverse, row_recipe(ValueClass::kNormal, seed++));
           ASSERT_TRUE(find_spec("rope")->validate(c).ok()) << find_spec("rope")->validate(c).message();
-          HostRun h;
+          RowHostRun h;
           run_reference(rope_op(), c, h);
           std::string first;
-          EXPECT_EQ(violations(h.refs[0], rope_float(c, h, RopeBug::kNone), dt, &first), 0) << c.summary() << first;
-          EXPECT_GT(violations(h.refs[0], rope_float(c, h, RopeBug::kPositionPlusOne), dt), 0) << c.summary();
+          EXPECT_EQ(row_violations(h.refs[0], rope_float(c, h, RopeBug::kNone), dt, &first), 0) << c.summary() << first;
+          EXPECT_GT(row_violations(h.refs[0], rope_float(c, h, RopeBug::kPositionPlusOne), dt), 0) << c.summary();
           if (interleaved) {
-            EXPECT_GT(violations(h.refs[0], rope_float(c, h, RopeBug::kWrongPairing), dt), 0) << c.summary();
+            EXPECT_GT(row_violations(h.refs[0], rope_float(c, h, RopeBug::kWrongPairing), dt), 0) << c.summary();
           }
         }
 }
@@ -374,13 +374,13 @@ TEST(RopeBound, AcceptsFloatRopeOnEveryValueClass) {
   for (ValueClass cls : {ValueClass::kUniform, ValueClass::kLogUniform, ValueClass::kSubnormal,
                          ValueClass::kNearOverflow, ValueClass::kSignedZero, ValueClass::kMeanSpread})
     for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
-      ValueRecipe r = recipe(cls, seed++);
+      ValueRecipe r = row_recipe(cls, seed++);
       r.inject = {kSpecialAll, 0.02, 0, 0};
       const Case c = rope_case(dt, 600, 3, 256, 10000, (seed & 1) != 0, (seed & 2) != 0, r);
-      HostRun h;
+      RowHostRun h;
       run_reference(rope_op(), c, h);
       std::string first;
-      EXPECT_EQ(violations(h.refs[0], rope_float(c, h, RopeBug::kNone), dt, &first), 0)
+      EXPECT_EQ(row_violations(h.refs[0], rope_float(c, h, RopeBug::kNone), dt, &first), 0)
           << c.summary() << " " << value_class_name(cls) << ": " << first;
     }
 }
@@ -390,9 +390,9 @@ TEST(RopeProperties, NormAndInverseHoldForFloatRopeAndCatchAWrongDirection) {
   for (const char* rel : {"norm", "inverse"})
     for (DType dt : {DType::kF32, DType::kF16, DType::kBF16})
       for (bool inverse : {false, true}) {
-        const Case c = rope_case(dt, 2048, 2, 64, 500000, true, inverse, recipe(ValueClass::kNormal, seed++), rel);
+        const Case c = rope_case(dt, 2048, 2, 64, 500000, true, inverse, row_recipe(ValueClass::kNormal, seed++), rel);
         ASSERT_TRUE(find_spec("rope")->validate(c).ok());
-        HostRun h;
+        RowHostRun h;
         run_reference(rope_op(), c, h);
         for (RopeBug bug : {RopeBug::kNone, RopeBug::kWrongDirection, RopeBug::kWrongPairing}) {
           const OutViews o = out_views(c, {rope_float(c, h, bug)});
@@ -411,7 +411,7 @@ TEST(RopeProperties, NormAndInverseHoldForFloatRopeAndCatchAWrongDirection) {
 // ---- embedding ------------------------------------------------------------------------------------
 
 ValueRecipe idx_recipe(int64_t vocab, uint64_t seed, bool inject) {
-  ValueRecipe r = recipe(ValueClass::kSameSign, seed, static_cast<double>(vocab));
+  ValueRecipe r = row_recipe(ValueClass::kSameSign, seed, static_cast<double>(vocab));
   if (inject) r.inject = {kSpecialPosInf | kSpecialNegInf, 0.05, 0, 0};
   return r;
 }
@@ -427,7 +427,7 @@ Case embedding_case(bool fwd, DType dt, int64_t vocab, int64_t dim, int64_t coun
 
 enum class EmbBug { kNone, kReverseOrder, kOverwrite, kClampIndex };
 
-std::vector<double> embedding_bwd_float(const HostRun& h, EmbBug bug) {
+std::vector<double> embedding_bwd_float(const RowHostRun& h, EmbBug bug) {
   const HostTensor &dout = h.hv[0], &idx = h.hv[1], &pre = h.hv[2];
   const int64_t vocab = pre.v.rows, dim = pre.v.cols, count = idx.v.cols;
   std::vector<float> t(static_cast<size_t>(vocab * dim), 0.0f);
@@ -444,7 +444,7 @@ std::vector<double> embedding_bwd_float(const HostRun& h, EmbBug bug) {
   return stored(t, DType::kF32);
 }
 
-std::vector<double> embedding_fwd_float(const HostRun& h, DType dt, EmbBug bug) {
+std::vector<double> embedding_fwd_float(const RowHostRun& h, DType dt, EmbBug bug) {
   const HostTensor &table = h.hv[0], &idx = h.hv[1];
   const int64_t vocab = table.v.rows, dim = table.v.cols, count = idx.v.cols;
   std::vector<float> o(static_cast<size_t>(count * dim), 0.0f);
@@ -461,16 +461,16 @@ TEST(EmbeddingBound, GatherIsExactAndOutOfRangeRowsAreZero) {
   uint64_t seed = 300;
   for (DType dt : {DType::kF32, DType::kF16, DType::kBF16})
     for (int64_t vocab : {1, 7, 1000}) {
-      ValueRecipe act = recipe(ValueClass::kNormal, seed++);
+      ValueRecipe act = row_recipe(ValueClass::kNormal, seed++);
       act.inject = {kSpecialAll, 0.01, 0, 0};
       const Case c = embedding_case(true, dt, vocab, 33, 700, act, idx_recipe(vocab, seed++, true));
       ASSERT_TRUE(find_spec("embedding")->validate(c).ok()) << find_spec("embedding")->validate(c).message();
-      HostRun h;
+      RowHostRun h;
       run_reference(*find_op("embedding"), c, h);
       ASSERT_TRUE(h.refs[0].exact);
       std::string first;
-      EXPECT_EQ(violations(h.refs[0], embedding_fwd_float(h, dt, EmbBug::kNone), dt, &first), 0) << first;
-      EXPECT_GT(violations(h.refs[0], embedding_fwd_float(h, dt, EmbBug::kClampIndex), dt), 0) << c.summary();
+      EXPECT_EQ(row_violations(h.refs[0], embedding_fwd_float(h, dt, EmbBug::kNone), dt, &first), 0) << first;
+      EXPECT_GT(row_violations(h.refs[0], embedding_fwd_float(h, dt, EmbBug::kClampIndex), dt), 0) << c.summary();
     }
 }
 
@@ -479,48 +479,48 @@ TEST(EmbeddingBound, ScatterAddInAnyOrderPassesAndOverwriteIsCaught) {
   for (DType dt : {DType::kF32, DType::kF16, DType::kBF16})
     for (int64_t vocab : {1, 5, 64})
       for (int64_t dim : {1, 33, 129}) {
-        ValueRecipe act = recipe(ValueClass::kNormal, seed++);
-        if (dim == 129) act = recipe(ValueClass::kSameSign, seed++, 1000);  // no cancellation, largest sums
+        ValueRecipe act = row_recipe(ValueClass::kNormal, seed++);
+        if (dim == 129) act = row_recipe(ValueClass::kSameSign, seed++, 1000);  // no cancellation, largest sums
         const ValueRecipe idx = idx_recipe(vocab, seed++, true);
         const Case c = embedding_case(false, dt, vocab, dim, 3000 / dim + 40, act, idx);
         ASSERT_TRUE(find_spec("embedding_bwd")->validate(c).ok()) << find_spec("embedding_bwd")->validate(c).message();
-        HostRun h;
+        RowHostRun h;
         run_reference(*find_op("embedding_bwd"), c, h);
         std::string first;
         for (EmbBug order : {EmbBug::kNone, EmbBug::kReverseOrder})
-          EXPECT_EQ(violations(h.refs[0], embedding_bwd_float(h, order), DType::kF32, &first), 0)
+          EXPECT_EQ(row_violations(h.refs[0], embedding_bwd_float(h, order), DType::kF32, &first), 0)
               << c.summary() << ": " << first;
-        EXPECT_GT(violations(h.refs[0], embedding_bwd_float(h, EmbBug::kOverwrite), DType::kF32), 0) << c.summary();
+        EXPECT_GT(row_violations(h.refs[0], embedding_bwd_float(h, EmbBug::kOverwrite), DType::kF32), 0) << c.summary();
       }
 }
 
 TEST(EmbeddingBound, SmallIntegerSumsAreExactTier) {
   uint64_t seed = 500;
   for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
-    ValueRecipe act = recipe(ValueClass::kSmallInt, seed++);
+    ValueRecipe act = row_recipe(ValueClass::kSmallInt, seed++);
     act.int_range = 64;
     const Case c = embedding_case(false, dt, 3, 31, 2000, act, idx_recipe(3, seed++, false));
-    HostRun h;
+    RowHostRun h;
     run_reference(*find_op("embedding_bwd"), c, h);
     EXPECT_TRUE(h.refs[0].exact);
     EXPECT_TRUE(std::all_of(h.refs[0].tol.begin(), h.refs[0].tol.end(), [](double t) { return t == 0; }));
-    EXPECT_EQ(violations(h.refs[0], embedding_bwd_float(h, EmbBug::kReverseOrder), DType::kF32), 0);
-    EXPECT_GT(violations(h.refs[0], embedding_bwd_float(h, EmbBug::kOverwrite), DType::kF32), 0);
+    EXPECT_EQ(row_violations(h.refs[0], embedding_bwd_float(h, EmbBug::kReverseOrder), DType::kF32), 0);
+    EXPECT_GT(row_violations(h.refs[0], embedding_bwd_float(h, EmbBug::kOverwrite), DType::kF32), 0);
   }
 }
 
 TEST(EmbeddingProperties, PermutedRowsGiveTheSameTableWithinBothTolerances) {
   uint64_t seed = 600;
   for (DType dt : {DType::kF32, DType::kBF16}) {
-    const ValueRecipe act = recipe(ValueClass::kNormal, seed++), idx = idx_recipe(9, seed++, false);
+    const ValueRecipe act = row_recipe(ValueClass::kNormal, seed++), idx = idx_recipe(9, seed++, false);
     const Case c = embedding_case(false, dt, 9, 32, 900, act, idx, true);
     ASSERT_TRUE(find_spec("embedding_bwd")->validate(c).ok());
     const OpDef& def = *find_op("embedding_bwd");
-    HostRun h;
+    RowHostRun h;
     run_reference(def, c, h);
     const std::vector<double> y1 = embedding_bwd_float(h, EmbBug::kNone);
     // The transformed inputs, as the testbed builds them.
-    HostRun h2;
+    RowHostRun h2;
     h2.bytes = h.bytes;
     for (auto& b : h2.bytes) h2.img.push_back(b.data());
     ASSERT_TRUE(def.transform(c, h2.img));
@@ -548,9 +548,9 @@ TEST(EmbeddingBound, InPlaceAccumulationIntoAPrefillIsCoveredByTheDeclaredTerms)
   ASSERT_NE(v, nullptr);
   EXPECT_EQ(v->contract.accumulated(), std::vector<std::string>{"dtable"});
   EXPECT_FALSE(v->deterministic);
-  ValueRecipe small = recipe(ValueClass::kSameSign, 700, 0x1p-25);  // U(0, 2^-25): below half an ulp of 1.3
+  ValueRecipe small = row_recipe(ValueClass::kSameSign, 700, 0x1p-25);  // U(0, 2^-25): below half an ulp of 1.3
   const Case c = embedding_case(false, DType::kF32, 1, 4, 64, small, idx_recipe(1, 701, false));
-  HostRun h;
+  RowHostRun h;
   run_reference(*find_op("embedding_bwd"), c, h);
   const OutputRef& r = h.refs[0];
   ASSERT_EQ(r.acc_terms.size(), r.ref.size());
@@ -588,7 +588,7 @@ Case ce_case(DType dt, int64_t rows, int64_t n, const ValueRecipe& logits, uint6
                       {"ignore_every", o.ignore_every},
                       {"oob_targets", o.oob}};
   if (o.inf_every > 0) p["inf_every"] = o.inf_every;
-  ValueRecipe t = recipe(ValueClass::kSameSign, seed, static_cast<double>(n));
+  ValueRecipe t = row_recipe(ValueClass::kSameSign, seed, static_cast<double>(n));
   if (o.oob) t.inject = {kSpecialPosInf | kSpecialNegInf, 0.1, 0, 0};
   // logits and dlogits padded by 8, every tensor offset by one element.
   auto c = build_case(ce_def(), p, {logits, t}, {{8, 1}, {0, 1}, {0, 1}, {8, 1}});
@@ -599,7 +599,7 @@ Case ce_case(DType dt, int64_t rows, int64_t n, const ValueRecipe& logits, uint6
 enum class CeBug { kNone, kIgnoreIndexIgnored, kSmoothingWrong };
 
 /// Fused CE in float as the kernel computes it (max, sum of expf, logf, the smoothing sum), or a bug.
-std::pair<std::vector<double>, std::vector<double>> ce_float(const Case& c, const HostRun& h, CeBug bug) {
+std::pair<std::vector<double>, std::vector<double>> ce_float(const Case& c, const RowHostRun& h, CeBug bug) {
   const DType dt = *parse_dtype(c.params["dtype"].get<std::string>());
   const int64_t ig = c.params["ignore_index"].get<int64_t>();
   const float eps = static_cast<float>(c.params["smoothing"].get<double>());
@@ -649,10 +649,10 @@ std::pair<std::vector<double>, std::vector<double>> ce_float(const Case& c, cons
   return {stored(loss, DType::kF32), stored(d, dt)};
 }
 
-int64_t ce_violations(const Case& c, const HostRun& h, CeBug bug, std::string* first) {
+int64_t ce_violations(const Case& c, const RowHostRun& h, CeBug bug, std::string* first) {
   const DType dt = *parse_dtype(c.params["dtype"].get<std::string>());
   const auto [loss, d] = ce_float(c, h, bug);
-  return violations(h.refs[0], loss, DType::kF32, first) + violations(h.refs[1], d, dt, first);
+  return row_violations(h.refs[0], loss, DType::kF32, first) + row_violations(h.refs[1], d, dt, first);
 }
 
 TEST(CrossEntropyBound, AcceptsFloatCrossEntropyAndRejectsThePlantedBugs) {
@@ -664,11 +664,11 @@ TEST(CrossEntropyBound, AcceptsFloatCrossEntropyAndRejectsThePlantedBugs) {
           CeOpts o;
           o.smoothing = eps;
           o.ignore_index = ig;
-          const ValueRecipe logits = recipe(ValueClass::kNormal, seed++, 3);
+          const ValueRecipe logits = row_recipe(ValueClass::kNormal, seed++, 3);
           const Case c = ce_case(dt, 48, n, logits, seed++, o);
           ASSERT_TRUE(find_spec("cross_entropy")->validate(c).ok())
               << find_spec("cross_entropy")->validate(c).message();
-          HostRun h;
+          RowHostRun h;
           run_reference(ce_def(), c, h);
           std::string first;
           EXPECT_EQ(ce_violations(c, h, CeBug::kNone, &first), 0) << c.summary() << ": " << first;
@@ -693,11 +693,11 @@ TEST(CrossEntropyBound, EdgeRowsAndValueClasses) {
         o.smoothing = eps;
         o.inf_every = 2;  // -inf rows except the target, and -inf targets
         o.oob = (seed % 3) == 0;
-        ValueRecipe r = recipe(cls, seed++);
+        ValueRecipe r = row_recipe(cls, seed++);
         r.inject = {kSpecialAll, 0.002, 0, 0};
         const Case c = ce_case(dt, 40, 129, r, seed++, o);
         ASSERT_TRUE(find_spec("cross_entropy")->validate(c).ok());
-        HostRun h;
+        RowHostRun h;
         run_reference(ce_def(), c, h);
         std::string first;
         EXPECT_EQ(ce_violations(c, h, CeBug::kNone, &first), 0)
@@ -710,8 +710,8 @@ TEST(CrossEntropyBound, PreparedRowsHaveTheDeclaredLosses) {
   o.smoothing = 0;
   o.inf_every = 2;
   o.ignore_every = 5;
-  const Case c = ce_case(DType::kF32, 8, 10, recipe(ValueClass::kNormal, 9), 10, o);
-  HostRun h;
+  const Case c = ce_case(DType::kF32, 8, 10, row_recipe(ValueClass::kNormal, 9), 10, o);
+  RowHostRun h;
   run_reference(ce_def(), c, h);
   EXPECT_EQ(h.hv[1].at(0, 0), -100);  // r % 5 == 0: ignored
   EXPECT_EQ(h.refs[0].ref[0], 0);
@@ -729,15 +729,15 @@ TEST(CrossEntropyProperties, ShiftedLogitsKeepLossAndGradient) {
   for (DType dt : {DType::kF32, DType::kF16}) {
     CeOpts o;
     o.smoothing = 0.1;
-    const ValueRecipe logits = recipe(ValueClass::kSmallInt, seed++);
+    const ValueRecipe logits = row_recipe(ValueClass::kSmallInt, seed++);
     Case c = ce_case(dt, 16, 65, logits, seed++, o);
     c.params["relation"] = "shift";
     c.params["shift"] = 64.0;
     ASSERT_TRUE(find_spec("cross_entropy")->validate(c).ok());
     const OpDef& def = ce_def();
-    HostRun h;
+    RowHostRun h;
     run_reference(def, c, h);
-    HostRun h2;
+    RowHostRun h2;
     h2.bytes = h.bytes;
     for (auto& b : h2.bytes) h2.img.push_back(b.data());
     ASSERT_TRUE(def.transform(c, h2.img));
@@ -772,7 +772,7 @@ TEST(SoftmaxBound, OncePerRowIsTheSameAsPerElement) {
     for (const bool fast : {false, true}) {
       Arithmetic a;
       a.fast_math = fast;
-      HostRun h;
+      RowHostRun h;
       ASSERT_NO_FATAL_FAILURE(run_reference(*op, c, h, a));
       const Params p(c.params);
       const OutputRef& y = h.refs[0];
@@ -823,7 +823,7 @@ TEST(SoftmaxBound, NarrowIntermediatesHoldTheRoundedExponentialsOrder) {
         r.scale = 3;
         const Case c = model_case(
             "softmax", {{"dtype", std::string(dtype_name(dt))}, {"n", n}, {"rows", 6}, {"log", false}}, {r}, 0, 0);
-        HostRun plain, h;
+        RowHostRun plain, h;
         ASSERT_NO_FATAL_FAILURE(run_reference(*op, c, plain));
         ASSERT_NO_FATAL_FAILURE(run_reference(*op, c, h, narrow));
         const HostTensor& x = h.hv[0];
@@ -866,7 +866,7 @@ TEST(SoftmaxConvention, MaskedRowsZeroGivesZeroOrMinusInfinity) {
       nlohmann::json p = {{"dtype", "fp32"}, {"n", 9}, {"rows", 6}, {"log", log}, {"masked_every", 2}};
       if (declared) p["conventions"] = {"masked_rows_zero"};
       const Case c = model_case("softmax", p, {r}, 1, 0);
-      HostRun h;
+      RowHostRun h;
       ASSERT_NO_FATAL_FAILURE(run_reference(*op, c, h));
       for (int64_t row = 0; row < 6; ++row)
         for (int64_t j = 0; j < 9; ++j) {
@@ -893,7 +893,7 @@ TEST(SoftmaxConvention, MaskedRowsByLengthFollowTheLengthRule) {
       nlohmann::json p = {{"dtype", "fp32"}, {"n", n}, {"rows", 3}, {"log", log}, {"masked_every", 2}};
       p["conventions"] = {"masked_rows_by_length"};
       const Case c = model_case("softmax", p, {r}, 1, 0);
-      HostRun h;
+      RowHostRun h;
       ASSERT_NO_FATAL_FAILURE(run_reference(*op, c, h));
       const bool nan = !log && (n > 512 || (n & (n - 1)) == 0);
       for (int64_t row = 0; row < 3; ++row)
@@ -922,7 +922,7 @@ TEST(SoftmaxConvention, LseFirstLogSoftmaxHoldsItsCeiling) {
       ValueRecipe r;
       r.cls = ValueClass::kMeanSpread, r.mean = mean, r.spread = mean == 0 ? 8.0 : 0.5, r.seed = 17;
       nlohmann::json p = {{"dtype", "fp32"}, {"n", n}, {"rows", 3}, {"log", true}};
-      HostRun plain, declared;
+      RowHostRun plain, declared;
       const Case c0 = model_case("softmax", p, {r}, 0, 0);
       ASSERT_NO_FATAL_FAILURE(run_reference(*op, c0, plain));
       p["conventions"] = {"log_softmax_lse_first"};
@@ -961,7 +961,7 @@ TEST(SoftmaxRowsum, CatchesARowOffByAPercentAndSkipsMaskedRows) {
                       {"relation", "rowsum"}};
   p["conventions"] = {"masked_rows_by_length"};
   const Case c = model_case("softmax", p, {r}, 1, 0);
-  HostRun h;
+  RowHostRun h;
   ASSERT_NO_FATAL_FAILURE(run_reference(*op, c, h));
   std::vector<double> y = h.refs[0].ref;  // a kernel that returns the reference exactly
   auto failures = [&] {

@@ -23,13 +23,13 @@
 namespace assay {
 namespace {
 
-struct VendorOp {
+struct CeilingOp {
   const char* op;
   /// Non-empty: the evaluation order the bound does not model yet (measured on an H100,
   /// docs/results.md), reported as a skip with the measurement.
   const char* unmodelled = "";
 };
-void PrintTo(const VendorOp& o, std::ostream* os) {
+void PrintTo(const CeilingOp& o, std::ostream* os) {
   *os << o.op;
 }
 
@@ -38,7 +38,7 @@ struct Group {
   std::string first;
 };
 
-class VendorCeilingGpu : public ::testing::TestWithParam<VendorOp> {};
+class VendorCeilingGpu : public ::testing::TestWithParam<CeilingOp> {};
 
 TEST_P(VendorCeilingGpu, TheLibraryPassesTheOpsCeilingUnderItsDeclaredContract) {
   auto nd = gpu::device_count();
@@ -91,17 +91,17 @@ TEST_P(VendorCeilingGpu, TheLibraryPassesTheOpsCeilingUnderItsDeclaredContract) 
 
 INSTANTIATE_TEST_SUITE_P(
     Ops, VendorCeilingGpu,
-    ::testing::Values(VendorOp{"softmax",
+    ::testing::Values(CeilingOp{"softmax",
                                "cuDNN's fully masked rows come out NaN in some cases and 0 in others (no one "
                                "convention), and a row of -FLT_MAX only came out 1/8 for n = 5 (a cuDNN defect)"},
-                      VendorOp{"softmax_bwd"}, VendorOp{"conv2d"},
-                      VendorOp{"conv2d_bwd_data", "cuDNN's fp16 backward-data: 2 of 885 cases beyond the fp32-"
+                      CeilingOp{"softmax_bwd"}, CeilingOp{"conv2d"},
+                      CeilingOp{"conv2d_bwd_data", "cuDNN's fp16 backward-data: 2 of 885 cases beyond the fp32-"
                                                   "accumulation ceiling (6x) or overflowed, an fp16 intermediate"},
-                      VendorOp{"conv2d_bwd_filter"}, VendorOp{"activation"}, VendorOp{"activation_bwd"},
-                      VendorOp{"attention"}, VendorOp{"gemm"},
-                      VendorOp{"gemm_bias_act"},
-                      VendorOp{"gemm_batched"},
-                      VendorOp{"gemm_tc"}),
+                      CeilingOp{"conv2d_bwd_filter"}, CeilingOp{"activation"}, CeilingOp{"activation_bwd"},
+                      CeilingOp{"attention"}, CeilingOp{"gemm"},
+                      CeilingOp{"gemm_bias_act"},
+                      CeilingOp{"gemm_batched"},
+                      CeilingOp{"gemm_tc"}),
     [](const auto& i) { return std::string(i.param.op); });
 
 }  // namespace

@@ -42,13 +42,13 @@
 namespace assay {
 namespace {
 
-int64_t work(const Case& c) {
+int64_t bwd_work(const Case& c) {
   const Params p(c.params);
   return p.i("B") * p.i("Hkv") * p.i("G") * p.i("Sq") * p.i("Sk") * p.i("D");
 }
 
 /// Generated attention_bwd cases the device path takes, B H Sq Sk D at most `max_work`.
-std::vector<Case> device_cases(int want, uint64_t seed, int64_t max_dim, int64_t max_work, int64_t tries) {
+std::vector<Case> bwd_gpu_cases(int want, uint64_t seed, int64_t max_dim, int64_t max_work, int64_t tries) {
   const OpSpec* spec = find_spec("attention_bwd");
   const OpDef* op = find_op("attention_bwd");
   std::vector<Case> out;
@@ -58,7 +58,7 @@ std::vector<Case> device_cases(int want, uint64_t seed, int64_t max_dim, int64_t
   plan.gen.max_dim = max_dim;
   for (int64_t i = 0; static_cast<int>(out.size()) < want && i < tries; ++i) {
     Case c = generate_case(*spec, plan, i);
-    if (op->device_reference.when(Params(c.params)) && work(c) <= max_work) out.push_back(std::move(c));
+    if (op->device_reference.when(Params(c.params)) && bwd_work(c) <= max_work) out.push_back(std::move(c));
   }
   return out;
 }
@@ -99,7 +99,7 @@ void magnitudes(const attention::AttnDims& d, const std::vector<HostTensor>& t, 
       }
 }
 
-struct Stats {
+struct BwdStats {
   int64_t cases = 0, fast = 0, elements = 0, ref_bitwise = 0, tol_bitwise = 0;
   double worst_ref = 0, worst_tol = 0;        // fp64 ulps of the magnitude; relative
   int64_t prep_elements = 0, prep_moved = 0;  // O and LSE elements; those one stored ulp apart
@@ -119,7 +119,7 @@ struct Stats {
 /// by the two errors together. The reference as the gradient passes both verdicts.
 void check_gradcheck_sums(const Case& c, const std::vector<HostTensor>& hv, const std::vector<OutputRef>& refs,
                           const std::vector<DevTensor>& in, const std::vector<DeviceOutput>& douts,
-                          const DeviceContext& ctx, Stats& st) {
+                          const DeviceContext& ctx, BwdStats& st) {
   std::vector<std::vector<double>> g(3);
   std::vector<float> gf;
   std::vector<HostTensor> grads;
@@ -175,7 +175,7 @@ void check_gradcheck_sums(const Case& c, const std::vector<HostTensor>& hv, cons
 }
 
 /// One case: draw on the device, run the op's device compute (prepare + backward), compare.
-void check_case(const OpDef& op, const Case& c, const Contract& k, Stats& st) {
+void check_case(const OpDef& op, const Case& c, const Contract& k, BwdStats& st) {
   const Params prm(c.params);
   const attention::AttnDims d = attention::dims_of(prm);
   const size_t nt = c.tensors.size();
@@ -281,12 +281,12 @@ TEST(AttentionBwdDeviceRefGpu, PreparesAndMatchesTheHostReferenceAndBound) {
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
   const OpDef& op = test_util::model_op("attention_bwd");
   ASSERT_TRUE(op.device_reference.when && op.device_reference.compute && op.device_reference.scratch);
-  const std::vector<Case> cases = device_cases(200, 17, 256, int64_t{1} << 21, 400000);
+  const std::vector<Case> cases = bwd_gpu_cases(200, 17, 256, int64_t{1} << 21, 400000);
   ASSERT_GE(cases.size(), 150u);
   const Contract flash = test_util::variant_contract("attention_bwd", "flash");
   const Contract fast = Contract().fast_math();
   int64_t causal = 0, mask = 0, gqa = 0, scaled = 0;
-  Stats st;
+  BwdStats st;
   for (size_t i = 0; i < cases.size(); ++i) {
     const Params p(cases[i].params);
     causal += p.b("causal") ? 1 : 0;
@@ -331,7 +331,7 @@ TEST(AttentionBwdDeviceRefGpu, EngineTakesTheDevicePathAndTheFlashKernelPasses) 
   auto nd = gpu::device_count();
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
   test_util::expect_engine_device_path(test_util::model_op("attention_bwd"), {find_variant("attention_bwd", "flash")},
-                                       device_cases(60, 23, 512, int64_t{1} << 22, 400000), 50);
+                                       bwd_gpu_cases(60, 23, 512, int64_t{1} << 22, 400000), 50);
 }
 
 // Small cases just above the threshold (B H Sq Sk D in [4096, 16384)): the printed times per
@@ -339,7 +339,7 @@ TEST(AttentionBwdDeviceRefGpu, EngineTakesTheDevicePathAndTheFlashKernelPasses) 
 TEST(AttentionBwdDeviceRefGpu, EngineTimesBothPathsNearTheThreshold) {
   auto nd = gpu::device_count();
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
-  const std::vector<Case> cases = device_cases(80, 29, 64, int64_t{1} << 14, 400000);
+  const std::vector<Case> cases = bwd_gpu_cases(80, 29, 64, int64_t{1} << 14, 400000);
   ASSERT_GE(cases.size(), 40u);
   test_util::expect_engine_device_path(test_util::model_op("attention_bwd"), {find_variant("attention_bwd", "flash")},
                                        cases, 30);

@@ -25,13 +25,12 @@
 #include "properties/attention.h"
 #include "references/device/attention_bwd_f64.h"
 #include "tests/properties/model_host.h"
+#include "tests/test_values.h"
 
 namespace assay {
 namespace {
 
-bool same_bits(double a, double b) {
-  return std::memcmp(&a, &b, sizeof a) == 0;
-}
+using namespace test_values;
 
 /// The kernels' launches (attention_bwd_f64.cu) on one thread, in their order.
 void emulate(const device_ref::AttentionBwdF64Problem& p, const device_ref::AttentionBwdF64Io& io) {
@@ -83,7 +82,7 @@ PhaseRun run_phases(const Case& c, const std::vector<std::vector<unsigned char>>
 
 /// Generated attention_bwd cases the device path takes, with at most `max_work` B H Sq Sk D
 /// (the host reference's time).
-std::vector<Case> device_cases(int want, uint64_t seed, int64_t max_work) {
+std::vector<Case> bwd_cases(int want, uint64_t seed, int64_t max_work) {
   const OpSpec* spec = find_spec("attention_bwd");
   const OpDef& op = test_util::model_op("attention_bwd");
   std::vector<Case> out;
@@ -105,7 +104,7 @@ std::vector<Case> device_cases(int want, uint64_t seed, int64_t max_work) {
 TEST(AttentionBwdDeviceRef, KernelPhasesAreTheHostReferenceAndBoundBitForBit) {
   const OpDef& op = test_util::model_op("attention_bwd");
   ASSERT_TRUE(op.device_reference.when && op.device_reference.compute && op.device_reference.scratch);
-  const std::vector<Case> cases = device_cases(100, 9, int64_t{1} << 20);
+  const std::vector<Case> cases = bwd_cases(100, 9, int64_t{1} << 20);
   ASSERT_GE(cases.size(), 90u);
   const Contract flash = test_util::variant_contract("attention_bwd", "flash");
   ASSERT_FALSE(flash.arithmetic().fast_math) << "the flash backward is meant to declare IEEE expf";
@@ -191,7 +190,7 @@ std::vector<double> decode_all(const TensorDesc& d, const std::vector<unsigned c
 
 TEST(AttentionBwdDeviceRef, PreparePhaseWritesTheHostPreparesBytes) {
   const OpDef& op = test_util::model_op("attention_bwd");
-  const std::vector<Case> cases = device_cases(100, 11, int64_t{1} << 20);
+  const std::vector<Case> cases = bwd_cases(100, 11, int64_t{1} << 20);
   ASSERT_GE(cases.size(), 90u);
   int64_t scaled_do = 0, narrow = 0, bytes = 0;
   for (const Case& c : cases) {

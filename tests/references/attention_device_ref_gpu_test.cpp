@@ -36,7 +36,7 @@ int64_t work(const Params& p) {
 
 /// Generated attention cases the device path takes, with B H Sq Sk D at most `max_work`
 /// (the host reference's cost) and Sk at least `min_sk`.
-std::vector<Case> device_cases(int want, uint64_t seed, int64_t max_dim, int64_t max_work, int64_t min_sk,
+std::vector<Case> attn_cases(int want, uint64_t seed, int64_t max_dim, int64_t max_work, int64_t min_sk,
                                int64_t tries) {
   return test_util::device_path_cases("attention", want, seed, max_dim, tries, [&](const Params& p) {
     return work(p) <= max_work && p.i("Sk") >= min_sk;
@@ -65,7 +65,7 @@ void check_cases(const std::vector<Case>& cases, test_util::DeviceRefStats& st, 
 TEST(AttentionDeviceRefGpu, MatchesTheHostReferenceAndBound) {
   auto nd = gpu::device_count();
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
-  const std::vector<Case> cases = device_cases(300, 17, 256, int64_t{1} << 21, 1, 400000);
+  const std::vector<Case> cases = attn_cases(300, 17, 256, int64_t{1} << 21, 1, 400000);
   ASSERT_GE(cases.size(), 250u);
   int64_t causal = 0, mask = 0, gqa = 0, fast = 0;
   for (const Case& c : cases) {
@@ -91,7 +91,7 @@ TEST(AttentionDeviceRefGpu, LongKeyRowsBeyond48KiBOfSharedMemory) {
   auto nd = gpu::device_count();
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
   // Sk > 2048: the kernel's three doubles per key need the opt-in shared memory size.
-  const std::vector<Case> cases = device_cases(12, 19, 4096, int64_t{1} << 22, 2049, 200000);
+  const std::vector<Case> cases = attn_cases(12, 19, 4096, int64_t{1} << 22, 2049, 200000);
   ASSERT_GE(cases.size(), 1u) << "no generated case with Sk > 2048 inside the work limit";
   test_util::DeviceRefStats st;
   int64_t fast = 0;
@@ -103,7 +103,7 @@ TEST(AttentionDeviceRefGpu, EngineTakesTheDevicePathAndTheFlashKernelPasses) {
   auto nd = gpu::device_count();
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
   test_util::expect_engine_device_path(test_util::model_op("attention"), {find_variant("attention", "flash")},
-                                       device_cases(60, 23, 512, int64_t{1} << 24, 1, 400000), 50);
+                                       attn_cases(60, 23, 512, int64_t{1} << 24, 1, 400000), 50);
 }
 
 // Small cases just above the device threshold (B H Sq Sk D in [4096, 16384), every dtype): the
@@ -112,7 +112,7 @@ TEST(AttentionDeviceRefGpu, EngineTakesTheDevicePathAndTheFlashKernelPasses) {
 TEST(AttentionDeviceRefGpu, EngineTimesBothPathsNearTheThreshold) {
   auto nd = gpu::device_count();
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
-  const std::vector<Case> cases = device_cases(80, 29, 64, int64_t{1} << 14, 1, 400000);
+  const std::vector<Case> cases = attn_cases(80, 29, 64, int64_t{1} << 14, 1, 400000);
   ASSERT_GE(cases.size(), 40u);
   test_util::expect_engine_device_path(test_util::model_op("attention"), {find_variant("attention", "flash")}, cases,
                                        30);

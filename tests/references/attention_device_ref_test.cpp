@@ -17,13 +17,12 @@
 #include "properties/attention.h"
 #include "references/device/attention_f64.h"
 #include "tests/properties/model_host.h"
+#include "tests/test_values.h"
 
 namespace assay {
 namespace {
 
-bool same_bits(double a, double b) {
-  return std::memcmp(&a, &b, sizeof a) == 0;
-}
+using namespace test_values;
 
 /// The kernel's sequence of phases (attention_f64.cu) on one thread: the phases over j or c
 /// as loops, the serial ones as they are, the columns' max |v| by max.

@@ -19,13 +19,15 @@
 #include "references/host/gemm.h"
 #include "references/host/norms.h"
 #include "references/host/softmax.h"
+#include "tests/test_values.h"
 
 namespace assay {
 namespace {
 
+using namespace test_values;
+
 using ref::Activation;
 
-constexpr double kU = 0x1p-53;
 
 /// Input value classes for the data (the upstream gradients are the engine's business).
 rc::Gen<ValueClass> gen_input_class() {
@@ -349,7 +351,7 @@ RC_GTEST_PROP(BackwardReferences, SoftmaxAndLogSoftmax, ()) {
       s += dx[r * n + i];
       sm += mag[r * n + i];
     }
-    RC_ASSERT(std::fabs(s) <= 4 * (n + 2) * kU * sm + 1e-300);
+    RC_ASSERT(std::fabs(s) <= 4 * (n + 2) * kU64 * sm + 1e-300);
   }
 }
 
@@ -421,7 +423,7 @@ RC_GTEST_PROP(BackwardReferences, LayerNorm, ()) {
   for (int64_t r = 0; r < rows; ++r) {
     double s = 0, sm = 0;
     for (int64_t i = 0; i < n; ++i) s += dx[r * n + i], sm += dxm[r * n + i];
-    RC_ASSERT(std::fabs(s) <= 8 * (n + 4) * kU * sm + 1e-300);
+    RC_ASSERT(std::fabs(s) <= 8 * (n + 4) * kU64 * sm + 1e-300);
   }
 }
 
@@ -515,7 +517,7 @@ RC_GTEST_PROP(BackwardReferences, CrossEntropyWithIgnoreIndexAndLabelSmoothing, 
   for (int64_t r = 0; r < rows; ++r) {
     double s = 0, sm = 0;
     for (int64_t j = 0; j < n; ++j) s += dl[r * n + j], sm += mag[r * n + j];
-    RC_ASSERT(std::fabs(s) <= 4 * (n + 4) * kU * sm + 1e-300);
+    RC_ASSERT(std::fabs(s) <= 4 * (n + 4) * kU64 * sm + 1e-300);
     if (target[r] == prm.ignore_index) RC_ASSERT(sm == 0.0);
   }
 }
@@ -592,7 +594,7 @@ RC_GTEST_PROP(BackwardReferences, RotaryBothLayouts, ()) {
                                bmag.data());
   check_mag(y, mag, "rotary");
   check_mag(back, bmag, "rotary backward");
-  for (int64_t i = 0; i < rows * d; ++i) RC_ASSERT(std::fabs(back[i] - x[i]) <= 8 * kU * (bmag[i] + mag[i]) + 1e-300);
+  for (int64_t i = 0; i < rows * d; ++i) RC_ASSERT(std::fabs(back[i] - x[i]) <= 8 * kU64 * (bmag[i] + mag[i]) + 1e-300);
 }
 
 TEST(BackwardReferences, RotaryLayoutsPairTheRightDimensions) {
@@ -622,7 +624,7 @@ TEST(BackwardReferences, LongDoubleInstantiationAgrees) {
   auto close = [](const std::vector<double>& a, const std::vector<LD>& b, const std::vector<double>& mag,
                   const char* what) {
     for (size_t i = 0; i < a.size(); ++i)
-      EXPECT_LE(std::fabs(static_cast<LD>(a[i]) - b[i]), 64 * kU * mag[i] + 1e-300) << what << " " << i;
+      EXPECT_LE(std::fabs(static_cast<LD>(a[i]) - b[i]), 64 * kU64 * mag[i] + 1e-300) << what << " " << i;
   };
   std::vector<double> d(rows * n), m(rows * n);
   std::vector<LD> l(rows * n);

@@ -30,7 +30,7 @@ namespace {
 using conv::ConvPass;
 
 /// Up to `want` generated cases of `op` the device path takes (max_dim 64 keeps the host side quick).
-std::vector<Case> device_cases(const std::string& name, int want, uint64_t seed) {
+std::vector<Case> conv_cases(const std::string& name, int want, uint64_t seed) {
   return test_util::device_path_cases(name, want, seed, 64, 200 * int64_t{want});
 }
 
@@ -41,7 +41,7 @@ TEST_P(ConvDeviceRefGpu, MatchesTheHostReferenceAndBound) {
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
   const std::string name = conv::conv_op_name(GetParam());
   const OpDef& op = test_util::model_op(name);
-  const std::vector<Case> cases = device_cases(name, 250, 11);
+  const std::vector<Case> cases = conv_cases(name, 250, 11);
   ASSERT_GE(cases.size(), 200u);
   test_util::DeviceRefStats st;
   const test_util::RefScale mag = [](size_t, size_t l, const std::vector<OutputRef>& h) { return h[0].aux[0][l]; };
@@ -144,7 +144,7 @@ TEST_P(ConvDeviceRefGpu, EngineTakesTheDevicePathAndCorrectKernelsPass) {
   const std::string name = conv::conv_op_name(GetParam());
   test_util::expect_engine_device_path(test_util::model_op(name),
                                        {find_variant(name, "direct"), find_variant(name, "implicit_gemm")},
-                                       device_cases(name, 40, 12), 60);
+                                       conv_cases(name, 40, 12), 60);
 }
 
 // Small cases just above the device threshold (2048 to 8192 multiply-adds, every dtype): the

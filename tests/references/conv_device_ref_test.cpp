@@ -17,19 +17,14 @@
 #include "properties/conv.h"
 #include "references/device/conv_f64_element.h"
 #include "tests/properties/model_host.h"
+#include "tests/test_values.h"
 
 namespace assay {
 namespace {
 
-using conv::ConvPass;
+using namespace test_values;
 
-/// The same bits, or both NaN: which NaN a sum of NaN terms gives (an input NaN, or the default
-/// NaN of Inf * 0) depends on the operand order the compiler picks for a commutative add, which
-/// IEEE 754 leaves open and which differs between two inlined copies of the element function;
-/// the engine compares NaN patterns only.
-bool same_bits(double a, double b) {
-  return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, sizeof a) == 0;
-}
+using conv::ConvPass;
 
 device_ref::ConvF64Pass device_pass(ConvPass p) {
   return p == ConvPass::kFwd       ? device_ref::ConvF64Pass::kFwd
@@ -77,7 +72,7 @@ TEST_P(ConvDeviceRef, ElementFunctionIsTheHostReferenceAndBoundBitForBit) {
       const size_t l = static_cast<size_t>(e);
       ++elements;
       nonfinite += std::isfinite(h.refs[0].ref[l]) ? 0 : 1;
-      ASSERT_TRUE(same_bits(r, h.refs[0].ref[l]) && same_bits(t, h.refs[0].tol[l]))
+      ASSERT_TRUE(same_bits_or_nan(r, h.refs[0].ref[l]) && same_bits_or_nan(t, h.refs[0].tol[l]))
           << c.summary() << " element " << e << ": host " << h.refs[0].ref[l] << " tol " << h.refs[0].tol[l]
           << ", device function " << r << " tol " << t;
     }

@@ -46,15 +46,16 @@
 #include "references/host/backward.h"
 #include "references/host/conv.h"
 #include "references/host/softmax.h"
+#include "tests/test_values.h"
 
 namespace assay {
 namespace {
 
+using namespace test_values;
+
 using vendor::CudnnActivationMode;
 using vendor::SoftmaxAlgo;
 
-constexpr double kU32 = 0x1p-24;  // fp32 unit roundoff: cuDNN computes fp16/bf16 data in fp32
-constexpr double kU64 = 0x1p-53;
 
 // ---- CPU: versions and status mapping ---------------------------------------------------------
 

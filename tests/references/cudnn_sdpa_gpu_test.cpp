@@ -47,11 +47,13 @@
 #include "kernels/attention/attention.h"
 #include "properties/attention.h"
 #include "references/library/cudnn.h"
+#include "tests/test_values.h"
 
 namespace assay {
 namespace {
 
-constexpr double kU32 = 0x1p-24;
+using namespace test_values;
+
 
 struct SdpaProblem {
   DType dt;
@@ -63,9 +65,9 @@ void PrintTo(const SdpaProblem& p, std::ostream* os) {
 }
 
 /// A device buffer freed with its owner.
-struct DevBuf {
+struct SdpaBuf {
   void* p = nullptr;
-  ~DevBuf() {
+  ~SdpaBuf() {
     if (p != nullptr) (void)cudaFree(p);
   }
 };
@@ -110,7 +112,7 @@ TEST_P(CudnnSdpaGpu, MatchesHostReferenceAndFlashKernelWithinBothCeilings) {
   attention::attention_fwd_reference(d, tq, tk, tv, nullptr, ro, rl);
   attention::attention_fwd_reference(d, tq, tk, tv, nullptr, roc, rlc, /*key_tile=*/1);
 
-  DevBuf dq, dk, dv, dok, doc, dlk, dlc;
+  SdpaBuf dq, dk, dv, dok, doc, dlk, dlc;
   ASSERT_EQ(cudaMalloc(&dq.p, n * es), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&dk.p, n * es), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&dv.p, n * es), cudaSuccess);

@@ -24,23 +24,24 @@
 #include <vector>
 
 #include "harness/bounds.h"
+#include "tests/test_values.h"
 
 namespace assay {
 namespace {
 
-using Mp = boost::multiprecision::cpp_bin_float_100;  // ~332 bits
+using namespace test_values;
+
+using Mp100 = boost::multiprecision::cpp_bin_float_100;  // ~332 bits
 using ref::DD;
 using ref::DoubleDouble;
 
-constexpr double kU = 0x1p-53;
-constexpr double kU2 = kU * kU;
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kU2 = kU64 * kU64;
 
-Mp mp(const DoubleDouble& d) {
-  return Mp(d.hi) + Mp(d.lo);
+Mp100 mp(const DoubleDouble& d) {
+  return Mp100(d.hi) + Mp100(d.lo);
 }
-Mp mp(const DD& d) {
-  return Mp(d.hi) + Mp(d.lo);
+Mp100 mp(const DD& d) {
+  return Mp100(d.hi) + Mp100(d.lo);
 }
 
 /// A double with a full random 53-bit significand, sign, and binary exponent in [lo, hi].
@@ -67,21 +68,21 @@ rc::Gen<DoubleDouble> gen_dd(int lo, int hi) {
 // ---- error-free transformations ------------------------------------------------------------------------
 
 RC_GTEST_PROP(ErrorFreeTransforms, TwoSumAndTwoProdAreExact, ()) {
-  // Exponents within +-100: the exact sum needs at most ~260 bits, the product 106; both fit Mp,
+  // Exponents within +-100: the exact sum needs at most ~260 bits, the product 106; both fit Mp100,
   // and no low part underflows.
   const double a = *gen_double(-100, 100), b = *gen_double(-100, 100);
   const DD s = ref::two_sum(a, b);
   RC_ASSERT(s.hi == a + b);
-  RC_ASSERT(mp(s) == Mp(a) + Mp(b));
+  RC_ASSERT(mp(s) == Mp100(a) + Mp100(b));
   const DD f = std::fabs(a) >= std::fabs(b) ? ref::fast_two_sum(a, b) : ref::fast_two_sum(b, a);
-  RC_ASSERT(mp(f) == Mp(a) + Mp(b));
+  RC_ASSERT(mp(f) == Mp100(a) + Mp100(b));
   const DD p = ref::two_prod(a, b);
   RC_ASSERT(p.hi == a * b);
-  RC_ASSERT(mp(p) == Mp(a) * Mp(b));
+  RC_ASSERT(mp(p) == Mp100(a) * Mp100(b));
 }
 
 TEST(ErrorFreeTransforms, SpecialCases) {
-  EXPECT_EQ(mp(ref::two_sum(1.0, 0x1p-80)), Mp(1) + Mp(0x1p-80));  // the small one survives in lo
+  EXPECT_EQ(mp(ref::two_sum(1.0, 0x1p-80)), Mp100(1) + Mp100(0x1p-80));  // the small one survives in lo
   EXPECT_EQ(ref::two_sum(1e308, 1e308).hi, std::numeric_limits<double>::infinity());
   const DD p = ref::two_prod(1.0 + 0x1p-52, 1.0 + 0x1p-52);  // (1+e)^2 = 1 + 2e + e^2
   EXPECT_EQ(p.hi, 1.0 + 0x1p-51);
@@ -90,14 +91,14 @@ TEST(ErrorFreeTransforms, SpecialCases) {
 
 // ---- DoubleDouble arithmetic ---------------------------------------------------------------------------
 
-/// |got - exact| <= c u^2 |exact| (relative), checked in Mp.
-bool rel_ok(const DoubleDouble& got, const Mp& exact, double c) {
-  return abs(mp(got) - exact) <= Mp(c * kU2) * abs(exact);
+/// |got - exact| <= c u^2 |exact| (relative), checked in Mp100.
+bool rel_ok(const DoubleDouble& got, const Mp100& exact, double c) {
+  return abs(mp(got) - exact) <= Mp100(c * kU2) * abs(exact);
 }
 
 RC_GTEST_PROP(DoubleDoubleOps, MeetTheirErrorBounds, ()) {
   const DoubleDouble x = *gen_dd(-60, 60), y = *gen_dd(-60, 60);
-  const Mp mx = mp(x), my = mp(y);
+  const Mp100 mx = mp(x), my = mp(y);
   RC_ASSERT(rel_ok(x + y, mx + my, 4));  // [JMP]: 3u^2 / (1 - 4u)
   RC_ASSERT(rel_ok(x - y, mx - my, 4));
   RC_ASSERT(rel_ok(x * y, mx * my, 5));  // [JMP] DWTimesDW3: <= 4u^2 (5 keeps a margin)
@@ -114,12 +115,12 @@ RC_GTEST_PROP(DoubleDoubleOps, ExpAndLogMeetTheirErrorBounds, ()) {
   // Below ~1e-292 the low part is subnormal and double-double loses its relative precision.
   const double e = *rc::gen::inRange(-600000, 700000) / 1000.0;
   const DoubleDouble x = DoubleDouble(e) + DoubleDouble(*rc::gen::inRange(-1000, 1000) * 0x1p-70);
-  const Mp mx = mp(x);
+  const Mp100 mx = mp(x);
   RC_ASSERT(rel_ok(ref::exp(x), exp(mx), 32 + 2 * std::fabs(e)));
   // log of a positive value: absolute error ~u^2 (relative to max(1, |log|)).
   const DoubleDouble a = ref::abs(*gen_dd(-300, 300));
-  const Mp la = log(mp(a));
-  RC_ASSERT(abs(mp(ref::log(a)) - la) <= Mp(16 * kU2) * (Mp(1) + abs(la)));
+  const Mp100 la = log(mp(a));
+  RC_ASSERT(abs(mp(ref::log(a)) - la) <= Mp100(16 * kU2) * (Mp100(1) + abs(la)));
 }
 
 TEST(DoubleDoubleOps, SpecialValues) {
@@ -167,13 +168,13 @@ void ill_conditioned(size_t n, uint64_t seed, std::vector<double>& x, std::vecto
   y.swap(py);
 }
 
-struct ExactDot {
-  Mp value = 0, mag = 0;
+struct Dot2Exact {
+  Mp100 value = 0, mag = 0;
 };
-ExactDot exact_dot(const std::vector<double>& x, const std::vector<double>& y) {
-  ExactDot e;
+Dot2Exact exact_dot(const std::vector<double>& x, const std::vector<double>& y) {
+  Dot2Exact e;
   for (size_t i = 0; i < x.size(); ++i) {
-    const Mp p = Mp(x[i]) * Mp(y[i]);  // exact: 106 bits
+    const Mp100 p = Mp100(x[i]) * Mp100(y[i]);  // exact: 106 bits
     e.value += p;
     e.mag += abs(p);
   }
@@ -184,16 +185,16 @@ template <int Lanes>
 ::testing::AssertionResult dot2_within(const std::vector<double>& x, const std::vector<double>& y) {
   const auto n = static_cast<int64_t>(x.size());
   const ref::Dot2Result r = ref::dot2<Lanes>(x.data(), 1, y.data(), 1, n);
-  const ExactDot e = exact_dot(x, y);
+  const Dot2Exact e = exact_dot(x, y);
   // [ORO] sec. 5 (Dot2) with 2n in place of n for the lanes' merge.
-  const double g = gamma_n(2 * n, kU);
-  const Mp err_dd = abs(mp(r.value) - e.value);
-  const Mp err_hi = abs(Mp(r.value.hi) - e.value);
-  const Mp tol_dd = Mp(g) * Mp(g) * e.mag;
-  if (err_dd > tol_dd || err_hi > Mp(kU) * abs(e.value) + tol_dd) {
+  const double g = gamma_n(2 * n, kU64);
+  const Mp100 err_dd = abs(mp(r.value) - e.value);
+  const Mp100 err_hi = abs(Mp100(r.value.hi) - e.value);
+  const Mp100 tol_dd = Mp100(g) * Mp100(g) * e.mag;
+  if (err_dd > tol_dd || err_hi > Mp100(kU64) * abs(e.value) + tol_dd) {
     return ::testing::AssertionFailure() << "Lanes=" << Lanes << " n=" << n << " err " << err_dd << " tol " << tol_dd;
   }
-  if (abs(Mp(r.mag) - e.mag) > Mp(gamma_n(n, kU)) * e.mag) return ::testing::AssertionFailure() << "mag";
+  if (abs(Mp100(r.mag) - e.mag) > Mp100(gamma_n(n, kU64)) * e.mag) return ::testing::AssertionFailure() << "mag";
   return ::testing::AssertionSuccess();
 }
 
@@ -213,16 +214,16 @@ TEST(Dot2, PlainDoubleFailsWhereDot2Holds) {
   double worst_plain = 0, worst_dot2 = 0;
   for (uint64_t seed = 0; seed < 16; ++seed) {
     ill_conditioned(1000, seed, x, y);
-    const ExactDot e = exact_dot(x, y);
+    const Dot2Exact e = exact_dot(x, y);
     double plain = 0;
     for (size_t i = 0; i < x.size(); ++i) plain += x[i] * y[i];
     const ref::Dot2Result r = ref::dot2<4>(x.data(), 1, y.data(), 1, 1000);
-    worst_plain = std::max(worst_plain, static_cast<double>(abs(Mp(plain) - e.value) / abs(e.value)));
-    worst_dot2 = std::max(worst_dot2, static_cast<double>(abs(Mp(r.value.hi) - e.value) / abs(e.value)));
+    worst_plain = std::max(worst_plain, static_cast<double>(abs(Mp100(plain) - e.value) / abs(e.value)));
+    worst_dot2 = std::max(worst_dot2, static_cast<double>(abs(Mp100(r.value.hi) - e.value) / abs(e.value)));
     EXPECT_TRUE(dot2_within<4>(x, y));
   }
   std::printf("[ measured ] ill-conditioned n=1000 dots: max relative error plain double %.3g, Dot2 %.3g (u = %.3g)\n",
-              worst_plain, worst_dot2, kU);
+              worst_plain, worst_dot2, kU64);
   EXPECT_GT(worst_plain, 1e-6);
   EXPECT_LE(worst_dot2, 1e-12);
 }
@@ -241,7 +242,7 @@ TEST(Dot2, StridesAndEmpty) {
 
 // ---- GEMM in double-double -------------------------------------------------------------------------------
 
-struct Problem {
+struct DotProblem {
   int64_t m = 0, n = 0, k = 0;
   bool ta = false, tb = false;
   double alpha = 1, beta = 0;
@@ -249,9 +250,9 @@ struct Problem {
   int64_t lda = 0, ldb = 0, ldc = 0;
 };
 
-Problem make(int64_t m, int64_t n, int64_t k, bool ta, bool tb, double alpha, double beta,
+DotProblem make(int64_t m, int64_t n, int64_t k, bool ta, bool tb, double alpha, double beta,
              const std::vector<double>& opa, const std::vector<double>& opb, const std::vector<double>& cv) {
-  Problem p{m, n, k, ta, tb, alpha, beta, {}, {}, {}, 0, 0, 0};
+  DotProblem p{m, n, k, ta, tb, alpha, beta, {}, {}, {}, 0, 0, 0};
   p.lda = std::max<int64_t>(1, ta ? m : k) + 1;
   p.ldb = std::max<int64_t>(1, tb ? k : n) + 2;
   p.ldc = std::max<int64_t>(1, n) + 1;
@@ -268,7 +269,7 @@ Problem make(int64_t m, int64_t n, int64_t k, bool ta, bool tb, double alpha, do
 }
 
 template <typename S>
-ref::GemmProblem<S> view(const Problem& p, const std::vector<S>& a, const std::vector<S>& b, const std::vector<S>& c) {
+ref::GemmProblem<S> view(const DotProblem& p, const std::vector<S>& a, const std::vector<S>& b, const std::vector<S>& c) {
   ref::GemmProblem<S> g;
   g.m = p.m, g.n = p.n, g.k = p.k, g.trans_a = p.ta, g.trans_b = p.tb;
   g.alpha = S(p.alpha), g.beta = S(p.beta);
@@ -280,7 +281,7 @@ struct DdOut {
   std::vector<double> ref, lo, mag;
 };
 
-DdOut run_dd(const Problem& p, int threads) {
+DdOut run_dd(const DotProblem& p, int threads) {
   DdOut o;
   const size_t mn = static_cast<size_t>(p.m * p.n);
   o.ref.assign(mn, kNaN);
@@ -291,14 +292,14 @@ DdOut run_dd(const Problem& p, int threads) {
 }
 
 /// Exact (332-bit) reference through the existing template.
-std::pair<std::vector<Mp>, std::vector<Mp>> run_mp(const Problem& p) {
-  const std::vector<Mp> a(p.a.begin(), p.a.end()), b(p.b.begin(), p.b.end()), c(p.c.begin(), p.c.end());
-  std::vector<Mp> ref(static_cast<size_t>(p.m * p.n)), mag(ref.size());
-  ref::gemm_reference(view<Mp>(p, a, b, c), ref.data(), mag.data());
+std::pair<std::vector<Mp100>, std::vector<Mp100>> run_mp(const DotProblem& p) {
+  const std::vector<Mp100> a(p.a.begin(), p.a.end()), b(p.b.begin(), p.b.end()), c(p.c.begin(), p.c.end());
+  std::vector<Mp100> ref(static_cast<size_t>(p.m * p.n)), mag(ref.size());
+  ref::gemm_reference(view<Mp100>(p, a, b, c), ref.data(), mag.data());
   return {ref, mag};
 }
 
-rc::Gen<double> gen_value() {
+rc::Gen<double> gen_dot_value() {
   return rc::gen::weightedOneOf<double>({
       {1, rc::gen::just(0.0)},
       {2, rc::gen::map(rc::gen::inRange(-8, 9), [](int v) { return static_cast<double>(v); })},
@@ -310,8 +311,8 @@ RC_GTEST_PROP(GemmReferenceDd, MatchesMultiprecision, ()) {
   const auto m = *rc::gen::inRange<int64_t>(0, 10), n = *rc::gen::inRange<int64_t>(0, 10);
   const auto k = *rc::gen::inRange<int64_t>(0, 40);
   const bool ta = *rc::gen::arbitrary<bool>(), tb = *rc::gen::arbitrary<bool>();
-  auto opa = *rc::gen::container<std::vector<double>>(static_cast<size_t>(m * k), gen_value());
-  auto opb = *rc::gen::container<std::vector<double>>(static_cast<size_t>(k * n), gen_value());
+  auto opa = *rc::gen::container<std::vector<double>>(static_cast<size_t>(m * k), gen_dot_value());
+  auto opb = *rc::gen::container<std::vector<double>>(static_cast<size_t>(k * n), gen_dot_value());
   // Half the time, make the rows of A cancel against themselves: second half = -first half.
   if (*rc::gen::arbitrary<bool>() && k >= 2) {
     for (int64_t i = 0; i < m; ++i)
@@ -325,17 +326,17 @@ RC_GTEST_PROP(GemmReferenceDd, MatchesMultiprecision, ()) {
   const double alpha = *rc::gen::element(1.0, -1.0, 0.0, 0.1, 3.0);
   const double beta = *rc::gen::element(0.0, 1.0, -0.7);
   const auto cv = beta == 0 ? std::vector<double>(static_cast<size_t>(m * n), kNaN)
-                            : *rc::gen::container<std::vector<double>>(static_cast<size_t>(m * n), gen_value());
-  const Problem p = make(m, n, k, ta, tb, alpha, beta, opa, opb, cv);
+                            : *rc::gen::container<std::vector<double>>(static_cast<size_t>(m * n), gen_dot_value());
+  const DotProblem p = make(m, n, k, ta, tb, alpha, beta, opa, opb, cv);
   const DdOut d = run_dd(p, 1);
   const auto [exact, mag] = run_mp(p);
   // Dot2 bound for the dot, then alpha* (2u^2 relative) and + beta*c (3u^2): (c + 2 gamma_2k^2) mag.
-  const double g = gamma_n(2 * k + 2, kU);
+  const double g = gamma_n(2 * k + 2, kU64);
   for (size_t e = 0; e < exact.size(); ++e) {
-    const Mp tol = (Mp(g) * Mp(g) * 2 + Mp(8 * kU2)) * mag[e] + Mp(1e-300);
-    RC_ASSERT(abs(Mp(d.ref[e]) + Mp(d.lo[e]) - exact[e]) <= tol);
-    RC_ASSERT(abs(Mp(d.ref[e]) - exact[e]) <= Mp(kU) * abs(exact[e]) + tol);
-    RC_ASSERT(abs(Mp(d.mag[e]) - mag[e]) <= Mp(gamma_n(k + 2, kU)) * mag[e]);
+    const Mp100 tol = (Mp100(g) * Mp100(g) * 2 + Mp100(8 * kU2)) * mag[e] + Mp100(1e-300);
+    RC_ASSERT(abs(Mp100(d.ref[e]) + Mp100(d.lo[e]) - exact[e]) <= tol);
+    RC_ASSERT(abs(Mp100(d.ref[e]) - exact[e]) <= Mp100(kU64) * abs(exact[e]) + tol);
+    RC_ASSERT(abs(Mp100(d.mag[e]) - mag[e]) <= Mp100(gamma_n(k + 2, kU64)) * mag[e]);
   }
   // The existing template instantiated with DoubleDouble: recursive double-double sums,
   // ~(3k + 5k) u^2 relative to mag.
@@ -343,7 +344,7 @@ RC_GTEST_PROP(GemmReferenceDd, MatchesMultiprecision, ()) {
   std::vector<DoubleDouble> rdd(exact.size()), mdd(exact.size());
   ref::gemm_reference(view<DoubleDouble>(p, a, b, c), rdd.data(), mdd.data());
   for (size_t e = 0; e < exact.size(); ++e)
-    RC_ASSERT(abs(mp(rdd[e]) - exact[e]) <= Mp(10.0 * static_cast<double>(k + 2) * kU2) * mag[e] + Mp(1e-300));
+    RC_ASSERT(abs(mp(rdd[e]) - exact[e]) <= Mp100(10.0 * static_cast<double>(k + 2) * kU2) * mag[e] + Mp100(1e-300));
 }
 
 TEST(GemmReferenceDd, ThreadsAreBitIdenticalAndPlainDoubleIsNot) {
@@ -358,7 +359,7 @@ TEST(GemmReferenceDd, ThreadsAreBitIdenticalAndPlainDoubleIsNot) {
     for (int64_t q = 0; q < k / 2; ++q) opa[i * k + k / 2 + q] = -opa[i * k + q];
   for (int64_t q = 0; q < k / 2; ++q)
     for (int64_t j = 0; j < n; ++j) opb[(k / 2 + q) * n + j] = std::nextafter(opb[q * n + j], 1e300);
-  const Problem p = make(m, n, k, true, false, 1.0, 0.0, opa, opb, cv);
+  const DotProblem p = make(m, n, k, true, false, 1.0, 0.0, opa, opb, cv);
   const DdOut one = run_dd(p, 1);
   for (int threads : {2, 3, 8}) {
     const DdOut many = run_dd(p, threads);
@@ -370,11 +371,11 @@ TEST(GemmReferenceDd, ThreadsAreBitIdenticalAndPlainDoubleIsNot) {
   const auto [exact, mag] = run_mp(p);
   // Against the double-double bound u|c| + 2 gamma_2k^2 mag: plain double is far outside it.
   double worst_plain = 0, worst_dd = 0;
-  const double g = gamma_n(2 * k + 2, kU);
+  const double g = gamma_n(2 * k + 2, kU64);
   for (size_t e = 0; e < exact.size(); ++e) {
-    const Mp tol = Mp(kU) * abs(exact[e]) + (Mp(g) * Mp(g) * 2 + Mp(8 * kU2)) * mag[e];
-    worst_plain = std::max(worst_plain, static_cast<double>(abs(Mp(plain[e]) - exact[e]) / tol));
-    worst_dd = std::max(worst_dd, static_cast<double>(abs(Mp(one.ref[e]) - exact[e]) / tol));
+    const Mp100 tol = Mp100(kU64) * abs(exact[e]) + (Mp100(g) * Mp100(g) * 2 + Mp100(8 * kU2)) * mag[e];
+    worst_plain = std::max(worst_plain, static_cast<double>(abs(Mp100(plain[e]) - exact[e]) / tol));
+    worst_dd = std::max(worst_dd, static_cast<double>(abs(Mp100(one.ref[e]) - exact[e]) / tol));
   }
   std::printf(
       "[ measured ] cancelling 48x40x256 GEMM: max error/double-double-bound: double %.3g, double-double %.3g\n",

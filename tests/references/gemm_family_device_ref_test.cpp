@@ -29,16 +29,15 @@
 #include "references/device/gemm_f64_tol.h"
 #include "tests/properties/model_host.h"
 #include "tests/references/device_ref_check.h"
+#include "tests/test_values.h"
 
 namespace assay {
 namespace {
 
-bool same_bits(double a, double b) {
-  return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, sizeof a) == 0;
-}
+using namespace test_values;
 
 /// Up to `want` generated cases of `name` the device path takes.
-std::vector<Case> device_cases(const std::string& name, int want, uint64_t seed, int64_t* host_cases = nullptr) {
+std::vector<Case> family_cases(const std::string& name, int want, uint64_t seed, int64_t* host_cases = nullptr) {
   const OpSpec* spec = find_spec(name);
   const OpDef* op = find_op(name);
   std::vector<Case> out;
@@ -80,7 +79,7 @@ void expect_bits(const Case& c, const test_util::ModelHostRun& h, size_t o, cons
   for (size_t l = 0; l < ref.size(); ++l) {
     ++elements;
     nonfinite += std::isfinite(r.ref[l]) ? 0 : 1;
-    ASSERT_TRUE(same_bits(ref[l], r.ref[l]) && same_bits(tol[l], r.tol[l]))
+    ASSERT_TRUE(same_bits_or_nan(ref[l], r.ref[l]) && same_bits_or_nan(tol[l], r.tol[l]))
         << c.summary() << " output " << o << " element " << l << ": host " << r.ref[l] << " tol " << r.tol[l]
         << ", device functions " << ref[l] << " tol " << tol[l];
   }
@@ -89,7 +88,7 @@ void expect_bits(const Case& c, const test_util::ModelHostRun& h, size_t o, cons
 TEST(GemmFamilyDeviceRef, GemmBatchedElementFunctionsAreTheHostBitForBit) {
   const OpDef& op = test_util::model_op("gemm_batched");
   int64_t host_cases = 0, elements = 0, nonfinite = 0, exact = 0, broadcast = 0, trans = 0, unread_c = 0;
-  const std::vector<Case> cases = device_cases("gemm_batched", 120, 3, &host_cases);
+  const std::vector<Case> cases = family_cases("gemm_batched", 120, 3, &host_cases);
   ASSERT_GE(cases.size(), 100u);
   for (const Case& c : cases) {
     const Params p(c.params);
@@ -149,7 +148,7 @@ TEST(GemmFamilyDeviceRef, QuantElementFunctionsAreTheHostBitForBit) {
     const bool i8 = name == "gemm_int8";
     const OpDef& op = test_util::model_op(name);
     int64_t host_cases = 0, elements = 0, nonfinite = 0, exact = 0, narrow = 0, padded = 0, split_checked = 0;
-    const std::vector<Case> cases = device_cases(name, 120, 4, &host_cases);
+    const std::vector<Case> cases = family_cases(name, 120, 4, &host_cases);
     ASSERT_GE(cases.size(), 100u) << name;
     for (const Case& c : cases) {
       const Params p(c.params);
@@ -177,7 +176,7 @@ TEST(GemmFamilyDeviceRef, QuantElementFunctionsAreTheHostBitForBit) {
             double sa = pa[0], ss = ps[0];
             for (int w = 32; w < threads; w += 32) sa += pa[static_cast<size_t>(w)], ss += ps[static_cast<size_t>(w)];
             const size_t l = static_cast<size_t>(i * g.n + j);
-            ASSERT_TRUE(same_bits(sa, acc[l]) && same_bits(ss, mag[l]))
+            ASSERT_TRUE(same_bits_or_nan(sa, acc[l]) && same_bits_or_nan(ss, mag[l]))
                 << c.summary() << " element " << l << " over " << threads << " threads: split sums " << sa << ", "
                 << ss << " against " << acc[l] << ", " << mag[l];
             ++split_checked;
@@ -256,7 +255,7 @@ TEST_P(GemmFamilyDeviceRefGpu, MatchesTheHostReferenceAndBound) {
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
   const std::string name = GetParam();
   const OpDef& op = test_util::model_op(name);
-  const std::vector<Case> cases = device_cases(name, 200, 21);
+  const std::vector<Case> cases = family_cases(name, 200, 21);
   ASSERT_GE(cases.size(), 150u);
   test_util::DeviceRefStats st;
   for (const Case& c : cases) {
@@ -275,7 +274,7 @@ TEST_P(GemmFamilyDeviceRefGpu, EngineTakesTheDevicePathAndCorrectKernelsPass) {
                                                                 : name == "gemm_int8"  ? "dp4a"
                                                                                        : "simt")};
   if (name == "gemm_batched") variants.push_back(find_variant(name, "ptr_array"));
-  test_util::expect_engine_device_path(test_util::model_op(name), variants, device_cases(name, 40, 22), 40);
+  test_util::expect_engine_device_path(test_util::model_op(name), variants, family_cases(name, 40, 22), 40);
 }
 
 // The metamorphic relations on the device path (the engine transforms copies of the drawn inputs
@@ -289,7 +288,7 @@ TEST(GemmFamilyDeviceRefGpu, RelationsRunOnTheDevicePathAsOnTheHost) {
   OpDef host_op = op;
   host_op.device_reference = DeviceReference{};
   std::vector<Case> cases;
-  for (const Case& c : device_cases("gemm_batched", 400, 23))
+  for (const Case& c : family_cases("gemm_batched", 400, 23))
     if (!Params(c.params).s("relation").empty()) cases.push_back(c);
   ASSERT_GE(cases.size(), 40u);
   auto lane = gpu::Lane::create(0);

@@ -20,13 +20,15 @@
 #include <vector>
 
 #include "harness/bounds.h"
+#include "tests/test_values.h"
 
 namespace assay {
 namespace {
 
+using namespace test_values;
+
 using Mp = boost::multiprecision::cpp_bin_float_50;  // 50 digits, ~166 bits
 using Mpfr = boost::multiprecision::mpfr_float_50;   // expression templates on: another code path
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 /// A GEMM problem with its own padded storage; padding holds NaN so that any
 /// read outside the logical matrices poisons the result.

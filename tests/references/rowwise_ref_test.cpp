@@ -21,15 +21,16 @@
 #include "references/host/norms.h"
 #include "references/host/reductions.h"
 #include "references/host/softmax.h"
+#include "tests/test_values.h"
 
 namespace assay {
 namespace {
 
+using namespace test_values;
+
 using Mp = boost::multiprecision::cpp_bin_float_50;
 using ref::DoubleDouble;
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kDdFactor = 0x1p-40;  // double-double must beat the fp64 ceiling by this much
 
 double d(const Mp& v) {
@@ -47,7 +48,7 @@ Mp diff(const DoubleDouble& a, const Mp& b) {
 }
 
 /// Doubles with mixed signs over 2^-20..2^20, zeros and small integers (as gemm_ref_test).
-rc::Gen<double> gen_value() {
+rc::Gen<double> gen_row_value() {
   return rc::gen::weightedOneOf<double>({
       {1, rc::gen::just(0.0)},
       {2, rc::gen::map(rc::gen::inRange(-8, 9), [](int v) { return static_cast<double>(v); })},
@@ -61,7 +62,7 @@ rc::Gen<double> gen_value() {
 /// A row of n values; with `offset`, all shifted by a large common value (conditioning).
 rc::Gen<std::vector<double>> gen_row(size_t lo, size_t hi) {
   return rc::gen::mapcat(rc::gen::inRange(lo, hi),
-                         [](size_t n) { return rc::gen::container<std::vector<double>>(n, gen_value()); });
+                         [](size_t n) { return rc::gen::container<std::vector<double>>(n, gen_row_value()); });
 }
 
 ReductionModel f64_reduction(int64_t n) {
@@ -375,8 +376,8 @@ RC_GTEST_PROP(NormReferences, DoubleAndDoubleDoubleMatchMultiprecision, ()) {
   if (*rc::gen::arbitrary<bool>()) {
     for (double& v : x) v = v * 1e-4 + 100;  // mean >> spread
   }
-  const auto gamma = *rc::gen::container<std::vector<double>>(static_cast<size_t>(n), gen_value());
-  const auto beta = *rc::gen::container<std::vector<double>>(static_cast<size_t>(n), gen_value());
+  const auto gamma = *rc::gen::container<std::vector<double>>(static_cast<size_t>(n), gen_row_value());
+  const auto beta = *rc::gen::container<std::vector<double>>(static_cast<size_t>(n), gen_row_value());
   const double eps = *rc::gen::element(1e-5, 1e-12, 0.1);
   std::vector<double> y(n), mag(n);
   std::vector<Mp> ym(n), magm(n);
