@@ -94,7 +94,11 @@ mapfile -t ops < <(ops_of all)
 
 if has tests && [[ -x "$tests" ]]; then
   run tests 1800 "$tests" --gtest_output="xml:$out/reports/tests.xml"
-  record $?
+  rc=$?
+  # 77: no test failed and some skipped (tests/test_main.cpp; a GPU machine skips the tests that need
+  # two GPUs or a missing library); the SKIPPED lines below name them.
+  (( rc == 77 )) && rc=0
+  record $rc
   grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$out/logs/tests.log" | tee -a "$summary"
   grep -E "^\[  FAILED  \] [A-Za-z]" "$out/logs/tests.log" | sort -u | head -40 | tee -a "$summary"
 fi
