@@ -148,6 +148,48 @@ inline ::testing::AssertionResult prepared_within_an_ulp(const Case& c, size_t t
 /// difference is measured (the sum of |terms|), from the host run's refs (ref, aux).
 using RefScale = std::function<double(size_t o, size_t l, const std::vector<OutputRef>& host)>;
 
+/// A device reference's buffers for one case: the tensors' images uploaded whole (offsets and row
+/// gaps included) and the inputs on them in OpDef order, a ref + mag pair per output, and any
+/// scratch the test adds to `dev`. All of it is freed with the object, early returns included.
+struct DeviceRefBuffers {
+  std::vector<unsigned char*> dev;  ///< one per tensor, then scratch
+  std::vector<DevTensor> in;
+  std::vector<DeviceOutput> douts;
+
+  DeviceRefBuffers() = default;
+  DeviceRefBuffers(const DeviceRefBuffers&) = delete;
+  DeviceRefBuffers& operator=(const DeviceRefBuffers&) = delete;
+  ~DeviceRefBuffers() {
+    for (auto* p : dev) cudaFree(p);
+    for (const auto& o : douts) cudaFree(o.ref);
+  }
+};
+
+/// Fills `b` for `c`: `images` (one per tensor) uploaded, one output buffer pair per tensor of
+/// `outs`. Call through ASSERT_NO_FATAL_FAILURE: a failed allocation or copy is a fatal failure.
+inline void upload_for_device_ref(const Case& c, const std::vector<std::vector<unsigned char>>& images,
+                                  const std::vector<int>& outs, DeviceRefBuffers& b) {
+  b.dev.assign(c.tensors.size(), nullptr);
+  for (size_t t = 0; t < c.tensors.size(); ++t) {
+    const auto& d = c.tensors[t].desc;
+    const size_t bytes = static_cast<size_t>(d.extent()) * dtype_size(d.dtype);
+    ASSERT_GE(images[t].size(), bytes) << c.summary() << " tensor " << t;
+    ASSERT_EQ(cudaMalloc(&b.dev[t], std::max<size_t>(bytes, 4)), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(b.dev[t], images[t].data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    b.in.push_back({b.dev[t] + d.offset * static_cast<int64_t>(dtype_size(d.dtype)), d.dtype, view_of(d), d.shape,
+                    d.strides});
+  }
+  for (int t : outs) {
+    const View2D v = view_of(c.tensors[static_cast<size_t>(t)].desc);
+    DeviceOutput o;
+    o.rows = v.rows, o.cols = v.cols;
+    double* buf = nullptr;
+    ASSERT_EQ(cudaMalloc(&buf, sizeof(double) * 2 * std::max<int64_t>(v.rows * v.cols, 1)), cudaSuccess);
+    o.ref = buf, o.mag = buf + v.rows * v.cols;
+    b.douts.push_back(o);
+  }
+}
+
 /// Checks, while the device buffers live, what the device reference left beyond its outputs (in
 /// its scratch, for the op's device-side properties) against the host run.
 using DeviceCheck = std::function<void(const ModelHostRun& h, const std::vector<DevTensor>& in,
@@ -162,39 +204,18 @@ inline void check_device_reference(const OpDef& op, const Case& c, const Contrac
   ASSERT_TRUE(op.device_reference.when && op.device_reference.compute) << op.name;
   const ModelHostRun h = model_host_run(op, c, k);
   ASSERT_EQ(h.refs.size(), h.outs.size()) << c.summary();
-  // The device side: the same images, uploaded whole (offsets and row gaps included).
-  std::vector<unsigned char*> dev(c.tensors.size(), nullptr);
-  std::vector<DevTensor> in;
-  auto release = [&] {
-    for (auto* p : dev) cudaFree(p);
-  };
-  for (size_t t = 0; t < c.tensors.size(); ++t) {
-    const auto& d = c.tensors[t].desc;
-    const size_t bytes = static_cast<size_t>(d.extent()) * dtype_size(d.dtype);
-    ASSERT_EQ(cudaMalloc(&dev[t], std::max<size_t>(bytes, 4)), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(dev[t], h.images[t].data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
-    in.push_back({dev[t] + d.offset * static_cast<int64_t>(dtype_size(d.dtype)), d.dtype, view_of(d), d.shape,
-                  d.strides});
-  }
-  std::vector<DeviceOutput> douts;
-  std::vector<double*> bufs;
-  for (int t : h.outs) {
-    const View2D v = view_of(c.tensors[static_cast<size_t>(t)].desc);
-    DeviceOutput o;
-    o.rows = v.rows, o.cols = v.cols;
-    double* b = nullptr;
-    ASSERT_EQ(cudaMalloc(&b, sizeof(double) * 2 * std::max<int64_t>(v.rows * v.cols, 1)), cudaSuccess);
-    bufs.push_back(b);
-    o.ref = b, o.mag = b + v.rows * v.cols;
-    douts.push_back(o);
-  }
+  // The device side: the same images.
+  DeviceRefBuffers b;
+  ASSERT_NO_FATAL_FAILURE(upload_for_device_ref(c, h.images, h.outs, b));
+  const std::vector<DevTensor>& in = b.in;
+  const std::vector<DeviceOutput>& douts = b.douts;
   DeviceContext ctx;
   ctx.scratch_bytes = op.device_reference.scratch ? op.device_reference.scratch(h.c) : 0;
   if (ctx.scratch_bytes > 0) {
     ASSERT_EQ(cudaMalloc(&ctx.scratch, static_cast<size_t>(ctx.scratch_bytes)), cudaSuccess);
-    dev.push_back(ctx.scratch);  // freed with the inputs
+    b.dev.push_back(ctx.scratch);  // freed with the inputs
   }
-  const Status s = op.device_reference.compute(h.c, k.arithmetic(), in, douts, ctx);
+  const Status s = op.device_reference.compute(h.c, k.arithmetic(), in, b.douts, ctx);
   ASSERT_TRUE(s.ok()) << c.summary() << ": " << s.message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.summary();
   ++stats.cases;
@@ -224,8 +245,6 @@ inline void check_device_reference(const OpDef& op, const Case& c, const Contrac
     }
   }
   if (device_check) device_check(h, in, douts, ctx);
-  for (auto* b : bufs) cudaFree(b);
-  release();
 }
 
 /// The engine on `cases` (each meant for the device path): every variant passes each case

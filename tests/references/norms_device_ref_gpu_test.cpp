@@ -118,33 +118,13 @@ TEST(NormsDeviceRefGpu, ConstantRowsOnTheDeviceAreThePrepares) {
       bare.params.erase("constant_every");
       const test_util::ModelHostRun before = test_util::model_host_run(op, bare),
                                     after = test_util::model_host_run(op, c);
-      std::vector<unsigned char*> dev(c.tensors.size(), nullptr);
-      std::vector<DevTensor> in;
-      for (size_t t = 0; t < c.tensors.size(); ++t) {
-        const auto& d = c.tensors[t].desc;
-        const size_t bytes = static_cast<size_t>(d.extent()) * dtype_size(d.dtype);
-        ASSERT_EQ(cudaMalloc(&dev[t], std::max<size_t>(bytes, 4)), cudaSuccess);
-        ASSERT_EQ(cudaMemcpy(dev[t], before.images[t].data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
-        in.push_back(
-            {dev[t] + d.offset * static_cast<int64_t>(dtype_size(d.dtype)), d.dtype, view_of(d), d.shape, d.strides});
-      }
-      std::vector<DeviceOutput> douts;
-      for (int t : after.outs) {
-        const View2D v = view_of(c.tensors[static_cast<size_t>(t)].desc);
-        DeviceOutput o;
-        o.rows = v.rows, o.cols = v.cols;
-        double* b = nullptr;
-        ASSERT_EQ(cudaMalloc(&b, sizeof(double) * 2 * std::max<int64_t>(v.rows * v.cols, 1)), cudaSuccess);
-        o.ref = b, o.mag = b + v.rows * v.cols;
-        douts.push_back(o);
-      }
-      const Status s = op.device_reference.compute(c, Arithmetic(), in, douts, DeviceContext{});
+      test_util::DeviceRefBuffers b;
+      ASSERT_NO_FATAL_FAILURE(test_util::upload_for_device_ref(c, before.images, after.outs, b));
+      const Status s = op.device_reference.compute(c, Arithmetic(), b.in, b.douts, DeviceContext{});
       ASSERT_TRUE(s.ok()) << c.summary() << ": " << s.message();
       const auto& d = c.tensors[0].desc;
       std::vector<unsigned char> x(static_cast<size_t>(d.extent()) * dtype_size(d.dtype));
-      ASSERT_EQ(cudaMemcpy(x.data(), dev[0], x.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-      for (auto* p : dev) cudaFree(p);
-      for (auto& o : douts) cudaFree(o.ref);
+      ASSERT_EQ(cudaMemcpy(x.data(), b.dev[0], x.size(), cudaMemcpyDeviceToHost), cudaSuccess);
       for (int64_t i = 0; i < d.extent(); ++i) {
         const double got = load_as_double(d.dtype, x.data() + i * static_cast<int64_t>(dtype_size(d.dtype)));
         const double want = after.host[0][static_cast<size_t>(i)];

@@ -161,31 +161,17 @@ TEST(SoftmaxDeviceRefGpu, BackwardPreparesAndMatchesTheHostReferenceAndBound) {
       }
       op.prepare(c, ptrs);
       // The device side on the drawn images.
-      std::vector<unsigned char*> dev(nt, nullptr);
-      std::vector<DevTensor> in;
-      for (size_t t = 0; t < nt; ++t) {
-        const auto& d = c.tensors[t].desc;
-        ASSERT_EQ(cudaMalloc(&dev[t], std::max<size_t>(drawn[t].size(), 4)), cudaSuccess);
-        ASSERT_EQ(cudaMemcpy(dev[t], drawn[t].data(), drawn[t].size(), cudaMemcpyHostToDevice), cudaSuccess);
-        in.push_back({dev[t] + d.offset * static_cast<int64_t>(dtype_size(d.dtype)), d.dtype, view_of(d), d.shape,
-                      d.strides});
-      }
-      const View2D ov = view_of(c.tensors[2].desc);
-      const size_t n = static_cast<size_t>(ov.rows * ov.cols);
-      double* buf = nullptr;
-      ASSERT_EQ(cudaMalloc(&buf, sizeof(double) * 2 * std::max<size_t>(n, 1)), cudaSuccess);
-      std::vector<DeviceOutput> douts(1);
-      douts[0].rows = ov.rows, douts[0].cols = ov.cols, douts[0].ref = buf, douts[0].mag = buf + n;
-      const Status s = op.device_reference.compute(c, k.arithmetic(), in, douts, DeviceContext{});
+      test_util::DeviceRefBuffers b;
+      ASSERT_NO_FATAL_FAILURE(test_util::upload_for_device_ref(c, drawn, {2}, b));
+      const size_t n = static_cast<size_t>(b.douts[0].rows * b.douts[0].cols);
+      const Status s = op.device_reference.compute(c, k.arithmetic(), b.in, b.douts, DeviceContext{});
       ASSERT_TRUE(s.ok()) << c.summary() << ": " << s.message();
       std::vector<double> dr(2 * n);
-      ASSERT_EQ(cudaMemcpy(dr.data(), buf, sizeof(double) * 2 * n, cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(dr.data(), b.douts[0].ref, sizeof(double) * 2 * n, cudaMemcpyDeviceToHost), cudaSuccess);
       for (size_t t = 0; t < nt; ++t) {
         dev_prep[t].resize(drawn[t].size());
-        ASSERT_EQ(cudaMemcpy(dev_prep[t].data(), dev[t], drawn[t].size(), cudaMemcpyDeviceToHost), cudaSuccess);
-        cudaFree(dev[t]);
+        ASSERT_EQ(cudaMemcpy(dev_prep[t].data(), b.dev[t], drawn[t].size(), cudaMemcpyDeviceToHost), cudaSuccess);
       }
-      cudaFree(buf);
       EXPECT_TRUE(test_util::prepared_within_an_ulp(c, 0, host_prep[0], dev_prep[0], prepared, moved));
       EXPECT_TRUE(dev_prep[1] == drawn[1]) << c.summary() << ": dY moved";
       // The host reference and bound on the device-prepared inputs.
