@@ -14,6 +14,7 @@
 #include <bit>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <optional>
 
 #include <fmt/format.h>
@@ -25,6 +26,7 @@
 #include "harness/gpu/materialize_device.h"
 #include "harness/op_model.h"
 #include "harness/phase_time.h"
+#include "harness/relation_core.h"
 #include "harness/scratch.h"
 #include "harness/vendor_share.h"
 #include "harness/values.h"
@@ -78,14 +80,19 @@ struct Setup {
   std::vector<unsigned char*> images;
   std::vector<std::vector<double>> host;
   std::vector<HostTensor> hv;
-  std::vector<OutputRef> refs, refs2;
-  std::vector<std::vector<unsigned char>> timages;
+  std::vector<OutputRef> refs;
   std::vector<gpu::DevCompare> cmp;
-  bool transformed = false;
   bool on_device = false;                ///< inputs drawn on the device, device reference
   bool host_inputs = false;              ///< on_device: host/hv hold the snapshot, read back for properties
   std::vector<DeviceOutput> douts;       ///< on_device: the reference buffers per output
-  std::vector<DeviceOutput> douts2;      ///< on_device and transformed: the transformed inputs' reference
+  // A metamorphic relation (stage_relation): the transformed images and the relation's map and
+  // compares live on the device, so its launch costs a copy, the launch and the check pass.
+  bool transformed = false;
+  std::vector<gpu::DevCompare> rel;                 ///< per output: the relation's compare
+  std::vector<const unsigned char*> dev_timages;    ///< per tensor: its transformed image (null: an output)
+  std::vector<std::vector<int64_t>> rel_from;       ///< per output: the map's host copy, for the detail
+  std::vector<std::vector<double>> rel_scale;
+  std::vector<unsigned char> rel_blob;              ///< what stage_relation uploaded, alive until the copy is
   DeviceContext dctx;                    ///< on_device: what the device reference ran with (its scratch)
   int64_t save_bytes = 0;                ///< scratch taken by the saved outputs (the variant's and the vendor's)
   bool vendor_done = false;              ///< the vendor column ran on this setup
@@ -180,6 +187,149 @@ Status read_device_refs(gpu::Lane& lane, const std::vector<DeviceOutput>& douts,
   return ok_status();
 }
 
+/// Compare x against a reference in DeviceOutput's affine form (the host path's is ref, tol:
+/// rel_mag 1, no overflow zone).
+void compare_against(gpu::DevCompare& x, const DeviceOutput& d) {
+  x.ref = d.ref;
+  x.mag = d.mag;
+  x.rel_out = d.rel_out;
+  x.rel_mag = d.rel_mag;
+  x.floor = d.floor;
+  x.overflow_mag = d.overflow_mag;
+}
+
+/// Scratch a metamorphic relation takes (stage_relation): per output its map (none without
+/// OpDef::relate) and, where the reference is the host's, the transformed inputs' reference and
+/// tolerance; per input, its transformed image.
+int64_t relation_bytes(const OpDef& op, const Setup& s, bool host_refs) {
+  int64_t bytes = 0;
+  for (int t : s.outs) {
+    const int64_t n = s.views[t].rows * s.views[t].cols;
+    bytes += ((op.relate ? 2 : 0) + (host_refs ? 2 : 0)) * scratch_round_up(8 * n);
+  }
+  for (const auto& t : s.c.tensors)
+    if (t.role != Role::kOut) bytes += scratch_round_up(t.desc.extent() * static_cast<int64_t>(dtype_size(t.desc.dtype)));
+  return bytes;
+}
+
+/// Puts a metamorphic relation on the device, in one copy into scratch at `area`: the transformed
+/// images, the map of OpDef::relate and, with a host reference (`refs2`), the transformed inputs'
+/// reference. Sets up per output the relation's compare (s.rel): the transformed launch's output
+/// against the first launch's, saved at save_off, under s.cmp's reference and tolerance. Without
+/// `refs2` the caller points the compares at the device reference of the transformed inputs.
+Status stage_relation(const OpDef& op, Setup& s, gpu::Lane& lane, int64_t area,
+                      const std::vector<std::vector<unsigned char>>& timages, const std::vector<OutputRef>* refs2) {
+  const auto& T = s.c.tensors;
+  s.rel_blob.assign(static_cast<size_t>(relation_bytes(op, s, refs2 != nullptr)), 0);
+  unsigned char* dev = lane.dev_scratch() + area;
+  int64_t at = 0;
+  auto put = [&](const void* src, int64_t bytes) {
+    std::memcpy(s.rel_blob.data() + at, src, static_cast<size_t>(bytes));
+    const unsigned char* d = dev + at;
+    at += scratch_round_up(bytes);
+    return d;
+  };
+  const RelateElement related = op.relate ? op.relate(s.c) : RelateElement{};
+  s.rel.clear();
+  s.rel_from.assign(s.outs.size(), {});
+  s.rel_scale.assign(s.outs.size(), {});
+  for (size_t o = 0; o < s.outs.size(); ++o) {
+    const View2D& w = s.views[s.outs[o]];
+    const int64_t n = w.rows * w.cols;
+    gpu::DevCompare x = s.cmp[o];
+    x.exact = 0;
+    x.related.first = lane.dev_scratch() + s.save_off[o];
+    x.related.ref = x.ref;
+    x.related.mag = x.mag;
+    x.related.rel_out = x.rel_out;
+    x.related.rel_mag = x.rel_mag;
+    x.related.floor = x.floor;
+    x.related.limit = x.overflow_mag > 0 ? x.overflow_mag : x.out_max;
+    if (related) {
+      auto& from = s.rel_from[o];
+      auto& scale = s.rel_scale[o];
+      from.resize(static_cast<size_t>(n));
+      scale.resize(static_cast<size_t>(n));
+      for (int64_t i = 0; i < w.rows; ++i)
+        for (int64_t j = 0; j < w.cols; ++j) {
+          const size_t l = static_cast<size_t>(i * w.cols + j);
+          RelatedElement e{i, j, 1};
+          if (!related(o, i, j, e)) {
+            from[l] = -1, scale[l] = 0;
+            continue;
+          }
+          if (e.from_i < 0 || e.from_i >= w.rows || e.from_j < 0 || e.from_j >= w.cols)
+            return internal_error(fmt::format("{}: relation '{}' maps {}{} outside the output", op.name,
+                                              Params(s.c.params).s("relation"), T[s.outs[o]].name,
+                                              where(w, static_cast<int64_t>(l))));
+          from[l] = e.from_i * w.cols + e.from_j;
+          scale[l] = e.scale;
+        }
+      x.related.from = reinterpret_cast<const int64_t*>(put(from.data(), 8 * n));
+      x.related.scale = reinterpret_cast<const double*>(put(scale.data(), 8 * n));
+    }
+    if (refs2 != nullptr) {
+      DeviceOutput d;
+      d.ref = reinterpret_cast<double*>(const_cast<unsigned char*>(put((*refs2)[o].ref.data(), 8 * n)));
+      d.mag = reinterpret_cast<double*>(const_cast<unsigned char*>(put((*refs2)[o].tol.data(), 8 * n)));
+      compare_against(x, d);
+    }
+    s.rel.push_back(x);
+  }
+  s.dev_timages.assign(T.size(), nullptr);
+  for (size_t t = 0; t < T.size(); ++t)
+    if (T[t].role != Role::kOut) s.dev_timages[t] = put(timages[t].data(), lane.tensor_bytes(static_cast<int>(t)));
+  CUDA_CHECK(cudaMemcpyAsync(dev, s.rel_blob.data(), s.rel_blob.size(), cudaMemcpyHostToDevice, lane.stream()));
+  s.transformed = true;
+  return ok_status();
+}
+
+/// The transformed images into the working arena, after a restore (outputs keep their poison).
+Status load_transformed(const Setup& s, gpu::Lane& lane) {
+  for (size_t t = 0; t < s.dev_timages.size(); ++t)
+    if (s.dev_timages[t] != nullptr)
+      CUDA_CHECK(cudaMemcpyAsync(lane.dev_tensor(static_cast<int>(t)), s.dev_timages[t],
+                                 lane.tensor_bytes(static_cast<int>(t)), cudaMemcpyDeviceToDevice, lane.stream()));
+  return ok_status();
+}
+
+/// The line for output o's first element that breaks the relation (dense index l): the element
+/// and its related one read back (the working arena still holds the transformed launch's
+/// output) and judged again by the check kernel's rule.
+StatusOr<std::string> relation_detail(const OpDef& op, const Setup& s, gpu::Lane& lane, size_t o, int64_t l) {
+  const gpu::DevCompare& x = s.rel[o];
+  const auto& d = s.c.tensors[static_cast<size_t>(s.outs[o])].desc;
+  const View2D& w = s.views[static_cast<size_t>(s.outs[o])];
+  const bool mapped = !s.rel_from[o].empty();
+  const int64_t l1 = mapped ? s.rel_from[o][static_cast<size_t>(l)] : l;
+  const double scale = mapped ? s.rel_scale[o][static_cast<size_t>(l)] : 1.0;
+  const int64_t cols = std::max<int64_t>(w.cols, 1), es = static_cast<int64_t>(dtype_size(d.dtype));
+  auto element = [&](const void* base, int64_t dense, double& v) -> Status {
+    unsigned char raw[8] = {};
+    ASSAY_RETURN_IF_ERROR(lane.read_back(static_cast<const unsigned char*>(base) +
+                                             (d.offset + dense / cols * w.ld + dense % cols) * es,
+                                         raw, es));
+    v = load_as_double(d.dtype, raw);
+    return ok_status();
+  };
+  double y1 = 0, y2 = 0, ref1 = 0, mag1 = 0, ref2 = 0, mag2 = 0;
+  ASSAY_RETURN_IF_ERROR(element(x.related.first, l1, y1));
+  ASSAY_RETURN_IF_ERROR(element(x.out, l, y2));
+  ASSAY_RETURN_IF_ERROR(lane.read_back(x.related.ref + l1, &ref1, 8));
+  ASSAY_RETURN_IF_ERROR(lane.read_back(x.related.mag + l1, &mag1, 8));
+  ASSAY_RETURN_IF_ERROR(lane.read_back(x.ref + l, &ref2, 8));
+  ASSAY_RETURN_IF_ERROR(lane.read_back(x.mag + l, &mag2, 8));
+  const auto& r = x.related;
+  const double t1 = device_output_tol(ref1, mag1, r.rel_out, r.rel_mag, r.floor, r.limit);
+  const double t2 = device_output_tol(ref2, mag2, x.rel_out, x.rel_mag, x.floor,
+                                      x.overflow_mag > 0 ? x.overflow_mag : x.out_max);
+  const RelationElement e = relation_element(scale, ref1, t1, y1, ref2, t2, y2, x.out_max);
+  return fmt::format("metamorphic '{}': {}{} on the transformed inputs is {:.9g}, the original launch gives {:.9g} "
+                     "for it{}; |diff| {:.3g} > {:.3g} (both tolerances + |change of the exact result|)",
+                     Params(s.c.params).s("relation"), s.c.tensors[static_cast<size_t>(s.outs[o])].name, where(w, l),
+                     e.y2, e.y1, op.relate ? " (moved and scaled as the relation says)" : "", e.diff, e.tol);
+}
+
 /// The device path of build_setup: inputs drawn into the snapshot, outputs poisoned there,
 /// the op's device reference into scratch after the save areas.
 Status build_device_setup(const OpDef& op, const Contract& k, gpu::Lane& lane, const std::vector<gpu::ArenaTensor>& at,
@@ -198,11 +348,13 @@ Status build_device_setup(const OpDef& op, const Contract& k, gpu::Lane& lane, c
   }
   int64_t ref_bytes = 0;
   for (int t : s.outs) ref_bytes += 16 * s.views[t].rows * s.views[t].cols;
-  // A metamorphic relation's transformed inputs get a reference of their own beside the first.
+  // A metamorphic relation's transformed inputs get a reference of their own beside the first,
+  // and their images and map a place after the op's scratch.
   const bool relation = op.transform && !Params(c.params).s("relation").empty();
   const int64_t refs_bytes = scratch_round_up(ref_bytes) * (relation ? 2 : 1);
   const int64_t op_scratch = op.device_reference.scratch ? op.device_reference.scratch(c) : 0;
-  ASSAY_RETURN_IF_ERROR(lane.layout_on_device(at, save_bytes + refs_bytes + op_scratch));
+  const int64_t rel_area = save_bytes + refs_bytes + scratch_round_up(op_scratch);
+  ASSAY_RETURN_IF_ERROR(lane.layout_on_device(at, rel_area + (relation ? relation_bytes(op, s, false) : 0)));
   // Accumulated outputs were turned away above, so an arena output is exactly a kOut or
   // overwritten tensor: draw_on_device poisons it.
   for (int t = 0; t < nt; ++t) ASSAY_RETURN_IF_ERROR(draw_on_device(op, c, t, lane));
@@ -227,6 +379,24 @@ Status build_device_setup(const OpDef& op, const Contract& k, gpu::Lane& lane, c
   const auto inputs = views_at(c, s.views, [&](int t) { return lane.dev_snapshot_tensor(t); });
   ASSAY_RETURN_IF_ERROR(op.device_reference.compute(c, k.arithmetic(), inputs, s.douts, ctx));
   s.dctx = ctx;
+  for (size_t o = 0; o < s.outs.size(); ++o) {
+    const int t = s.outs[o];
+    const DeviceOutput& d = s.douts[o];
+    gpu::DevCompare x;
+    x.out_dtype = static_cast<int32_t>(T[t].desc.dtype);
+    x.exact = d.exact ? 1 : 0;
+    x.out = lane.dev_tensor(t);
+    x.off = T[t].desc.offset;
+    x.rows = d.rows;
+    x.cols = d.cols;
+    x.ld = s.views[t].ld;
+    x.out_max = max_finite(T[t].desc.dtype);
+    compare_against(x, d);
+    s.cmp.push_back(x);
+    OutputRef r;
+    r.exact = d.exact;
+    s.refs.push_back(std::move(r));  // the values stay on the device (read per element for details)
+  }
   // An op's properties read decoded host inputs, and a transform works on host images: both
   // the drawn snapshot as the device reference left it (an op's device-side prepare included),
   // copied back once (outputs keep their poison). A device-side properties hook reads the device
@@ -253,44 +423,19 @@ Status build_device_setup(const OpDef& op, const Contract& k, gpu::Lane& lane, c
     s.host_inputs = true;
   }
   if (relation) {
-    // The transformed inputs go to the working arena, which every launch restores from the
-    // snapshot first, and their reference into the second buffers.
-    s.timages = std::move(images);
+    // The transformed inputs' reference into the second buffers, computed in the working arena
+    // (every launch restores it from the snapshot first).
     std::vector<unsigned char*> timg;
-    for (auto& img : s.timages) timg.push_back(img.data());
+    for (auto& img : images) timg.push_back(img.data());
     if (op.transform(c, timg)) {
-      for (int t = 0; t < nt; ++t)
-        if (T[t].role != Role::kOut)
-          CUDA_CHECK(cudaMemcpyAsync(lane.dev_tensor(t), timg[static_cast<size_t>(t)], lane.tensor_bytes(t),
-                                     cudaMemcpyHostToDevice, lane.stream()));
-      buffers(lane.dev_scratch() + save_bytes + scratch_round_up(ref_bytes), s.douts2);
+      ASSAY_RETURN_IF_ERROR(stage_relation(op, s, lane, rel_area, images, nullptr));
+      ASSAY_RETURN_IF_ERROR(load_transformed(s, lane));
+      std::vector<DeviceOutput> douts2;
+      buffers(lane.dev_scratch() + save_bytes + scratch_round_up(ref_bytes), douts2);
       const auto transformed = views_at(c, s.views, [&](int t) { return lane.dev_tensor(t); });
-      ASSAY_RETURN_IF_ERROR(op.device_reference.compute(c, k.arithmetic(), transformed, s.douts2, ctx));
-      s.transformed = true;
+      ASSAY_RETURN_IF_ERROR(op.device_reference.compute(c, k.arithmetic(), transformed, douts2, ctx));
+      for (size_t o = 0; o < s.outs.size(); ++o) compare_against(s.rel[o], douts2[o]);
     }
-  }
-  for (size_t o = 0; o < s.outs.size(); ++o) {
-    const int t = s.outs[o];
-    const DeviceOutput& d = s.douts[o];
-    gpu::DevCompare x;
-    x.out_dtype = static_cast<int32_t>(T[t].desc.dtype);
-    x.exact = d.exact ? 1 : 0;
-    x.out = lane.dev_tensor(t);
-    x.off = T[t].desc.offset;
-    x.rows = d.rows;
-    x.cols = d.cols;
-    x.ld = s.views[t].ld;
-    x.ref = d.ref;
-    x.mag = d.mag;
-    x.rel_out = d.rel_out;
-    x.rel_mag = d.rel_mag;
-    x.floor = d.floor;
-    x.out_max = max_finite(T[t].desc.dtype);
-    x.overflow_mag = d.overflow_mag;
-    s.cmp.push_back(x);
-    OutputRef r;
-    r.exact = d.exact;
-    s.refs.push_back(std::move(r));  // the values stay on the device (read per element for details)
   }
   return ok_status();
 }
@@ -345,7 +490,8 @@ Status build_setup(const OpDef& op, const VariantDef& v, const Case& c0, gpu::La
     return build_device_setup(op, k, lane, at, scratch, s);
   }
   std::optional<PhaseTimer> inputs_timer(std::in_place, Phase::kInputs);
-  ASSAY_RETURN_IF_ERROR(lane.layout(at, extra, scratch));
+  const bool relation = op.transform && !Params(c.params).s("relation").empty();
+  ASSAY_RETURN_IF_ERROR(lane.layout(at, extra, scratch + (relation ? relation_bytes(op, s, true) : 0)));
   bool drawn_on_device = false;
   for (int t = 0; t < nt; ++t) {
     s.images.push_back(lane.host_tensor(t));
@@ -474,25 +620,29 @@ Status build_setup(const OpDef& op, const VariantDef& v, const Case& c0, gpu::La
     s.cmp.push_back(x);
   }
 
-  // The metamorphic transform, its images and its reference.
-  const std::string relation = Params(c.params).s("relation");
-  if (!relation.empty() && op.transform) {
+  // The metamorphic transform, its images and its reference, staged after the save areas.
+  if (relation) {
+    std::vector<std::vector<unsigned char>> timages(static_cast<size_t>(nt));
     std::vector<unsigned char*> timg;
-    s.timages.resize(static_cast<size_t>(nt));
     for (int t = 0; t < nt; ++t) {
-      s.timages[static_cast<size_t>(t)].assign(s.images[static_cast<size_t>(t)],
-                                               s.images[static_cast<size_t>(t)] + lane.tensor_bytes(t));
-      timg.push_back(s.timages[static_cast<size_t>(t)].data());
+      timages[static_cast<size_t>(t)].assign(s.images[static_cast<size_t>(t)],
+                                             s.images[static_cast<size_t>(t)] + lane.tensor_bytes(t));
+      timg.push_back(timages[static_cast<size_t>(t)].data());
     }
     if (op.transform(c, timg)) {
       std::vector<std::vector<double>> host2(static_cast<size_t>(nt));
       std::vector<HostTensor> hv2;
       decode_all(timg, host2, hv2);
-      ASSAY_RETURN_IF_ERROR(compute_refs(op, c, k.arithmetic(), hv2, s.refs2));
-      if (s.refs2.size() != s.outs.size())
-        return internal_error(fmt::format("{}: reference gave {} outputs", op.name, s.refs2.size()));
-      accumulate(s.refs2);
-      s.transformed = true;
+      std::vector<OutputRef> refs2;
+      ASSAY_RETURN_IF_ERROR(compute_refs(op, c, k.arithmetic(), hv2, refs2));
+      if (refs2.size() != s.outs.size())
+        return internal_error(fmt::format("{}: reference gave {} outputs", op.name, refs2.size()));
+      for (size_t o = 0; o < s.outs.size(); ++o)
+        if (refs2[o].ref.size() != s.refs[o].ref.size() || refs2[o].tol.size() != s.refs[o].ref.size())
+          return internal_error(fmt::format("{}: reference of {} on the transformed inputs has the wrong size", op.name,
+                                            T[s.outs[o]].name));
+      accumulate(refs2);
+      ASSAY_RETURN_IF_ERROR(stage_relation(op, s, lane, scratch, timages, &refs2));
     }
   }
   return ok_status();
@@ -779,10 +929,27 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
                                      T[outs[o]].desc.extent() * static_cast<int64_t>(dtype_size(T[outs[o]].desc.dtype)),
                                      cudaMemcpyDeviceToDevice, lane.stream()));
     }
+    // The metamorphic relation's launch on the transformed inputs, compared on the device with
+    // the first launch's saved outputs; its check comes back with the others.
+    const int relation_slot = runs + (vendor_launched ? 1 : 0);
+    cudaError_t relation_err = cudaSuccess;
+    if (s.transformed) {
+      ASSAY_RETURN_IF_ERROR(lane.restore());
+      ASSAY_RETURN_IF_ERROR(load_transformed(s, lane));
+      relation_err = v->launch(params, dv, lane.stream());
+      if (relation_err == cudaSuccess) {
+        gpu::CheckParams rp = lane.check_params();
+        rp.nregions = 0;
+        std::copy(s.rel.begin(), s.rel.end(), rp.compares);
+        rp.ncompares = static_cast<int32_t>(s.rel.size());
+        ASSAY_RETURN_IF_ERROR(lane.check(rp, relation_slot));
+      }
+    }
+    const bool relation_checked = s.transformed && relation_err == cudaSuccess;
     launch_timer.reset();
     {
       const PhaseTimer timer(Phase::kWait);
-      ASSAY_RETURN_IF_ERROR(lane.fetch_results(runs + (vendor_launched ? 1 : 0)));
+      ASSAY_RETURN_IF_ERROR(lane.fetch_results(relation_slot + (relation_checked ? 1 : 0)));
     }
     if (vendor_now) {
       s.vendor_done = true;
@@ -906,96 +1073,37 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
           if (!(in.refs[o].overflow_mag > 0)) in.refs[o].overflow_mag = s.cmp[o].out_max;
         ASSAY_RETURN_IF_ERROR(op.device_reference.properties(cv, in, s.dctx, props));
       }
-      // The device path's references, read back for the host properties and the element compare below.
-      std::vector<OutputRef> dev1, dev2;
-      if (s.on_device && (properties || s.transformed)) {
+      // The device path's references, read back for the host properties.
+      std::vector<OutputRef> dev1;
+      if (s.on_device && properties) {
         std::vector<double> out_max;
         for (const auto& x : s.cmp) out_max.push_back(x.out_max);
         ASSAY_RETURN_IF_ERROR(read_device_refs(lane, s.douts, out_max, dev1));
-        ASSAY_RETURN_IF_ERROR(read_device_refs(lane, s.douts2, out_max, dev2));
       }
-      const std::vector<OutputRef>& r1 = s.on_device ? dev1 : refs;
-      const std::vector<OutputRef>& r2 = s.on_device ? dev2 : s.refs2;
-      auto read_outputs = [&](const std::vector<const unsigned char*>& dev, std::vector<std::vector<double>>& store,
-                              std::vector<HostTensor>& view) -> Status {
-        store.assign(outs.size(), {});
-        view.clear();
+      if (properties) {
+        std::vector<std::vector<double>> out1(outs.size());
+        std::vector<HostTensor> ov1;
         for (size_t o = 0; o < outs.size(); ++o) {
           const auto& d = T[outs[o]].desc;
           std::vector<unsigned char> raw(static_cast<size_t>(d.extent()) * dtype_size(d.dtype));
-          ASSAY_RETURN_IF_ERROR(lane.read_back(dev[o], raw.data(), static_cast<int64_t>(raw.size())));
-          store[o] = decode(d.dtype, raw.data(), d.extent());
-          view.push_back({store[o].data() + d.offset, views[outs[o]]});
+          ASSAY_RETURN_IF_ERROR(lane.read_back(lane.dev_scratch() + s.save_off[o], raw.data(),
+                                               static_cast<int64_t>(raw.size())));
+          out1[o] = decode(d.dtype, raw.data(), d.extent());
+          ov1.push_back({out1[o].data() + d.offset, views[outs[o]]});
         }
-        return ok_status();
-      };
-      std::vector<const unsigned char*> first_dev;
-      for (size_t o = 0; o < outs.size(); ++o) first_dev.push_back(lane.dev_scratch() + s.save_off[o]);
-      std::vector<std::vector<double>> out1;
-      std::vector<HostTensor> ov1;
-      if (properties || s.transformed) ASSAY_RETURN_IF_ERROR(read_outputs(first_dev, out1, ov1));
-      if (properties) op.properties(cv, s.hv, ov1, r1, props);
-      if (s.transformed) {
-        ASSAY_RETURN_IF_ERROR(lane.restore());
-        for (int t = 0; t < nt; ++t)
-          if (T[t].role != Role::kOut)
-            CUDA_CHECK(cudaMemcpyAsync(lane.dev_tensor(t), s.timages[static_cast<size_t>(t)].data(),
-                                       lane.tensor_bytes(t), cudaMemcpyHostToDevice, lane.stream()));
-        const cudaError_t e = v->launch(params, dev_views(cv, views, lane), lane.stream());
-        if (e != cudaSuccess) {
-          props.push_back({FailureKind::kLaunchError, "", 1, -1,
-                           fmt::format("on the transformed inputs ({}): {}", relation, cudaGetErrorString(e))});
-        } else {
-          std::vector<const unsigned char*> now;
-          for (int t : outs) now.push_back(lane.dev_tensor(t));
-          std::vector<std::vector<double>> out2;
-          std::vector<HostTensor> ov2;
-          ASSAY_RETURN_IF_ERROR(read_outputs(now, out2, ov2));
-          const RelateElement related = op.relate ? op.relate(cv) : RelateElement{};
-          for (size_t o = 0; o < outs.size(); ++o) {
-            const View2D& w = views[outs[o]];
-            int64_t bad = 0, first = -1;
-            double worst_d = 0, worst_t = 0, a1 = 0, a2 = 0;
-            for (int64_t i = 0; i < w.rows; ++i)
-              for (int64_t j = 0; j < w.cols; ++j) {
-                const size_t l = static_cast<size_t>(i * w.cols + j);
-                RelatedElement from{i, j, 1};
-                if (related && !related(o, i, j, from)) continue;
-                if (from.from_i < 0 || from.from_i >= w.rows || from.from_j < 0 || from.from_j >= w.cols)
-                  return internal_error(fmt::format("{}: relation '{}' maps {}{} outside the output", op.name,
-                                                    relation, T[outs[o]].name, where(w, static_cast<int64_t>(l))));
-                const size_t l1 = static_cast<size_t>(from.from_i * w.cols + from.from_j);
-                const double sc = from.scale;
-                const double x1 = sc * r1[o].ref[l1], x2 = r2[o].ref[l];
-                if (!std::isfinite(x1) || !std::isfinite(x2)) continue;
-                const double y1 = sc * ov1[o].at(from.from_i, from.from_j), y2 = ov2[o].at(i, j);
-                const double tol = std::fabs(sc) * r1[o].tol[l1] + r2[o].tol[l] + std::fabs(x2 - x1);
-                if (y1 == y2 || std::isinf(tol)) continue;  // equal (the same Inf included), or no bound
-                if (!std::isfinite(y1) || !std::isfinite(y2)) {
-                  // A non-finite output is the bound check's business where the exact result
-                  // may round past the largest finite value; elsewhere it breaks the relation.
-                  const double top = max_finite(T[outs[o]].desc.dtype);
-                  if (std::fabs(x1) + std::fabs(sc) * r1[o].tol[l1] > top || std::fabs(x2) + r2[o].tol[l] > top)
-                    continue;
-                }
-                const double d = std::fabs(y2 - y1);
-                if (!(d <= tol)) {
-                  if (bad++ == 0) first = static_cast<int64_t>(l), worst_d = d, worst_t = tol, a1 = y1, a2 = y2;
-                }
-              }
-            if (bad > 0)
-              props.push_back({FailureKind::kProperty, T[outs[o]].name, bad, -1,
-                               fmt::format("metamorphic '{}': {}{} on the transformed inputs is {:.9g}, the original launch "
-                                           "gives {:.9g} for it{}; |diff| {:.3g} > {:.3g} (both tolerances + |change "
-                                           "of the exact result|)",
-                                           relation, T[outs[o]].name, where(w, first), a2, a1,
-                                           op.relate ? " (moved and scaled as the relation says)" : "", worst_d,
-                                           worst_t)});
-          }
-        }
-        // The next variant starts from the original inputs again.
-        s.key.clear();
+        op.properties(cv, s.hv, ov1, s.on_device ? dev1 : refs, props);
       }
+      if (s.transformed && relation_err != cudaSuccess)
+        props.push_back({FailureKind::kLaunchError, "", 1, -1,
+                         fmt::format("on the transformed inputs ({}): {}", relation, cudaGetErrorString(relation_err))});
+      if (relation_checked)
+        for (size_t o = 0; o < outs.size(); ++o) {
+          const auto& cr = lane.result(relation_slot).compares[o];
+          if (cr.relation == 0) continue;
+          auto detail = relation_detail(op, s, lane, o, gpu::first_index(cr.relation, cr.relation_first));
+          if (!detail.ok()) return detail.status();
+          props.push_back({FailureKind::kProperty, T[outs[o]].name, static_cast<int64_t>(cr.relation), -1, *detail});
+        }
       for (auto& f : props) add(f.kind, f.tensor, f.count, f.first_index, f.detail);
     }
     verdicts.push_back(std::move(verdict));

@@ -33,7 +33,7 @@ std::string_view phase_name(Phase p) {
     case Phase::kWait:
       return "wait";
     case Phase::kProperties:
-      return "properties and relations";
+      return "properties";
     case Phase::kQueue:
       return "waiting for a case";
     case Phase::kCount:

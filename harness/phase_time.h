@@ -18,9 +18,9 @@ enum class Phase : int {
   kDeviceReference,  ///< inputs drawn and the fp64 reference computed on the device (launches)
   kUpload,           ///< host images and references copied to the lane's device memory
   kVendor,           ///< the vendor column's host work: plans, graphs and its launches (its GPU time is in kWait)
-  kLaunchCheck,      ///< the variant's launches, restores and device checks, enqueued
+  kLaunchCheck,      ///< the variant's launches (a relation's too), restores and device checks, enqueued
   kWait,             ///< waiting for the case's GPU work: the kernel, the vendor and the checks
-  kProperties,       ///< the op's host properties and metamorphic relations (read-backs included)
+  kProperties,       ///< the op's properties, host or device, and a failed relation's detail (read-backs included)
   kQueue,            ///< a lane waiting for its next case
   kCount
 };

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 
+#include "harness/device_output_tol.h"
 #include "harness/gpu/div_cursor.h"
+#include "harness/relation_core.h"
 
 namespace assay::gpu {
 namespace {
@@ -214,13 +216,42 @@ __device__ void check_compare(const DevCompare& c, CompareResult* out) {
   }
 }
 
+// A metamorphic relation: every element of the transformed launch's output against the original
+// launch's related element (harness/relation_core.h).
+__device__ void check_relation(const DevCompare& c, CompareResult* out) {
+  const DevRelated& r = c.related;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t n = c.rows * c.cols, cols = c.cols > 0 ? c.cols : 1;
+  const int64_t limit = (n + 31) / 32 * 32;
+  const double limit2 = c.overflow_mag > 0 ? c.overflow_mag : c.out_max;
+  DivCursor at(tid, stride, cols);
+  for (int64_t idx = tid; idx < limit; idx += stride, at.advance()) {
+    bool broken = false;
+    const int64_t l1 = idx < n ? (r.from != nullptr ? r.from[idx] : idx) : -1;
+    if (l1 >= 0) {
+      const double y1 = load_elem(c.out_dtype, r.first, c.off + l1 / cols * c.ld + l1 % cols);
+      const double y2 = load_elem(c.out_dtype, c.out, c.off + at.q * c.ld + at.r);
+      const double t1 = device_output_tol(r.ref[l1], r.mag[l1], r.rel_out, r.rel_mag, r.floor, r.limit);
+      const double t2 = device_output_tol(c.ref[idx], c.mag[idx], c.rel_out, c.rel_mag, c.floor, limit2);
+      broken = relation_element(r.scale != nullptr ? r.scale[idx] : 1.0, r.ref[l1], t1, y1, c.ref[idx], t2, y2,
+                                c.out_max)
+                   .broken;
+    }
+    note(broken, idx, &out->relation, &out->relation_first);
+  }
+}
+
 __global__ void check_kernel(const CheckParams p, CheckResult* result) {
   const int task = static_cast<int>(blockIdx.y);
   if (task < p.nregions) {
     check_region(p, p.regions[task], &result->regions[task]);
   } else if (task - p.nregions < p.ncompares) {
     const int c = task - p.nregions;
-    check_compare(p.compares[c], &result->compares[c]);
+    if (p.compares[c].related.first != nullptr)
+      check_relation(p.compares[c], &result->compares[c]);
+    else
+      check_compare(p.compares[c], &result->compares[c]);
   }
 }
 

@@ -2,7 +2,8 @@
 // bands and inputs against their snapshot, outputs for poison left behind
 // (unwritten) and gaps changed, and each output against its reference under
 // the per-element bound, the NaN/Inf pattern, the exact tier and a previous
-// launch (determinism). Results are a few counters copied back once.
+// launch (determinism). Results are a few counters copied back once. The same
+// pass compares a metamorphic relation's transformed launch with the original.
 // Plain structs so both nvcc and g++ translation units can use them.
 #pragma once
 
@@ -31,7 +32,21 @@ struct DevRegion {
   static constexpr int32_t kOutput = 1;
 };
 
-/// An output compared with its fp64 reference: out[off + i*ld + j] vs ref[i*cols + j].
+/// The original launch a metamorphic relation's compare reads (DevCompare::related): its saved
+/// output in the compared output's layout, the element each dense index comes from and its
+/// scale, and the original inputs' reference in the affine form of harness/device_output_tol.h.
+struct DevRelated {
+  const void* first = nullptr;    ///< null: the compare is not a relation's
+  const int64_t* from = nullptr;  ///< per dense index: the original's dense index, -1 unrelated; null: itself
+  const double* scale = nullptr;  ///< per dense index; null: 1
+  const double* ref = nullptr;
+  const double* mag = nullptr;
+  double rel_out = 0, rel_mag = 0, floor = 0, limit = 0;
+};
+
+/// An output compared with its fp64 reference: out[off + i*ld + j] vs ref[i*cols + j]. With
+/// `related.first` set it is a relation's compare instead: out is the transformed launch's
+/// output, ref/mag the transformed inputs' reference, and only `relation` is counted.
 struct DevCompare {
   int32_t out_dtype = 0;  ///< harness DType as int (kF64=0, kF32=1, kTF32=2, kF16=3, kBF16=4, ...)
   int32_t exact = 0;      ///< exact tier: bitwise equality with the reference value (+0 == -0)
@@ -55,6 +70,7 @@ struct DevCompare {
   int32_t pad2_ = 0;
   double vr_min_normal = 0, vr_min_sub = 0, vr_max = 0;  ///< of the output dtype
   double vr_alpha = 0;  ///< elements above this ratio are counted (vrel_over)
+  DevRelated related;
 };
 
 struct CheckParams {
@@ -65,6 +81,9 @@ struct CheckParams {
   DevRegion regions[kMaxRegions];
   DevCompare compares[kMaxCompares];
 };
+// Passed by value as the check kernel's parameter, which must stay within the 4 KiB that every
+// CUDA version takes.
+static_assert(sizeof(CheckParams) <= 4096);
 
 /// Counters. "first" fields hold ~index via atomicMax so that a zero-filled
 /// struct is the neutral value; decode with first_index().
@@ -86,6 +105,7 @@ struct CompareResult {
   unsigned long long vrel_kernel = 0;   ///< (float bits of max a << 32) | ~index32
   unsigned long long vrel_vendor = 0;   ///< float bits of max b
   unsigned long long vrel_over = 0, vrel_over_first = 0;  ///< elements with a / b > vr_alpha
+  unsigned long long relation = 0, relation_first = 0;    ///< elements breaking the relation (DevCompare::related)
 };
 
 struct CheckResult {
