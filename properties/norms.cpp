@@ -10,9 +10,10 @@
 // properties/norms.h. Saved statistics (mean, rstd) are fp32 outputs of the
 // forward and fp32 inputs of the backward; beta and dbeta are [bias, n].
 // References: references/host/norms.h (two-pass statistics in double) and
-// backward.h (from the kernel's saved fp32 mean and rstd, as the kernel uses); the
-// forwards' on the device from 1024 elements (references/device/norms_f64.cu: the same
-// steps and sums, each element's ceiling beside it, constant rows written on the device).
+// backward.h (from the kernel's saved fp32 mean and rstd, as the kernel uses); on the device
+// from 1024 elements (references/device/norms_f64.cu, norms_bwd_f64.cu: the same steps and
+// sums, each element's ceiling beside it, constant rows and the backward's saved statistics
+// written on the device).
 // Bounds (u = 2^-24):
 // - The forward's per-row and per-element formulas are harness/bound_core.h's
 //   layernorm_row_bound / rmsnorm_row_bound (derivations at bound_ln), shared with the
@@ -59,7 +60,9 @@
 
 #include "harness/bounds.h"
 #include "harness/gradcheck.h"
+#include "harness/scratch.h"
 #include "properties/rowwise_values.h"
+#include "references/device/norms_bwd_f64.h"
 #include "references/device/norms_f64.h"
 #include "references/host/backward.h"
 #include "references/host/norms.h"
@@ -356,6 +359,25 @@ Status reference_bwd(Which w, const Case& c, const std::vector<HostTensor>& t, s
   return ok_status();
 }
 
+/// bound_bwd's constants (derivations there), which the device reference takes as they are.
+device_ref::NormBwdF64Problem bwd_constants(Which w, const Case& c, int64_t rows, int64_t n, const Arithmetic& a) {
+  const Params p(c.params);
+  device_ref::NormBwdF64Problem q;
+  q.rows = rows, q.n = n;
+  q.rms = w == kRmsBwd;
+  q.dbeta = w == kLnBwd && p.i("bias") != 0;
+  q.ftz = a.ftz;
+  q.U = a.ftz ? min_normal(DType::kF32) : 0x1p-149;
+  q.big = max_finite(DType::kF32) / 4;
+  const double ref_slack = 1 + gamma_n(n + rows + 8, 0x1p-53);  // the reference's own magnitudes
+  q.gdx = gamma_n(n + 12 + (a.fast_math ? 6 : 0), u32) * ref_slack;
+  q.gdg = gamma_n(rows + 4, u32) * ref_slack;
+  q.gdb = gamma_n(rows, u32) * ref_slack;
+  q.flushes = a.ftz ? static_cast<double>(2 * rows + 1) : static_cast<double>(rows);
+  q.store = store_rounding_for(p.dt("dtype"));
+  return q;
+}
+
 Status bound_bwd(Which w, const Case& c, const Arithmetic& a, const std::vector<HostTensor>& t,
                  std::vector<OutputRef>& out) {
   const Params p(c.params);
@@ -377,9 +399,8 @@ Status bound_bwd(Which w, const Case& c, const Arithmetic& a, const std::vector<
   // 0, an absolute error below the smallest normal instead of half the subnormal spacing, at
   // the same places: U is then min_normal. Fast math also makes the two divisions by n
   // (m1, m2) approximate, 2 ulp = 4 roundings' worth each instead of one: 6 more in gdx.
-  const double U = a.ftz ? min_normal(DType::kF32) : 0x1p-149, big = max_finite(DType::kF32) / 4;
-  const double ref_slack = 1 + gamma_n(n + rows + 8, 0x1p-53);  // the reference's own magnitudes
-  const double gdx = gamma_n(n + 12 + (a.fast_math ? 6 : 0), u32) * ref_slack;
+  const device_ref::NormBwdF64Problem q = bwd_constants(w, c, rows, n, a);
+  const double U = q.U, big = q.big, gdx = q.gdx;
   const HostTensor &X = t[0], &DY = t[1], &G = t[2];
   std::vector<double> col_dy(nn, 0.0), col_x(nn, 0.0), col_lost(nn, 0.0);
   for (int64_t r = 0; r < rows; ++r) {
@@ -411,12 +432,12 @@ Status bound_bwd(Which w, const Case& c, const Arithmetic& a, const std::vector<
       if (!(xmax < big && static_cast<double>(n) * dx.aux[0][l] < big)) dx.tol[l] = INFINITY;
     }
   }
-  const double gdg = gamma_n(rows + 4, u32) * ref_slack, gdb = gamma_n(rows, u32) * ref_slack;
+  const double gdg = q.gdg, gdb = q.gdb;
   // A variant that accumulates dgamma (dbeta) in place, a row at a time (atomics), rounds the
   // running sum, prefill included, once per row: the engine adds gamma_rows (|prefill| + the
   // terms' magnitudes) from acc_terms / acc_mag. fp32 atomics also flush subnormal operands and
   // results (PTX red/atom.add.f32): 2 rows + 1 more flushes under FTZ.
-  const double flushes = a.ftz ? static_cast<double>(2 * rows + 1) : static_cast<double>(rows);
+  const double flushes = q.flushes;
   dg.acc_terms.assign(nn, rows);
   dg.acc_mag = dg.aux[0];
   for (size_t j = 0; j < nn; ++j) {
@@ -473,6 +494,78 @@ Status device_compute(Which w, const Case& c, const Arithmetic& a, const std::ve
   const device_ref::NormF64Out y{out[0].ref, out[0].mag}, rstd{out[outputs - 1].ref, out[outputs - 1].mag};
   const device_ref::NormF64Out mean = ln ? device_ref::NormF64Out{out[1].ref, out[1].mag} : device_ref::NormF64Out{};
   return device_ref::norm_f64_reference(q, rows_of(t[0]), gamma, ln ? rows_of(t[2]) : gamma, y, mean, rstd, ctx.stream);
+}
+
+// ---- device reference (backwards) --------------------------------------------------------------
+// The same threshold as the forwards'. compute does prepare's work on the device first (constant
+// rows, then the saved statistics: the forward's device reference, stored to fp32), so a case
+// runs it once: LayerNorm's shift relation, whose transform moves the saved mean, stays on the
+// host path, as do variants that accumulate dgamma or dbeta (the engine's rule).
+bool device_when_bwd(const Params& p) {
+  return rowwise_device_when(p) && p.s("relation").empty();
+}
+
+/// The scratch compute carves: the forward's y, mean and rstd with their tolerances.
+struct StatsScratch {
+  double *y_ref, *y_tol, *mean_ref, *mean_tol, *rstd_ref, *rstd_tol;
+  StatsScratch(ScratchCarver& s, int64_t rows, int64_t n)
+      : y_ref(s.take<double>(rows * n)), y_tol(s.take<double>(rows * n)), mean_ref(s.take<double>(rows)),
+        mean_tol(s.take<double>(rows)), rstd_ref(s.take<double>(rows)), rstd_tol(s.take<double>(rows)) {}
+};
+
+int64_t device_scratch_bwd(const Case& c) {
+  const View2D v = view_of(c.tensors[0].desc);
+  ScratchCarver count;
+  const StatsScratch layout(count, v.rows, v.cols);
+  return count.bytes();
+}
+
+/// prepare's constant rows and saved statistics in the snapshot, then dX, dgamma (and dbeta)
+/// with their ceilings, the tolerance itself in mag.
+Status device_compute_bwd(Which w, const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
+                          std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
+  const Params p(c.params);
+  const DType dt = p.dt("dtype");
+  const bool ln = w == kLnBwd;
+  const size_t inputs = ln ? 5 : 4, outputs = ln ? 3 : 2;
+  const bool ok = device_ref::input_rows_support(dt) && t.size() == inputs + outputs && out.size() == outputs &&
+                  t[0].dtype == dt && t[1].dtype == dt && device_ref::input_rows_support(t[2].dtype) &&
+                  t[3].dtype == DType::kF32 && t[inputs - 1].dtype == DType::kF32;
+  if (!ok)
+    return invalid_argument(fmt::format("{}: no device reference for this case (fp32, fp16 or bf16 X, dY and gamma, "
+                                        "fp32 statistics)",
+                                        ln ? "layernorm_bwd" : "rmsnorm_bwd"));
+  if (ctx.scratch == nullptr || ctx.scratch_bytes < device_scratch_bwd(c))
+    return invalid_argument("norm backward device reference: scratch missing or too small");
+  const View2D& v = t[0].v;
+  const int64_t rows = v.rows, n = v.cols, every = p.i("constant_every", 0);
+  const auto rows_of = [](const DevTensor& d) { return device_ref::input_rows(d.ptr, d.v.cols, d.v.ld, d.dtype); };
+  // prepare (saved_stats): constant rows, then what a correct forward saves.
+  ASSAY_RETURN_IF_ERROR(
+      device_ref::norm_constant_rows(t[0].ptr, dt, rows, n, v.ld, every, !ln && every % 2 == 0, ctx.stream));
+  ScratchCarver carve(ctx.scratch);
+  const StatsScratch st(carve, rows, n);
+  device_ref::NormF64Problem f;
+  f.rows = rows;
+  f.rms = !ln;
+  f.eps = static_cast<float>(p.r("eps", 1e-5));
+  f.s = norm_scalars(norm_model(p, n, Arithmetic{}));
+  const device_ref::InputRows gamma = rows_of(t[2]);
+  ASSAY_RETURN_IF_ERROR(device_ref::norm_f64_reference(f, rows_of(t[0]), gamma, gamma, {st.y_ref, st.y_tol},
+                                                       {st.mean_ref, st.mean_tol}, {st.rstd_ref, st.rstd_tol},
+                                                       ctx.stream));
+  ASSAY_RETURN_IF_ERROR(device_ref::norm_saved_stats(ln ? st.mean_ref : nullptr, st.rstd_ref, rows,
+                                                     ln ? t[3].as<float>() : nullptr, t[inputs - 1].as<float>(),
+                                                     ctx.stream));
+  const device_ref::NormBwdF64Problem q = bwd_constants(w, c, rows, n, a);
+  device_ref::NormBwdF64Io io;
+  io.x = rows_of(t[0]), io.dy = rows_of(t[1]), io.gamma = gamma;
+  if (ln) io.mean = rows_of(t[3]);
+  io.rstd = rows_of(t[inputs - 1]);
+  io.dx_ref = out[0].ref, io.dx_tol = out[0].mag;
+  io.dgamma_ref = out[1].ref, io.dgamma_tol = out[1].mag;
+  if (ln) io.dbeta_ref = out[2].ref, io.dbeta_tol = out[2].mag;
+  return device_ref::norm_bwd_f64_reference(q, io, ctx.stream);
 }
 
 // ---- self-checks (host references, CPU) --------------------------------------------------
@@ -608,6 +701,12 @@ OpDef make(Which w) {
       op.bound = [w](const Case& c, const Arithmetic& a, const std::vector<HostTensor>& t, std::vector<OutputRef>& o) {
         return bound_bwd(w, c, a, t, o);
       };
+      op.device_reference = {.when = device_when_bwd,
+                             .scratch = device_scratch_bwd,
+                             .compute = [w](const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
+                                            std::vector<DeviceOutput>& o, const DeviceContext& ctx) {
+                               return device_compute_bwd(w, c, a, t, o, ctx);
+                             }};
   }
   if (is_ln(w))
     op.transform = [w](const Case& c, std::vector<unsigned char*>& img) {

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <chrono>
 #include <cstdio>
 #include <cmath>
@@ -25,6 +26,7 @@
 #include "harness/op.h"
 #include "harness/op_model.h"
 #include "harness/bounds.h"
+#include "harness/executor.h"
 #include "harness/spec.h"
 #include "tests/properties/model_host.h"
 
@@ -245,6 +247,46 @@ inline void check_device_reference(const OpDef& op, const Case& c, const Contrac
     }
   }
   if (device_check) device_check(h, in, douts, ctx);
+}
+
+/// A RefScale for references that keep their terms' magnitude in aux[0] (the norms: |gamma xhat|,
+/// mean |x|, backward.h's dx_mag, ...): |ref| plus it where finite, plus fp64's smallest normal
+/// for zeros.
+inline double ref_and_aux_magnitude(size_t o, size_t l, const std::vector<OutputRef>& h) {
+  double m = std::fabs(h[o].ref[l]);
+  if (!h[o].aux.empty() && l < h[o].aux[0].size() && std::isfinite(h[o].aux[0][l])) m += std::fabs(h[o].aux[0][l]);
+  return m + DBL_MIN;
+}
+
+/// check_device_reference on every case under each contract (name, contract): each contract's
+/// cases must span fp32, fp16 and bf16, and its figures are printed with how many cases have a
+/// NaN / Inf reference or an unbounded element. Returns the least such count over the contracts.
+inline int64_t expect_device_reference_matches(const OpDef& op, const std::vector<Case>& cases,
+                                               const std::vector<std::pair<const char*, Contract>>& contracts,
+                                               double ulps, const RefScale& scale, double tol_rel) {
+  int64_t least = INT64_MAX;
+  for (const auto& [what, k] : contracts) {
+    DeviceRefStats st;
+    int64_t nonfinite = 0;
+    const DeviceCheck count = [&](const ModelHostRun& h, const std::vector<DevTensor>&,
+                                  const std::vector<DeviceOutput>&, const DeviceContext&) {
+      bool any = false;
+      for (const OutputRef& r : h.refs)
+        for (size_t l = 0; l < r.ref.size() && !any; ++l) any = !std::isfinite(r.ref[l]) || !std::isfinite(r.tol[l]);
+      nonfinite += any ? 1 : 0;
+    };
+    for (const Case& c : cases) {
+      check_device_reference(op, c, k, ulps, scale, tol_rel, st, count);
+      if (::testing::Test::HasFailure()) return least;
+    }
+    EXPECT_GT(st.by_dtype[0], 0) << op.name << ", " << what << ": no fp32 case";
+    EXPECT_GT(st.by_dtype[1], 0) << op.name << ", " << what << ": no fp16 case";
+    EXPECT_GT(st.by_dtype[2], 0) << op.name << ", " << what << ": no bf16 case";
+    std::printf("[ measured ] %s, contract %s: %s; %lld cases with NaN/Inf or unbounded elements\n", op.name.c_str(),
+                what, st.summary(op.name).c_str(), static_cast<long long>(nonfinite));
+    least = std::min(least, nonfinite);
+  }
+  return least;
 }
 
 /// The engine on `cases` (each meant for the device path): every variant passes each case

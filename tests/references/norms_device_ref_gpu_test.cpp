@@ -47,18 +47,14 @@ TEST(NormsDeviceRefGpu, MatchesTheHostReferenceAndBound) {
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
   // |ref| plus its terms' magnitude where the reference keeps one (y: |gamma xhat|; the mean:
   // mean|x|; RMSNorm's rstd: mean(x^2)), plus fp64's smallest normal for zeros.
-  const test_util::RefScale scale = [](size_t o, size_t l, const std::vector<OutputRef>& h) {
-    double m = std::fabs(h[o].ref[l]);
-    if (!h[o].aux.empty() && l < h[o].aux[0].size() && std::isfinite(h[o].aux[0][l])) m += std::fabs(h[o].aux[0][l]);
-    return m + DBL_MIN;
-  };
+  const test_util::RefScale scale = test_util::ref_and_aux_magnitude;
   const std::vector<std::pair<const char*, Contract>> contracts = {{"default", Contract()},
                                                                    {"fast math", Contract().fast_math()}};
   for (const char* name : kOps) {
     const OpDef& op = test_util::model_op(name);
     const std::vector<Case> cases = norm_cases(name, 120, 31);
     ASSERT_GE(cases.size(), 80u) << name;
-    int64_t constant = 0, zero_rows = 0, bias = 0, shift = 0, nonfinite = 0;
+    int64_t constant = 0, zero_rows = 0, bias = 0, shift = 0;
     for (const Case& c : cases) {
       const Params p(c.params);
       const int64_t every = p.i("constant_every", 0);
@@ -68,28 +64,9 @@ TEST(NormsDeviceRefGpu, MatchesTheHostReferenceAndBound) {
       shift += p.s("relation") == "shift" ? 1 : 0;
     }
     // Cases whose host reference has a NaN or Inf (injections, overflow) or an unbounded element.
-    const test_util::DeviceCheck count_nonfinite = [&](const test_util::ModelHostRun& h, const std::vector<DevTensor>&,
-                                                       const std::vector<DeviceOutput>&, const DeviceContext&) {
-      bool any = false;
-      for (const OutputRef& r : h.refs)
-        for (size_t l = 0; l < r.ref.size() && !any; ++l) any = !std::isfinite(r.ref[l]) || !std::isfinite(r.tol[l]);
-      nonfinite += any ? 1 : 0;
-    };
-    for (const auto& [what, k] : contracts) {
-      test_util::DeviceRefStats st;
-      nonfinite = 0;
-      for (const Case& c : cases) {
-        ASSERT_NO_FATAL_FAILURE(test_util::check_device_reference(op, c, k, 1, scale, 1e-14, st, count_nonfinite))
-            << name << ", " << what;
-        if (HasFailure()) break;
-      }
-      EXPECT_GT(st.by_dtype[0], 0) << name << ": no fp32 case";
-      EXPECT_GT(st.by_dtype[1], 0) << name << ": no fp16 case";
-      EXPECT_GT(st.by_dtype[2], 0) << name << ": no bf16 case";
-      EXPECT_GT(nonfinite, 0) << name << ": no case with NaN / Inf references or unbounded elements";
-      std::printf("[ measured ] %s, contract %s: %s; %lld cases with NaN/Inf or unbounded elements\n", name, what,
-                  st.summary(name).c_str(), static_cast<long long>(nonfinite));
-    }
+    const int64_t nonfinite = test_util::expect_device_reference_matches(op, cases, contracts, 1, scale, 1e-14);
+    if (HasFailure()) return;
+    EXPECT_GT(nonfinite, 0) << name << ": no case with NaN / Inf references or unbounded elements";
     EXPECT_GT(constant, 0) << name << ": no constant-row case";
     if (std::string(name) == "rmsnorm") {
       EXPECT_GT(zero_rows, 0) << "no zero-row case";
