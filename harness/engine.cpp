@@ -224,7 +224,7 @@ Status stage_relation(const OpDef& op, Setup& s, gpu::Lane& lane, int64_t area,
   unsigned char* dev = lane.dev_scratch() + area;
   int64_t at = 0;
   auto put = [&](const void* src, int64_t bytes) {
-    std::memcpy(s.rel_blob.data() + at, src, static_cast<size_t>(bytes));
+    if (bytes > 0) std::memcpy(s.rel_blob.data() + at, src, static_cast<size_t>(bytes));
     const unsigned char* d = dev + at;
     at += scratch_round_up(bytes);
     return d;

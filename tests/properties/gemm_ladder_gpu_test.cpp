@@ -6,6 +6,8 @@
 // flagged by the transpose and permute relations. Skipped, visibly, without a GPU.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include <set>
 #include <string>
 #include <vector>
@@ -86,8 +88,22 @@ TEST_F(GemmLadderGpu, RelationsFlagAKernelWhoseErrorDependsOnTheRowPairing) {
     ASSERT_EQ(v.size(), 1u);
     EXPECT_TRUE(kinds(v[0]).count(FailureKind::kProperty)) << r << ": " << v[0].summary();
     bool named = false;
-    for (const auto& f : v[0].failures)
-      named |= f.kind == FailureKind::kProperty && f.detail.find(std::string("metamorphic '") + r) != std::string::npos;
+    for (const auto& f : v[0].failures) {
+      if (f.kind != FailureKind::kProperty) continue;
+      named |= f.detail.find(std::string("metamorphic '") + r) != std::string::npos;
+      // The line's figures are the first breaking element's, read back and judged again on the
+      // host: they must show it broken (|diff| past the tolerance) with two different outputs.
+      double diff = 0, tol = 0, y2 = 0, y1 = 0;
+      const size_t at = f.detail.find("|diff| "), is = f.detail.find(" is "), gives = f.detail.find("gives ");
+      ASSERT_NE(at, std::string::npos) << f.detail;
+      ASSERT_EQ(std::sscanf(f.detail.c_str() + at, "|diff| %lg > %lg", &diff, &tol), 2) << f.detail;
+      ASSERT_EQ(std::sscanf(f.detail.c_str() + is, " is %lg", &y2), 1) << f.detail;
+      ASSERT_EQ(std::sscanf(f.detail.c_str() + gives, "gives %lg", &y1), 1) << f.detail;
+      EXPECT_GE(diff, tol) << f.detail;  // printed to 3 digits: equal where they are close
+      EXPECT_NE(y1, y2) << f.detail;
+      EXPECT_GT(f.count, 0) << f.detail;
+      std::printf("[ measured ] %lld elements: %s\n", static_cast<long long>(f.count), f.detail.c_str());
+    }
     EXPECT_TRUE(named) << "the relation failure must name the relation: " << v[0].summary();
   }
 }
