@@ -56,6 +56,8 @@
 #include <fmt/format.h>
 
 #include "harness/bounds.h"
+#include "properties/rowwise_values.h"
+#include "references/device/rope_f64.h"
 #include "references/host/backward.h"
 
 namespace assay::rowwise {
@@ -88,53 +90,41 @@ Status check(const Params& p) {
 
 // ---- references and bound --------------------------------------------------------
 
-/// The accuracy table's entries the bound uses, in ulps against the correctly rounded result.
-double pow_ulps() {
-  static const double v = find_math_fn("powf")->ulp_f32;  // 4
-  return v;
-}
-double trig_rel() {  // sincosf: (2 + 0.5) ulps of |cos|, |sin|, at most 2u|x| each (normal results)
-  static const double v =
-      (std::max(find_math_fn("sinf")->ulp_f32, find_math_fn("cosf")->ulp_f32) + 0.5) * 2 * u32 * (1 + 0x1p-20);
-  return v;
+/// The accuracy table's entries the bound uses (powf in ulps against the correctly rounded
+/// result; sincosf: (2 + 0.5) ulps of |cos|, |sin|, at most 2u|x| each for normal results), with
+/// the fp32 format the angle's ulps are taken in.
+const device_ref::RopeConsts& rope_consts() {
+  static const device_ref::RopeConsts k = [] {
+    device_ref::RopeConsts c;
+    c.pow_ulps = find_math_fn("powf")->ulp_f32;  // 4
+    c.trig_rel =
+        (std::max(find_math_fn("sinf")->ulp_f32, find_math_fn("cosf")->ulp_f32) + 0.5) * 2 * u32 * (1 + 0x1p-20);
+    c.f32 = float_format(DType::kF32);
+    return c;
+  }();
+  return k;
 }
 constexpr double kHostPowUlps = 1;  // glibc powf (>= 2.28): < 1 ulp
 
-/// ulp of fp32 at |x|, taken at the larger neighbouring binade (x may round up to a power of two).
 double ulp32(double x) {
-  return ulp_of(std::fabs(x) * (1 + 0x1p-20), DType::kF32);
+  return device_ref::rope_ulp32(x, rope_consts().f32);
+}
+/// Error of one output element without the angle term (device_ref::rope_rotation_err).
+double rotation_err(double mag, double dtheta, double s_abs) {
+  return device_ref::rope_rotation_err(mag, dtheta, s_abs, rope_consts());
 }
 
-/// The angle of pair i at position t: exact, its kernel error, the host's fp32 angle and its distance bound.
-struct RopeAngle {
-  double theta = 0;     ///< t base^(-2i/d), double
-  double err = 0;       ///< bound on |theta^ - theta|, theta^ the kernel's fp32 angle
-  double host = 0;      ///< theta_h: glibc powf and an fp32 product, as the kernel's formula on the host
-  double host_err = 0;  ///< bound on |theta^ - theta_h|
-};
-
-/// The position-free part of pair i's angle: the powers (three pow calls, the costly part)
-/// are the same at every position, so a case computes them once per pair.
-struct RopeFreq {
-  bool zero = false;  ///< i == 0: pow(x, -0) = 1 exactly (C F.10.4.4, which CUDA's powf follows)
-  double p = 0;       ///< base^(-2i/d), double
-  double dp = 0;      ///< bound on |powf^ - p|
-  double ulp_p = 0;   ///< ulp of the fp32 power
-  float ph = 0;       ///< the host's powf with the kernel's rounded exponent
+/// Pair i's frequency (device_ref::rope_freq: the powers, the costly part, are the same at every
+/// position, so a case computes them once per pair) and the host's fp32 power for the inverse
+/// relation: glibc powf with the kernel's rounded exponent.
+struct RopeFreq : device_ref::RopeFreq {
+  float ph = 0;
 };
 
 RopeFreq rope_freq(int64_t i, int64_t d, double base) {
   RopeFreq f;
-  if (i == 0) {
-    f.zero = true;
-    return f;
-  }
-  const float ef = -static_cast<float>(2 * i) / static_cast<float>(d);  // the kernel's exponent, rounded once
-  f.p = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
-  const double ps = std::pow(base, static_cast<double>(ef));
-  f.ulp_p = ulp32(ps);
-  f.dp = std::fabs(ps - f.p) + 4 * u64 * f.p + (pow_ulps() + 0.5) * f.ulp_p;  // |powf^ - p|
-  f.ph = std::pow(static_cast<float>(base), ef);
+  static_cast<device_ref::RopeFreq&>(f) = device_ref::rope_freq(i, d, base, rope_consts());
+  if (!f.zero) f.ph = std::pow(static_cast<float>(base), -static_cast<float>(2 * i) / static_cast<float>(d));
   return f;
 }
 
@@ -144,17 +134,23 @@ std::vector<RopeFreq> rope_freqs(int64_t half, int64_t d, double base) {
   return v;
 }
 
+/// The angle of pair i at position t (device_ref::rope_angle), and the host's fp32 angle with
+/// its distance bound for the inverse relation.
+struct RopeAngle : device_ref::RopeAngle {
+  double host = 0;      ///< theta_h: glibc powf and an fp32 product, as the kernel's formula on the host
+  double host_err = 0;  ///< bound on |theta^ - theta_h|
+};
+
 RopeAngle rope_angle(int64_t t, const RopeFreq& f) {
   RopeAngle a;
-  if (f.zero) {  // theta = t, exact in fp32
-    a.theta = a.host = static_cast<double>(t);
+  static_cast<device_ref::RopeAngle&>(a) = device_ref::rope_angle(t, f, rope_consts().f32);
+  if (f.zero) {
+    a.host = static_cast<double>(t);
     return a;
   }
   const double tt = static_cast<double>(t);
-  a.theta = tt * f.p;
-  a.err = tt * f.dp + 0.5 * ulp32(tt * (f.p + f.dp)) + 4 * u64 * a.theta;
   a.host = static_cast<double>(static_cast<float>(t) * f.ph);
-  a.host_err = tt * (pow_ulps() + 0.5 + kHostPowUlps + 0.5) * f.ulp_p + ulp32(tt * (f.p + f.dp));
+  a.host_err = tt * (rope_consts().pow_ulps + 0.5 + kHostPowUlps + 0.5) * f.ulp_p + ulp32(tt * (f.p + f.dp));
   return a;
 }
 
@@ -171,13 +167,6 @@ RopeShape shape_of(const Case& c) {
 }
 std::pair<int64_t, int64_t> pair_cols(const RopeShape& s, int64_t i) {
   return s.interleaved ? std::pair<int64_t, int64_t>{2 * i, 2 * i + 1} : std::pair<int64_t, int64_t>{i, i + s.d / 2};
-}
-
-/// Error of one output element without the angle term: sincosf, two products and the sum on
-/// Ms = |a cos theta^| + |b sin theta^| <= mag + dtheta S, plus the underflow floor.
-double rotation_err(double mag, double dtheta, double s_abs) {
-  const double c = trig_rel();
-  return (c + gamma_n(2, u32) * (1 + c)) * (mag + dtheta * s_abs) * (1 + gamma_n(4, u64)) + 4 * min_normal(DType::kF32);
 }
 
 /// y in ref; aux[0]: the reference's mag (|a cos| + |b sin| of the exact angle).
@@ -228,7 +217,7 @@ Status bound(const Case& c, const Arithmetic& arith, const std::vector<HostTenso
           // infinite input within the angle and sincosf error of 0 leaves the kernel's sign open (ref 0,
           // tol +Inf: unchecked). At t = 0 the kernel's angle is exactly 0 (sin 0 = 0, cos 0 = 1
           // exactly): nothing is open.
-          const double slack = tok == 0 ? -1.0 : g.err + trig_rel() + 1e-30;
+          const double slack = tok == 0 ? -1.0 : g.err + rope_consts().trig_rel + 1e-30;
           const double co = std::fabs(std::cos(g.theta)), si = std::fabs(std::sin(g.theta));
           const bool ia = std::isinf(a), ib = std::isinf(b);
           const bool open_a = (ia && co <= slack) || (ib && si <= slack);
@@ -246,6 +235,31 @@ Status bound(const Case& c, const Arithmetic& arith, const std::vector<HostTenso
     }
   }
   return ok_status();
+}
+
+// ---- device reference ---------------------------------------------------------------------
+// From the row-wise ops' threshold up, relations included (their properties read the inputs the
+// engine copies back): the reference and bound above, a thread per pair
+// (references/device/rope_f64.cu).
+bool device_when(const Params& p) {
+  return device_ref::input_rows_support(p.dt("dtype")) &&
+         p.i("tokens") * p.i("heads") * p.i("head_dim") >= kRowwiseDeviceRefElems;
+}
+
+Status device_compute(const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
+                      std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
+  if (a.fast_math)
+    return unavailable("rope: no bound under fast-math intrinsics (__sinf / __cosf are unbounded outside [-pi, pi])");
+  const RopeShape s = shape_of(c);
+  if (t.size() != 2 || out.size() != 1 || !device_ref::input_rows_support(t[0].dtype))
+    return invalid_argument("rope: no device reference for this case (fp32, fp16 or bf16 X)");
+  device_ref::RopeF64Problem q;
+  q.tokens = s.tokens, q.heads = s.heads, q.d = s.d, q.base = s.base;
+  q.interleaved = s.interleaved, q.inverse = s.inverse;
+  q.k = rope_consts();
+  q.store = store_rounding_for(s.dt);
+  return device_ref::rope_f64_reference(q, device_ref::input_rows(t[0].ptr, t[0].v.cols, t[0].v.ld, t[0].dtype),
+                                        out[0].ref, out[0].mag, ctx.stream);
 }
 
 // ---- properties ---------------------------------------------------------------------
@@ -348,6 +362,7 @@ OpDef make() {
   op.bound = bound;
   op.bound_name = "rope ceiling";
   op.properties = properties;
+  op.device_reference = {.when = device_when, .compute = device_compute};
   op.self_check = self_check;
   return op;
 }

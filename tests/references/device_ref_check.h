@@ -261,9 +261,11 @@ inline double ref_and_aux_magnitude(size_t o, size_t l, const std::vector<Output
 /// check_device_reference on every case under each contract (name, contract): each contract's
 /// cases must span fp32, fp16 and bf16, and its figures are printed with how many cases have a
 /// NaN / Inf reference or an unbounded element. Returns the least such count over the contracts.
+/// `scale_for` gives each case its RefScale (one that reads the case's shape), `scale` one for all.
+using CaseScale = std::function<RefScale(const Case&)>;
 inline int64_t expect_device_reference_matches(const OpDef& op, const std::vector<Case>& cases,
                                                const std::vector<std::pair<const char*, Contract>>& contracts,
-                                               double ulps, const RefScale& scale, double tol_rel) {
+                                               double ulps, const CaseScale& scale_for, double tol_rel) {
   int64_t least = INT64_MAX;
   for (const auto& [what, k] : contracts) {
     DeviceRefStats st;
@@ -276,7 +278,7 @@ inline int64_t expect_device_reference_matches(const OpDef& op, const std::vecto
       nonfinite += any ? 1 : 0;
     };
     for (const Case& c : cases) {
-      check_device_reference(op, c, k, ulps, scale, tol_rel, st, count);
+      check_device_reference(op, c, k, ulps, scale_for(c), tol_rel, st, count);
       if (::testing::Test::HasFailure()) return least;
     }
     EXPECT_GT(st.by_dtype[0], 0) << op.name << ", " << what << ": no fp32 case";
@@ -287,6 +289,12 @@ inline int64_t expect_device_reference_matches(const OpDef& op, const std::vecto
     least = std::min(least, nonfinite);
   }
   return least;
+}
+inline int64_t expect_device_reference_matches(const OpDef& op, const std::vector<Case>& cases,
+                                               const std::vector<std::pair<const char*, Contract>>& contracts,
+                                               double ulps, const RefScale& scale, double tol_rel) {
+  return expect_device_reference_matches(
+      op, cases, contracts, ulps, [&](const Case&) { return scale; }, tol_rel);
 }
 
 /// The engine on `cases` (each meant for the device path): every variant passes each case
