@@ -92,7 +92,7 @@ struct Setup {
   std::vector<const unsigned char*> dev_timages;    ///< per tensor: its transformed image (null: an output)
   std::vector<std::vector<int64_t>> rel_from;       ///< per output: the map's host copy, for the detail
   std::vector<std::vector<double>> rel_scale;
-  std::vector<unsigned char> rel_blob;              ///< what stage_relation uploaded, alive until the copy is
+  std::vector<unsigned char> rel_blob;              ///< what stage_relation uploaded (its copy reads it)
   DeviceContext dctx;                    ///< on_device: what the device reference ran with (its scratch)
   int64_t save_bytes = 0;                ///< scratch taken by the saved outputs (the variant's and the vendor's)
   bool vendor_done = false;              ///< the vendor column ran on this setup
