@@ -4,8 +4,9 @@
 // thread per rotated pair). The device's pow, cos, sin and hypot are CUDA's fp64 functions,
 // within 2 ulps where glibc's are within 1: the references agree to a few fp64 ulps of the
 // angle, which the position multiplies (tests/references/rope_device_ref_gpu_test.cpp measures
-// it), far inside the 4 fp64 ulps of theta and gamma_4 of the magnitude the bound already
-// grants its own reference.
+// it). The bound grants its reference what CUDA's functions may err by: 2 ulps in each pow (the
+// angle's terms, rope_freq and rope_angle), and for cos, sin and the products a few fp64 ulps of
+// the magnitude, far inside the (1 + 2^-20) slack of the sincosf term (rope_rotation_err).
 #pragma once
 
 #include <cmath>
@@ -53,7 +54,8 @@ ASSAY_HD inline RopeFreq rope_freq(int64_t i, int64_t d, double base, const Rope
   f.p = ::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
   const double ps = ::pow(base, static_cast<double>(ef));
   f.ulp_p = rope_ulp32(ps, k.f32);
-  f.dp = ::fabs(ps - f.p) + 4 * kRopeU64 * f.p + (k.pow_ulps + 0.5) * f.ulp_p;  // |powf^ - p|
+  // |powf^ - p|: both fp64 pows within 2 ulps (CUDA's; glibc's within 1), the difference exact.
+  f.dp = ::fabs(ps - f.p) + 8 * kRopeU64 * f.p + (k.pow_ulps + 0.5) * f.ulp_p;
   return f;
 }
 
@@ -71,7 +73,8 @@ ASSAY_HD inline RopeAngle rope_angle(int64_t t, const RopeFreq& f, const FloatFo
     return a;
   }
   a.theta = tt * f.p;
-  a.err = tt * f.dp + 0.5 * rope_ulp32(tt * (f.p + f.dp), f32) + 4 * kRopeU64 * a.theta;
+  // + the reference's own theta = t p: p within 2 ulps, the product half of one.
+  a.err = tt * f.dp + 0.5 * rope_ulp32(tt * (f.p + f.dp), f32) + 6 * kRopeU64 * a.theta;
   return a;
 }
 
