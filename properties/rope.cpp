@@ -67,6 +67,9 @@ namespace {
 
 constexpr int64_t kMaxTokens = 4096, kMaxHeads = 16, kMaxHeadDim = 256, kMaxElems = 1 << 21;
 constexpr double u32 = 0x1p-24, u64 = 0x1p-53;
+// Both paths refuse a variant that declares fast math, with this line.
+constexpr const char* kNoFastMathBound =
+    "rope: no bound under fast-math intrinsics (__sinf / __cosf are unbounded outside [-pi, pi])";
 
 // ---- declaration ------------------------------------------------------------------
 std::vector<ParamDef> params() {
@@ -197,7 +200,7 @@ Status reference(const Case& c, const std::vector<HostTensor>& t, std::vector<Ou
 
 Status bound(const Case& c, const Arithmetic& arith, const std::vector<HostTensor>& t, std::vector<OutputRef>& out) {
   if (arith.fast_math)
-    return unavailable("rope: no bound under fast-math intrinsics (__sinf / __cosf are unbounded outside [-pi, pi])");
+    return unavailable(kNoFastMathBound);
   const RopeShape s = shape_of(c);
   const int64_t rows = s.tokens * s.heads, d = s.d, half = d / 2;
   OutputRef& y = out[0];
@@ -251,7 +254,7 @@ bool device_when(const Params& p) {
 Status device_compute(const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
                       std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
   if (a.fast_math)
-    return unavailable("rope: no bound under fast-math intrinsics (__sinf / __cosf are unbounded outside [-pi, pi])");
+    return unavailable(kNoFastMathBound);
   const RopeShape s = shape_of(c);
   if (t.size() != 2 || out.size() != 1 || !device_ref::input_rows_support(t[0].dtype))
     return invalid_argument("rope: no device reference for this case (fp32, fp16 or bf16 X)");

@@ -48,6 +48,17 @@ inline std::vector<Case> device_path_cases(const std::string& name, int want, ui
   return out;
 }
 
+/// Up to `want` generated cases of a row-wise op (params rows and n) that the device path takes,
+/// with rows x n in [min_elems, max_elems] (max_dim 256 by default: from 1024 elements, the
+/// threshold, to 65536).
+inline std::vector<Case> rowwise_cases(const std::string& name, int want, uint64_t seed, int64_t max_elems = INT64_MAX,
+                                       int64_t max_dim = 256, int64_t min_elems = 0) {
+  return device_path_cases(name, want, seed, max_dim, 400 * int64_t{want}, [&](const Params& p) {
+    const int64_t elems = p.i("rows") * p.i("n");
+    return elems <= max_elems && elems >= min_elems;
+  });
+}
+
 /// What one comparison found, accumulated over cases.
 struct DeviceRefStats {
   int64_t cases = 0, elements = 0;

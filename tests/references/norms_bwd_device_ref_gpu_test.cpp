@@ -26,14 +26,6 @@ namespace {
 
 const char* const kBwdOps[] = {"layernorm_bwd", "rmsnorm_bwd"};
 
-std::vector<Case> norm_bwd_cases(const std::string& name, int want, uint64_t seed, int64_t max_elems = INT64_MAX,
-                            int64_t max_dim = 256, int64_t min_elems = 0) {
-  return test_util::device_path_cases(name, want, seed, max_dim, 400 * int64_t{want}, [&](const Params& p) {
-    const int64_t elems = p.i("rows") * p.i("n");
-    return elems <= max_elems && elems >= min_elems;
-  });
-}
-
 TEST(NormsBwdDeviceRefGpu, MatchesTheHostReferenceAndBound) {
   auto nd = gpu::device_count();
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
@@ -44,7 +36,7 @@ TEST(NormsBwdDeviceRefGpu, MatchesTheHostReferenceAndBound) {
       {"default", Contract()}, {"flush-to-zero", Contract().ftz()}, {"fast math", Contract().fast_math()}};
   for (const char* name : kBwdOps) {
     const OpDef& op = test_util::model_op(name);
-    const std::vector<Case> cases = norm_bwd_cases(name, 120, 41);
+    const std::vector<Case> cases = test_util::rowwise_cases(name, 120, 41);
     ASSERT_GE(cases.size(), 80u) << name;
     int64_t constant = 0, zero_rows = 0, bias = 0;
     for (const Case& c : cases) {
@@ -78,7 +70,7 @@ TEST(NormsBwdDeviceRefGpu, SavedStatisticsOnTheDeviceAreThePrepares) {
     OpDef bare = op;
     bare.prepare = nullptr;
     int64_t checked = 0, constant = 0, elements = 0;
-    for (const Case& c : norm_bwd_cases(name, 60, 42)) {
+    for (const Case& c : test_util::rowwise_cases(name, 60, 42)) {
       const test_util::ModelHostRun before = test_util::model_host_run(bare, c),
                                     after = test_util::model_host_run(op, c);
       test_util::DeviceRefBuffers b;
@@ -117,7 +109,7 @@ TEST(NormsBwdDeviceRefGpu, EngineTakesTheDevicePathAndTheCorrectKernelsPass) {
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
   for (const char* name : kBwdOps)
     test_util::expect_engine_device_path(test_util::model_op(name), {find_variant(name, "rowwise")},
-                                         norm_bwd_cases(name, 60, 43), 60);
+                                         test_util::rowwise_cases(name, 60, 43), 60);
 }
 
 // Large cases (2^18 elements and up, rows up to 16384 long): what the device path saves per case.
@@ -125,7 +117,7 @@ TEST(NormsBwdDeviceRefGpu, EngineTimesBothPathsOnLargeCases) {
   auto nd = gpu::device_count();
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
   for (const char* name : kBwdOps) {
-    const std::vector<Case> cases = norm_bwd_cases(name, 20, 44, INT64_MAX, 16384, int64_t{1} << 18);
+    const std::vector<Case> cases = test_util::rowwise_cases(name, 20, 44, INT64_MAX, 16384, int64_t{1} << 18);
     ASSERT_GE(cases.size(), 10u) << name;
     test_util::expect_engine_device_path(test_util::model_op(name), {find_variant(name, "rowwise")}, cases, 10);
   }
@@ -145,9 +137,9 @@ TEST(NormsBwdDeviceRefGpu, PlantedBugsAreCaughtOnTheDevicePath) {
     const OpDef& op = test_util::model_op(name);
     const bool long_rows = std::string(mutant) == "mutant_layernorm_bwd_race";
     const std::vector<Case> cases =
-        long_rows ? test_util::device_path_cases(name, 60, 45, 4096, 24000,
-                                                 [](const Params& p) { return p.i("n") > 1024; })
-                  : norm_bwd_cases(name, 80, 45);
+        long_rows
+            ? test_util::device_path_cases(name, 60, 45, 4096, 24000, [](const Params& p) { return p.i("n") > 1024; })
+            : test_util::rowwise_cases(name, 80, 45);
     ASSERT_GE(cases.size(), 40u) << name;
     const auto [ran, failed] = test_util::run_on_device_path(op, mutant, cases, **lane);
     EXPECT_GT(failed, 0) << mutant << " passed every one of " << ran << " device-path cases";
@@ -167,7 +159,7 @@ TEST(NormsBwdDeviceRefGpu, AnAccumulatingVariantTakesTheHostPath) {
   atomic.name = "rowwise_declared_accumulating";
   atomic.contract = Contract().accumulates("dgamma");
   int64_t host = 0;
-  for (const Case& c : norm_bwd_cases("rmsnorm_bwd", 10, 46)) {
+  for (const Case& c : test_util::rowwise_cases("rmsnorm_bwd", 10, 46)) {
     auto v = run_model(op, {&atomic}, c, **lane, false);
     ASSERT_TRUE(v.ok()) << c.summary() << ": " << v.status().message();
     ASSERT_EQ(v->size(), 1u);

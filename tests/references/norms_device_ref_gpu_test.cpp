@@ -32,16 +32,6 @@ const VariantDef* correct_variant(const std::string& op) {
   return find_variant(op, op == "layernorm" ? "welford" : "rowwise");
 }
 
-/// Up to `want` generated cases of `op` the device path takes with rows x n in
-/// [min_elems, max_elems] (max_dim 256 by default: from 1024 elements, the threshold, to 65536).
-std::vector<Case> norm_cases(const std::string& name, int want, uint64_t seed, int64_t max_elems = INT64_MAX,
-                               int64_t max_dim = 256, int64_t min_elems = 0) {
-  return test_util::device_path_cases(name, want, seed, max_dim, 400 * int64_t{want}, [&](const Params& p) {
-    const int64_t elems = p.i("rows") * p.i("n");
-    return elems <= max_elems && elems >= min_elems;
-  });
-}
-
 TEST(NormsDeviceRefGpu, MatchesTheHostReferenceAndBound) {
   auto nd = gpu::device_count();
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
@@ -52,7 +42,7 @@ TEST(NormsDeviceRefGpu, MatchesTheHostReferenceAndBound) {
                                                                    {"fast math", Contract().fast_math()}};
   for (const char* name : kOps) {
     const OpDef& op = test_util::model_op(name);
-    const std::vector<Case> cases = norm_cases(name, 120, 31);
+    const std::vector<Case> cases = test_util::rowwise_cases(name, 120, 31);
     ASSERT_GE(cases.size(), 80u) << name;
     int64_t constant = 0, zero_rows = 0, bias = 0, shift = 0;
     for (const Case& c : cases) {
@@ -89,7 +79,7 @@ TEST(NormsDeviceRefGpu, ConstantRowsOnTheDeviceAreThePrepares) {
   for (const char* name : kOps) {
     const OpDef& op = test_util::model_op(name);
     int64_t checked = 0;
-    for (const Case& c : norm_cases(name, 120, 32)) {
+    for (const Case& c : test_util::rowwise_cases(name, 120, 32)) {
       if (Params(c.params).i("constant_every", 0) <= 0) continue;
       Case bare = c;
       bare.params.erase("constant_every");
@@ -120,8 +110,8 @@ TEST(NormsDeviceRefGpu, EngineTakesTheDevicePathAndTheCorrectKernelsPass) {
   auto nd = gpu::device_count();
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
   for (const char* name : kOps)
-    test_util::expect_engine_device_path(test_util::model_op(name), {correct_variant(name)}, norm_cases(name, 60, 33),
-                                         60);
+    test_util::expect_engine_device_path(test_util::model_op(name), {correct_variant(name)},
+                                         test_util::rowwise_cases(name, 60, 33), 60);
 }
 
 // Cases just above the threshold (1024 to 2048 elements): the printed device-path and host-path
@@ -131,7 +121,7 @@ TEST(NormsDeviceRefGpu, EngineTimesBothPathsNearTheThreshold) {
   auto nd = gpu::device_count();
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
   for (const char* name : kOps) {
-    const std::vector<Case> cases = norm_cases(name, 60, 34, 2048, 64);
+    const std::vector<Case> cases = test_util::rowwise_cases(name, 60, 34, 2048, 64);
     ASSERT_GE(cases.size(), 20u) << name;
     test_util::expect_engine_device_path(test_util::model_op(name), {correct_variant(name)}, cases, 20);
   }
@@ -143,7 +133,7 @@ TEST(NormsDeviceRefGpu, EngineTimesBothPathsOnLargeCases) {
   auto nd = gpu::device_count();
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
   for (const char* name : kOps) {
-    const std::vector<Case> cases = norm_cases(name, 20, 35, INT64_MAX, 16384, int64_t{1} << 18);
+    const std::vector<Case> cases = test_util::rowwise_cases(name, 20, 35, INT64_MAX, 16384, int64_t{1} << 18);
     ASSERT_GE(cases.size(), 10u) << name;
     test_util::expect_engine_device_path(test_util::model_op(name), {correct_variant(name)}, cases, 10);
   }
@@ -161,7 +151,7 @@ TEST(NormsDeviceRefGpu, PlantedBugsAreCaughtOnTheDevicePath) {
                                                          {"rmsnorm", "mutant_rmsnorm_no_eps"}};
   for (const auto& [name, mutant] : planted) {
     const OpDef& op = test_util::model_op(name);
-    const std::vector<Case> cases = norm_cases(name, 80, 36);
+    const std::vector<Case> cases = test_util::rowwise_cases(name, 80, 36);
     ASSERT_GE(cases.size(), 40u) << name;
     const auto [ran, failed] = test_util::run_on_device_path(op, mutant, cases, **lane);
     EXPECT_GT(failed, 0) << mutant << " passed every one of " << ran << " device-path cases";

@@ -27,21 +27,11 @@
 namespace assay {
 namespace {
 
-/// Up to `want` generated cases of `name` the device path takes with rows x n in [min_elems,
-/// max_elems] (max_dim 256 by default: from 1024 elements, the threshold, to 65536).
-std::vector<Case> softmax_cases(int want, uint64_t seed, int64_t max_elems = INT64_MAX, int64_t max_dim = 256,
-                               int64_t min_elems = 0, const std::string& name = "softmax") {
-  return test_util::device_path_cases(name, want, seed, max_dim, 400 * int64_t{want}, [&](const Params& p) {
-    const int64_t elems = p.i("rows") * p.i("n");
-    return elems <= max_elems && elems >= min_elems;
-  });
-}
-
 TEST(SoftmaxDeviceRefGpu, MatchesTheHostReferenceAndBound) {
   auto nd = gpu::device_count();
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
   const OpDef& op = test_util::model_op("softmax");
-  const std::vector<Case> cases = softmax_cases(150, 21);
+  const std::vector<Case> cases = test_util::rowwise_cases("softmax", 150, 21);
   ASSERT_GE(cases.size(), 100u);
   // |y| + y|t| (softmax) or |z| + |t| (log-softmax): what a few ulps of exp, of Z and of log Z
   // move the value by; plus fp64's smallest normal, where exp(t) underflows (t near -745 the host
@@ -86,7 +76,7 @@ TEST(SoftmaxDeviceRefGpu, EngineTakesTheDevicePathAndTheOnlineKernelPasses) {
   auto nd = gpu::device_count();
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
   test_util::expect_engine_device_path(test_util::model_op("softmax"), {find_variant("softmax", "online")},
-                                       softmax_cases(60, 22), 60);
+                                       test_util::rowwise_cases("softmax", 60, 22), 60);
 }
 
 // Cases just above the threshold (1024 to 2048 elements): the printed device-path and host-path
@@ -95,7 +85,7 @@ TEST(SoftmaxDeviceRefGpu, EngineTakesTheDevicePathAndTheOnlineKernelPasses) {
 TEST(SoftmaxDeviceRefGpu, EngineTimesBothPathsNearTheThreshold) {
   auto nd = gpu::device_count();
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
-  const std::vector<Case> cases = softmax_cases(60, 23, 2048, 64);
+  const std::vector<Case> cases = test_util::rowwise_cases("softmax", 60, 23, 2048, 64);
   ASSERT_GE(cases.size(), 20u);
   test_util::expect_engine_device_path(test_util::model_op("softmax"), {find_variant("softmax", "online")}, cases,
                                        20);
@@ -106,7 +96,7 @@ TEST(SoftmaxDeviceRefGpu, EngineTimesBothPathsNearTheThreshold) {
 TEST(SoftmaxDeviceRefGpu, EngineTimesBothPathsOnLargeCases) {
   auto nd = gpu::device_count();
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
-  const std::vector<Case> cases = softmax_cases(20, 25, INT64_MAX, 16384, int64_t{1} << 18);
+  const std::vector<Case> cases = test_util::rowwise_cases("softmax", 20, 25, INT64_MAX, 16384, int64_t{1} << 18);
   ASSERT_GE(cases.size(), 10u);
   test_util::expect_engine_device_path(test_util::model_op("softmax"), {find_variant("softmax", "online")}, cases,
                                        10);
@@ -121,7 +111,7 @@ TEST(SoftmaxDeviceRefGpu, PlantedBugsAreCaughtOnTheDevicePath) {
   auto lane = gpu::Lane::create(0);
   ASSERT_TRUE(lane.ok()) << lane.status().message();
   const OpDef& op = test_util::model_op("softmax");
-  const std::vector<Case> cases = softmax_cases(60, 24);
+  const std::vector<Case> cases = test_util::rowwise_cases("softmax", 60, 24);
   ASSERT_GE(cases.size(), 40u);
   for (const char* name : {"mutant_softmax_no_max", "mutant_softmax_vec_tail"}) {
     const auto [ran, failed] = test_util::run_on_device_path(op, name, cases, **lane);
@@ -138,7 +128,7 @@ TEST(SoftmaxDeviceRefGpu, BackwardPreparesAndMatchesTheHostReferenceAndBound) {
   auto nd = gpu::device_count();
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
   const OpDef& op = test_util::model_op("softmax_bwd");
-  const std::vector<Case> cases = softmax_cases(120, 26, INT64_MAX, 256, 0, "softmax_bwd");
+  const std::vector<Case> cases = test_util::rowwise_cases("softmax_bwd", 120, 26);
   ASSERT_GE(cases.size(), 80u);
   test_util::DeviceRefStats st;
   int64_t prepared = 0, moved = 0, logs = 0;
@@ -214,9 +204,10 @@ TEST(SoftmaxDeviceRefGpu, BackwardEngineTakesTheDevicePathAndTheKernelPasses) {
   auto nd = gpu::device_count();
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
   test_util::expect_engine_device_path(test_util::model_op("softmax_bwd"), {find_variant("softmax_bwd", "rowwise")},
-                                       softmax_cases(60, 27, INT64_MAX, 256, 0, "softmax_bwd"), 60);
-  test_util::expect_engine_device_path(test_util::model_op("softmax_bwd"), {find_variant("softmax_bwd", "rowwise")},
-                                       softmax_cases(20, 28, INT64_MAX, 16384, int64_t{1} << 18, "softmax_bwd"), 10);
+                                       test_util::rowwise_cases("softmax_bwd", 60, 27), 60);
+  test_util::expect_engine_device_path(
+      test_util::model_op("softmax_bwd"), {find_variant("softmax_bwd", "rowwise")},
+      test_util::rowwise_cases("softmax_bwd", 20, 28, INT64_MAX, 16384, int64_t{1} << 18), 10);
 }
 
 // The backward's planted bug (dx without the - sum y dy term) on the device path.
@@ -227,7 +218,7 @@ TEST(SoftmaxDeviceRefGpu, BackwardPlantedBugIsCaughtOnTheDevicePath) {
   ASSERT_TRUE(lane.ok()) << lane.status().message();
   const auto [ran, failed] =
       test_util::run_on_device_path(test_util::model_op("softmax_bwd"), "mutant_softmax_bwd_no_sum",
-                                    softmax_cases(40, 29, INT64_MAX, 256, 0, "softmax_bwd"), **lane);
+                                    test_util::rowwise_cases("softmax_bwd", 40, 29), **lane);
   EXPECT_GT(failed, ran / 2) << "mutant_softmax_bwd_no_sum passed " << ran - failed << " of " << ran;
 }
 
@@ -238,7 +229,7 @@ TEST(SoftmaxDeviceRefGpu, CrossEntropyMatchesTheHostReferenceAndBound) {
   auto nd = gpu::device_count();
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
   const OpDef& op = test_util::model_op("cross_entropy");
-  const std::vector<Case> cases = softmax_cases(150, 30, INT64_MAX, 256, 0, "cross_entropy");
+  const std::vector<Case> cases = test_util::rowwise_cases("cross_entropy", 150, 30);
   ASSERT_GE(cases.size(), 100u);
   // loss: |loss| + L + mean|t| + |t_c| (what a few ulps of exp, the sums and log move it by);
   // dlogits: |d| + p + p|t|. Both + fp64's smallest normal (exp's underflow, as the forward).
@@ -278,12 +269,13 @@ TEST(SoftmaxDeviceRefGpu, CrossEntropyEngineTakesTheDevicePathAndCatchesThePlant
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
   const OpDef& op = test_util::model_op("cross_entropy");
   test_util::expect_engine_device_path(op, {find_variant("cross_entropy", "fused")},
-                                       softmax_cases(60, 31, INT64_MAX, 256, 0, "cross_entropy"), 60);
-  test_util::expect_engine_device_path(op, {find_variant("cross_entropy", "fused")},
-                                       softmax_cases(20, 32, INT64_MAX, 16384, int64_t{1} << 18, "cross_entropy"), 10);
+                                       test_util::rowwise_cases("cross_entropy", 60, 31), 60);
+  test_util::expect_engine_device_path(
+      op, {find_variant("cross_entropy", "fused")},
+      test_util::rowwise_cases("cross_entropy", 20, 32, INT64_MAX, 16384, int64_t{1} << 18), 10);
   auto lane = gpu::Lane::create(0);
   ASSERT_TRUE(lane.ok()) << lane.status().message();
-  const std::vector<Case> cases = softmax_cases(60, 33, INT64_MAX, 256, 0, "cross_entropy");
+  const std::vector<Case> cases = test_util::rowwise_cases("cross_entropy", 60, 33);
   for (const char* name : {"mutant_ce_ignore_index_ignored", "mutant_ce_smoothing_wrong"}) {
     const auto [ran, failed] = test_util::run_on_device_path(op, name, cases, **lane);
     EXPECT_GT(failed, 0) << name << " passed every one of " << ran << " device-path cases";
