@@ -331,6 +331,7 @@ StatusOr<CampaignReport> run_campaign(const OpSpec& spec, const CampaignOptions&
   // Failures not yet shrunk (a stop, an infrastructure error): kept as found.
   for (auto& item : to_shrink) shrink(item);
   report.seconds = since(t0);
+  report.recovery = exec->recovery();
   report.interrupted = stop_signal();
   if (!infra.ok()) {
     if (report.failures.empty()) return infra;

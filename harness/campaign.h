@@ -103,6 +103,9 @@ struct CampaignReport {
   /// Worst error/bound over passing cases, per variant and baseline key.
   std::map<std::string, std::map<std::string, double>> ratios;
   std::vector<FoundFailure> failures;
+  /// Workers started to replace one a kernel killed or hung, and the wall time spent on that and
+  /// on re-running its cases alone to find the culprit (included in `seconds`).
+  Executor::Recovery recovery;
   int interrupted = 0;  ///< the signal that stopped the campaign early (SIGINT, SIGTERM), or 0
   /// An infrastructure error that ended the campaign after failures were found
   /// (with none found, run_campaign returns the error itself).

@@ -64,6 +64,13 @@ class Executor {
   /// Good number of jobs in flight to keep every lane busy.
   virtual int64_t capacity() const = 0;
   virtual std::string device() const = 0;
+  /// What kernel crashes and hangs cost the run so far (worker processes only).
+  struct Recovery {
+    int64_t worker_starts = 0;  ///< workers started after the first ones (replacements, isolation)
+    double start_seconds = 0;   ///< of which waiting for those workers to start
+    double seconds = 0;         ///< wall time spent replacing workers and isolating the culprit
+  };
+  virtual Recovery recovery() const { return {}; }
 };
 
 /// Lanes as threads on one GPU of this process.

@@ -236,6 +236,19 @@ int run_worker(const WorkerConfig& cfg) {
 // ---- the parent side --------------------------------------------------------------
 namespace {
 
+/// Adds the wall time of its scope to `into`, on every return path.
+class TimeInto {
+ public:
+  explicit TimeInto(double& into) : into_(into), t0_(Clock::now()) {}
+  ~TimeInto() { into_ += std::chrono::duration<double>(Clock::now() - t0_).count(); }
+  TimeInto(const TimeInto&) = delete;
+  TimeInto& operator=(const TimeInto&) = delete;
+
+ private:
+  double& into_;
+  Clock::time_point t0_;
+};
+
 struct Worker {
   pid_t pid = -1;
   int to = -1, from = -1;
@@ -333,6 +346,7 @@ class ProcessExecutor final : public Executor {
     return opts_.sanitize.empty() ? static_cast<int64_t>(workers_.size()) * opts_.lanes * 3 : 1;
   }
   std::string device() const override { return device_; }
+  Recovery recovery() const override { return recovery_; }
 
  private:
   Status spawn(Worker& w) {
@@ -664,6 +678,8 @@ class ProcessExecutor final : public Executor {
   // unusable may take a moment to come back once the dead process is reaped,
   // so a few tries, a second or two apart.
   Status respawn(Worker& w) {
+    ++recovery_.worker_starts;
+    const TimeInto charge(recovery_.start_seconds);
     Status s;
     for (int attempt = 0; attempt < 3; ++attempt) {
       if (attempt > 0) {
@@ -692,6 +708,7 @@ class ProcessExecutor final : public Executor {
   // is never dropped. Jobs not yet started come back as infrastructure errors,
   // never as passes (or go to another device's worker, if one is left).
   void recover(Worker& w, FailureKind kind, const std::string& reason) {
+    const TimeInto charge(recovery_.seconds);
     std::map<int64_t, Job> suspects = std::move(w.inflight);
     std::map<int64_t, Clock::time_point> started = std::move(w.started);
     w.inflight.clear();
@@ -831,6 +848,7 @@ class ProcessExecutor final : public Executor {
   int64_t outstanding_ = 0;
   std::string device_;
   Status infra_;
+  Recovery recovery_;
 };
 
 }  // namespace

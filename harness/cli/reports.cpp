@@ -27,6 +27,9 @@ CheckReport campaign_report(const std::string& command, const CampaignReport& r,
   j["vendor_disagreements"] = r.vendor_disagreements;
   j["vendor"] = r.vendor.empty() ? nlohmann::json("no vendor counterpart") : nlohmann::json(r.vendor);
   j["shard"] = fmt::format("{}/{}", o.shard_index, o.shard_count);
+  j["worker_restarts"] = r.recovery.worker_starts;
+  j["worker_start_seconds"] = r.recovery.start_seconds;
+  j["crash_recovery_seconds"] = r.recovery.seconds;
   if (r.interrupted != 0) j["interrupted_by_signal"] = r.interrupted;
   if (!r.infra.ok()) j["infrastructure_error"] = r.infra.message();
   j["variants"] = nlohmann::json::object();
@@ -102,6 +105,10 @@ std::string campaign_summary(const CampaignReport& r, uint64_t seed) {
   for (const auto& [name, st] : r.per_variant)
     out += fmt::format("{:<28} {:>10} {:>9} {:>16.4g} {:>21} {:>12} {:>14}\n", name, st.cases, st.failures,
                        st.max_ratio, vendor_cell(r, st), st.accuracy_warnings, st.not_applicable);
+  if (r.recovery.worker_starts > 0 || r.recovery.seconds > 0)
+    out += fmt::format("crashes and hangs: {} worker restarts ({:.1f} s starting them); {:.1f} s of the {:.1f} s spent "
+                       "replacing workers and re-running their cases alone\n",
+                       r.recovery.worker_starts, r.recovery.start_seconds, r.recovery.seconds, r.seconds);
   for (const auto& [name, st] : r.per_variant) {
     if (st.accuracy_warnings > 0)
       out += fmt::format("WARN {}: {} of {} passing cases far less accurate than {} (worst {:.4g}x its error); first: "

@@ -216,6 +216,15 @@ TEST_F(CampaignSignalTest, WorkerDeathIsAStoredCrash) {
   EXPECT_EQ(f["kind"], "crash") << es[0].found.dump();
   EXPECT_NE(f["detail"].get<std::string>().find("signal 6"), std::string::npos) << f.dump();
   EXPECT_EQ(es[0].found["campaign"]["case_index"], 5);
+  // The report says what the crash cost: the dead worker's replacement (and any started while
+  // its cases were re-run alone), and the time that took.
+  std::ifstream jin(json_path());
+  ASSERT_TRUE(jin.good()) << "no JSON report" << diag();
+  const auto j = nlohmann::json::parse(jin);
+  EXPECT_GE(j["worker_restarts"].get<int64_t>(), 1) << j.dump();
+  EXPECT_GT(j["crash_recovery_seconds"].get<double>(), 0.0) << j.dump();
+  EXPECT_LE(j["worker_start_seconds"].get<double>(), j["crash_recovery_seconds"].get<double>()) << j.dump();
+  EXPECT_NE(run_.out.find("crashes and hangs: "), std::string::npos) << diag();
 }
 
 TEST_F(CampaignSignalTest, ShrinkTimeBoundsShrinking) {
