@@ -270,7 +270,8 @@ class ProcessExecutor final : public Executor {
     if (!opts_.sanitize.empty()) opts_.lanes = 1;  // one case at a time: reports attribute to it
   }
   ~ProcessExecutor() override {
-    for (auto& w : workers_) stop(w, true);
+    for (auto& w : workers_) stop(w);
+    reap(true);
   }
 
   Status start() {
@@ -416,7 +417,7 @@ class ProcessExecutor final : public Executor {
       std::string line;
       const double left = opts_.start_timeout_s - std::chrono::duration<double>(Clock::now() - t0).count();
       if (left <= 0 || !read_line(w, line, left)) {
-        stop(w, true);
+        stop(w);
         return internal_error(
             fmt::format("worker for device {} did not start{}", w.device, w.fatal.empty() ? "" : ": " + w.fatal));
       }
@@ -427,7 +428,7 @@ class ProcessExecutor final : public Executor {
         break;
       }
       if (line.rfind("FATAL ", 0) == 0) {
-        stop(w, true);
+        stop(w);
         return internal_error(fmt::format("worker for device {} failed to start: {}", w.device, strip_id(line)));
       }
       // Anything else before READY (the sanitizer's banner) is ignored.
@@ -468,15 +469,27 @@ class ProcessExecutor final : public Executor {
     }
   }
 
-  void stop(Worker& w, bool kill_it) {
+  // Kills a worker and closes its pipes without waiting for it to exit: a process whose CUDA
+  // context a kernel poisoned can take a second or more to exit while the driver tears the
+  // context down, and neither its replacement nor the next job needs to wait for that.
+  // reap() collects it later; the destructor waits for every one.
+  void stop(Worker& w) {
     if (w.pid <= 0) return;
-    if (!kill_it) write_all(w.to, "QUIT\n");
-    if (kill_it) kill_group(w.pid);
-    int status = 0;
-    ::waitpid(w.pid, &status, 0);
+    kill_group(w.pid);
+    dying_.push_back(w.pid);
     ::close(w.to);
     ::close(w.from);
     w.pid = -1;
+    reap(false);
+  }
+
+  void reap(bool block) {
+    dying_.erase(std::remove_if(dying_.begin(), dying_.end(),
+                                [&](pid_t p) {
+                                  int status = 0;
+                                  return ::waitpid(p, &status, block ? 0 : WNOHANG) != 0;  // reaped, or not ours
+                                }),
+                 dying_.end());
   }
 
   static void kill_group(pid_t pid) {
@@ -533,6 +546,7 @@ class ProcessExecutor final : public Executor {
   }
 
   void poll_once() {
+    reap(false);
     std::vector<pollfd> fds;
     for (auto& w : workers_) fds.push_back({w.lost ? -1 : w.from, POLLIN, 0});
     const int r = ::poll(fds.data(), fds.size(), 100);
@@ -656,6 +670,9 @@ class ProcessExecutor final : public Executor {
   }
 
   std::string death_reason(Worker& w) {
+    // A worker that sent FATAL is alive, blocked on its input until it is killed: its message
+    // is the reason, and waiting for an exit status would only spend the wait below.
+    if (!w.fatal.empty() && !w.dead) return w.fatal;
     int status = 0;
     std::string why;
     // Its output closes a moment before it can be reaped: wait a little for the
@@ -714,7 +731,7 @@ class ProcessExecutor final : public Executor {
     w.inflight.clear();
     w.started.clear();
     if (w.pid > 0)
-      stop(w, true);
+      stop(w);
     else {
       ::close(w.to);
       ::close(w.from);
@@ -802,7 +819,7 @@ class ProcessExecutor final : public Executor {
         if (stop_signal() != 0) {
           w.inflight.clear();
           w.started.clear();
-          if (w.pid > 0) stop(w, true);
+          if (w.pid > 0) stop(w);
           return std::nullopt;
         }
         const bool hung = !eof;  // silence until the watchdog; a closed pipe is a death
@@ -811,7 +828,7 @@ class ProcessExecutor final : public Executor {
         w.inflight.clear();
         w.started.clear();
         if (w.pid > 0) {
-          stop(w, true);
+          stop(w);
         } else {  // reaped by death_reason: only its pipes are left
           ::close(w.to);
           ::close(w.from);
@@ -824,7 +841,7 @@ class ProcessExecutor final : public Executor {
           const std::string reason = "worker failed: " + w.fatal;
           w.inflight.clear();
           w.started.clear();
-          stop(w, true);
+          stop(w);
           return crash_verdict(job.variants.front(), FailureKind::kCrash, reason);
         }
         JobResult r = std::move(ready_.back());
@@ -849,6 +866,7 @@ class ProcessExecutor final : public Executor {
   std::string device_;
   Status infra_;
   Recovery recovery_;
+  std::vector<pid_t> dying_;  // killed workers not yet reaped
 };
 
 }  // namespace

@@ -227,6 +227,24 @@ TEST_F(CampaignSignalTest, WorkerDeathIsAStoredCrash) {
   EXPECT_NE(run_.out.find("crashes and hangs: "), std::string::npos) << diag();
 }
 
+TEST_F(CampaignSignalTest, WorkerThatSaysFatalIsReplacedAtOnce) {
+  // A worker whose context a kernel poisoned says FATAL and then waits on its input; it never
+  // exits by itself. The parent must kill it at once (it used to wait 2 s for an exit status
+  // on every such death) and still report the FATAL message as the crash's detail.
+  start({{"FAKE_FAIL_FROM", "1000000"}, {"FAKE_FATAL_INDEX", "5"}, {"FAKE_CASE_FAILS", "0"}},
+        {"--lanes", "2", "--cases", "30"});
+  finish(60);
+  EXPECT_EQ(run_.exit_code, 1) << diag();
+  const auto es = entries();
+  ASSERT_EQ(es.size(), 1u) << diag();
+  const auto& f = es[0].found["verdict"]["failures"][0];
+  EXPECT_EQ(f["kind"], "crash") << es[0].found.dump();
+  EXPECT_NE(f["detail"].get<std::string>().find("unspecified launch failure (fake)"), std::string::npos) << f.dump();
+  EXPECT_EQ(es[0].found["campaign"]["case_index"], 5);
+  // The campaign's first view of the death waited 2 s for an exit status before.
+  EXPECT_LT(run_.seconds, 1.8) << diag();
+}
+
 TEST_F(CampaignSignalTest, ShrinkTimeBoundsShrinking) {
   start({{"FAKE_FAIL_FROM", "0"}, {"FAKE_DELAY_MS", "200"}, {"FAKE_SHRINK_DELAY_MS", "600"}},
         {"--lanes", "2", "--cases", "4", "--shrink-time", "1.5", "--variant", "tiled"});

@@ -9,6 +9,9 @@
 //   FAKE_SHRINK_DELAY_MS  sleep per CASE job (shrink candidates)  default: FAKE_DELAY_MS
 //   FAKE_CRASH_INDEX    RUN index whose failing variant aborts the worker
 //   FAKE_HANG_INDEX     RUN index whose failing variant never returns (one lane)
+//   FAKE_FATAL_INDEX    RUN index whose failing variant sends FATAL and stops its lane,
+//                       the worker staying alive on its input, as `assay worker` does
+//                       after a CUDA error that poisons its context
 //   FAKE_CONTEXT_INDEX  RUN index whose failing variant aborts and leaves the
 //                       "GPU" unusable: FAKE_CONTEXT_FILE is created, and a
 //                       worker that finds it at start reports FATAL
@@ -94,6 +97,7 @@ int run(int lanes) {
   const long long shrink_delay_ms = env_int("FAKE_SHRINK_DELAY_MS", delay_ms);
   const long long crash_index = env_int("FAKE_CRASH_INDEX", -1);
   const long long hang_index = env_int("FAKE_HANG_INDEX", -1);
+  const long long fatal_index = env_int("FAKE_FATAL_INDEX", -1);
   const long long context_index = env_int("FAKE_CONTEXT_INDEX", -1);
   const std::string context_file = env("FAKE_CONTEXT_FILE");
   const bool case_can_fail = env_int("FAKE_CASE_FAILS", 1) != 0;
@@ -134,8 +138,14 @@ int run(int lanes) {
         const long long d = verb == "RUN" ? delay_ms : shrink_delay_ms;
         if (d > 0) std::this_thread::sleep_for(std::chrono::milliseconds(d));
         nlohmann::json arr = nlohmann::json::array();
+        bool fatal = false;
         for (const auto& v : split(variants)) {
           const bool target = v == fail_variant;
+          if (target && index >= 0 && index == fatal_index) {
+            emit("FATAL " + id + " cudaStreamSynchronize failed: unspecified launch failure (fake)");
+            fatal = true;
+            break;
+          }
           if (target && index >= 0 && index == crash_index) std::abort();
           if (target && index >= 0 && index == context_index) {
             std::ofstream(context_file) << "lost\n";
@@ -146,6 +156,7 @@ int run(int lanes) {
           const bool fail = target && (verb == "RUN" ? index >= fail_from : case_can_fail && case_fails(json));
           arr.push_back(verdict(v, fail));
         }
+        if (fatal) return;
         emit("DONE " + id + " " + arr.dump());
       }
     });
