@@ -120,12 +120,12 @@ constexpr int64_t kDeviceDrawElements = 2048;
 /// writes it whole, its recipe's values elsewhere (on the stream of its name, as materialize()).
 /// An input the device generator has no encoder for (int32: class targets, indices) is drawn on
 /// the host and uploaded: such a tensor is a row's worth beside the ones that make a case large.
-Status draw_on_device(const OpDef& op, const Case& c, int t, gpu::Lane& lane) {
+Status draw_on_device(const OpDef& op, const Case& c, int t, gpu::Lane& lane, gpu::DeviceDraw& draw) {
   const auto& T = c.tensors[static_cast<size_t>(t)];
   unsigned char* dst = lane.dev_snapshot_tensor(t);
   const uint64_t stream = fnv1a64(T.name.data(), T.name.size());
-  if (T.role == Role::kOut || overwritten(op, c, t)) return gpu::materialize_output_device(T.desc, dst, lane.stream());
-  if (gpu::materialize_device_supports(T.desc)) return gpu::materialize_device(T.desc, T.values, stream, dst, lane.stream());
+  if (T.role == Role::kOut || overwritten(op, c, t)) return draw.poison(T.desc, dst);
+  if (gpu::materialize_device_supports(T.desc)) return draw.values(T.desc, T.values, stream, dst);
   std::vector<unsigned char> img(static_cast<size_t>(lane.tensor_bytes(t)));
   materialize(T.desc, T.values, stream, img.data());
   CUDA_CHECK(cudaMemcpyAsync(dst, img.data(), img.size(), cudaMemcpyHostToDevice, lane.stream()));
@@ -351,10 +351,12 @@ Status build_device_setup(const OpDef& op, const Contract& k, gpu::Lane& lane, c
   const int64_t refs_bytes = scratch_round_up(ref_bytes) * (relation ? 2 : 1);
   const int64_t op_scratch = op.device_reference.scratch ? op.device_reference.scratch(c) : 0;
   const int64_t rel_area = save_bytes + refs_bytes + scratch_round_up(op_scratch);
-  ASSAY_RETURN_IF_ERROR(lane.layout_on_device(at, rel_area + (relation ? relation_bytes(op, s, false) : 0)));
+  gpu::DeviceDraw draw(lane.stream());
+  ASSAY_RETURN_IF_ERROR(lane.layout_on_device(at, rel_area + (relation ? relation_bytes(op, s, false) : 0), draw));
   // Accumulated outputs take the host path (build_setup), so an arena output is exactly a kOut
   // or overwritten tensor: draw_on_device poisons it.
-  for (int t = 0; t < nt; ++t) ASSAY_RETURN_IF_ERROR(draw_on_device(op, c, t, lane));
+  for (int t = 0; t < nt; ++t) ASSAY_RETURN_IF_ERROR(draw_on_device(op, c, t, lane, draw));
+  ASSAY_RETURN_IF_ERROR(draw.launch());
   auto buffers = [&](unsigned char* at, std::vector<DeviceOutput>& douts) {
     auto* refs = reinterpret_cast<double*>(at);
     for (int t : s.outs) {
@@ -491,7 +493,8 @@ Status build_setup(const OpDef& op, const VariantDef& v, const Case& c0, gpu::La
   std::optional<PhaseTimer> inputs_timer(std::in_place, Phase::kInputs);
   const bool relation = op.transform && !Params(c.params).s("relation").empty();
   ASSAY_RETURN_IF_ERROR(lane.layout(at, extra, scratch + (relation ? relation_bytes(op, s, true) : 0)));
-  bool drawn_on_device = false;
+  gpu::DeviceDraw draw(lane.stream());
+  std::vector<int> drawn_on_device;
   for (int t = 0; t < nt; ++t) {
     s.images.push_back(lane.host_tensor(t));
     const uint64_t stream = fnv1a64(T[t].name.data(), T[t].name.size());
@@ -504,15 +507,19 @@ Status build_setup(const OpDef& op, const VariantDef& v, const Case& c0, gpu::La
     } else if (T[t].desc.numel() >= kDeviceDrawElements && gpu::materialize_device_supports(T[t].desc)) {
       // The same bytes as materialize() (MaterializeDeviceGpu.HalfAndFp32ImagesAreTheHostsBytes),
       // drawn into the snapshot and copied back for the host reference and the op's prepare.
-      ASSAY_RETURN_IF_ERROR(draw_on_device(op, c, t, lane));
-      CUDA_CHECK(cudaMemcpyAsync(s.images.back(), lane.dev_snapshot_tensor(t), static_cast<size_t>(lane.tensor_bytes(t)),
-                                 cudaMemcpyDeviceToHost, lane.stream()));
-      drawn_on_device = true;
+      ASSAY_RETURN_IF_ERROR(draw_on_device(op, c, t, lane, draw));
+      drawn_on_device.push_back(t);
     } else {
       materialize(T[t].desc, T[t].values, stream, s.images.back());
     }
   }
-  if (drawn_on_device) CUDA_CHECK(cudaStreamSynchronize(lane.stream()));
+  if (!drawn_on_device.empty()) {
+    ASSAY_RETURN_IF_ERROR(draw.launch());
+    for (int t : drawn_on_device)
+      CUDA_CHECK(cudaMemcpyAsync(s.images[static_cast<size_t>(t)], lane.dev_snapshot_tensor(t),
+                                 static_cast<size_t>(lane.tensor_bytes(t)), cudaMemcpyDeviceToHost, lane.stream()));
+    CUDA_CHECK(cudaStreamSynchronize(lane.stream()));
+  }
   if (op.prepare) op.prepare(c, s.images);
   s.host.resize(static_cast<size_t>(nt));
   auto decode_all = [&](const std::vector<unsigned char*>& img, std::vector<std::vector<double>>& h,
@@ -1290,9 +1297,10 @@ StatusOr<nlohmann::json> time_model(const OpDef& op, const VariantDef& v, gpu::L
   double inputs_ms = 0;
   if (s.on_device) {
     ASSAY_ASSIGN_OR_RETURN(inputs_ms, median3([&]() -> Status {
+                             gpu::DeviceDraw draw(lane.stream());
                              for (int t = 0; t < static_cast<int>(s.c.tensors.size()); ++t)
-                               ASSAY_RETURN_IF_ERROR(draw_on_device(op, s.c, t, lane));
-                             return ok_status();
+                               ASSAY_RETURN_IF_ERROR(draw_on_device(op, s.c, t, lane, draw));
+                             return draw.launch();
                            }));
   }
   double vendor_ms = 0;

@@ -144,23 +144,22 @@ Status Lane::layout(const std::vector<ArenaTensor>& tensors, int64_t extra_bytes
   return ok_status();
 }
 
-Status Lane::layout_on_device(const std::vector<ArenaTensor>& tensors, int64_t scratch_bytes) {
+Status Lane::layout_on_device(const std::vector<ArenaTensor>& tensors, int64_t scratch_bytes, DeviceDraw& draw) {
   ASSAY_RETURN_IF_ERROR(place(tensors));
   extra_bytes_ = 0;
   scratch_bytes_ = scratch_bytes;
   ASSAY_RETURN_IF_ERROR(reserve(2 * arena_bytes_ + scratch_round_up(scratch_bytes), 0));
-  // The same guard words and padding bytes as layout(), written into the snapshot.
-  auto fill = [&](int64_t b, int64_t e) { return fill_words_device(dev_snapshot() + b, kGuardWord, (e - b) / 4, stream_); };
+  // The same guard words and padding bytes as layout(), into the snapshot.
+  auto guard = [&](int64_t b, int64_t e) { return draw.fill(dev_snapshot() + b, 4, kGuardWord, (e - b) / 4); };
   int64_t prev = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    ASSAY_RETURN_IF_ERROR(fill(prev, offsets_[i]));
+    ASSAY_RETURN_IF_ERROR(guard(prev, offsets_[i]));
     const int64_t pad_begin = offsets_[i] + sizes_[i];
     const int64_t pad_end = offsets_[i] + scratch_round_up(sizes_[i]);
-    if (pad_end > pad_begin)
-      CUDA_CHECK(cudaMemsetAsync(dev_snapshot() + pad_begin, 0xA5, static_cast<size_t>(pad_end - pad_begin), stream_));
+    ASSAY_RETURN_IF_ERROR(draw.fill(dev_snapshot() + pad_begin, 1, 0xA5, pad_end - pad_begin));
     prev = pad_end;
   }
-  return fill(prev, arena_bytes_);
+  return guard(prev, arena_bytes_);
 }
 
 Status Lane::upload() {

@@ -23,6 +23,7 @@
 
 #include "harness/case.h"
 #include "harness/gpu/check_kernels.h"
+#include "harness/gpu/materialize_device.h"
 #include "harness/scratch.h"
 #include "harness/spec.h"
 #include "harness/status.h"
@@ -73,10 +74,11 @@ class Lane {
   Status layout(const std::vector<ArenaTensor>& tensors, int64_t extra_bytes, int64_t scratch_bytes);
   /// The same for a case whose tensors are written on the device, straight
   /// into the snapshot (dev_snapshot_tensor): no host image is reserved or
-  /// filled and no extra is uploaded; guards and padding are written into the
-  /// snapshot by a kernel on stream(). host_tensor() and upload() must not be
-  /// used until the next layout().
-  Status layout_on_device(const std::vector<ArenaTensor>& tensors, int64_t scratch_bytes);
+  /// filled and no extra is uploaded; the fills of the guards and padding in
+  /// the snapshot are queued on `draw` (its stream is stream()), for the
+  /// caller to launch with the tensors' own. host_tensor() and upload() must
+  /// not be used until the next layout().
+  Status layout_on_device(const std::vector<ArenaTensor>& tensors, int64_t scratch_bytes, DeviceDraw& draw);
 
   unsigned char* host_tensor(int i) { return host_ + offsets_[i]; }
   unsigned char* host_extra() { return host_ + arena_bytes_; }

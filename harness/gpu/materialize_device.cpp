@@ -21,23 +21,14 @@ using detail::kMaxRank;
 
 using detail::DevElem;
 
-/// The gap canary of `t` (write_gap_canary) into `dst`'s whole allocation of `extent` elements.
-Status fill_gap_canary_device(DType t, void* dst, int64_t extent, cudaStream_t stream) {
+/// The gap canary of `t` (write_gap_canary) as a fill of `extent` elements.
+Status fill_gap_canary(DeviceDraw& draw, DType t, void* dst, int64_t extent) {
   unsigned char canary[4] = {};
   write_gap_canary(t, canary);
-  if (dtype_size(t) == 4) {
-    uint32_t w;
-    std::memcpy(&w, canary, 4);
-    return fill_words_device(dst, w, extent, stream);
-  }
-  if (dtype_size(t) == 1) {
-    CUDA_CHECK(detail::launch_fill_bytes(dst, canary[0], extent, stream));
-    return ok_status();
-  }
-  uint16_t h;
-  std::memcpy(&h, canary, 2);
-  CUDA_CHECK(detail::launch_fill_halves(dst, h, extent, stream));
-  return ok_status();
+  const int width = static_cast<int>(dtype_size(t));
+  uint32_t pattern = 0;
+  std::memcpy(&pattern, canary, static_cast<size_t>(width));  // little-endian: the low bytes
+  return draw.fill(dst, width, pattern, extent);
 }
 
 /// The device's element format for `t`; nullopt: the device does not draw it.
@@ -99,28 +90,61 @@ bool materialize_device_supports(const TensorDesc& d) {
   return d.dtype != DType::kI32 && materialize_output_device_supports(d);
 }
 
-Status fill_words_device(void* dst, uint32_t word, int64_t n_words, cudaStream_t stream) {
-  CUDA_CHECK(detail::launch_fill_words(dst, word, n_words, stream));
+Status DeviceDraw::fill(void* dst, int width, uint32_t pattern, int64_t n) {
+  if (n <= 0) return ok_status();
+  if (width != 1 && width != 2 && width != 4) return invalid_argument(fmt::format("fill of {}-byte units", width));
+  if (fills_.count == detail::kMaxFillJobs) ASSAY_RETURN_IF_ERROR(launch_fills());
+  fills_.job[fills_.count++] = {dst, n, pattern, width};
+  return ok_status();
+}
+
+Status DeviceDraw::values(const TensorDesc& desc, const ValueRecipe& recipe, uint64_t stream_id, void* dst) {
+  ASSAY_ASSIGN_OR_RETURN(DevView v, view_of(desc, false));
+  // A view that covers its whole allocation has no gap to fill (its indices are distinct).
+  if (desc.offset != 0 || desc.extent() != desc.numel())
+    ASSAY_RETURN_IF_ERROR(fill_gap_canary(*this, desc.dtype, dst, desc.extent()));
+  if (v.numel <= 0) return ok_status();
+  if (draws_.count == detail::kMaxDrawJobs) ASSAY_RETURN_IF_ERROR(launch());
+  // The dtype's constants (near-overflow's max, the subnormal range), as the host Expander.
+  draws_.job[draws_.count++] = {dst, v, core_recipe(recipe, desc.dtype), stream_id, 1};
+  return ok_status();
+}
+
+Status DeviceDraw::poison(const TensorDesc& desc, void* dst) {
+  ASSAY_ASSIGN_OR_RETURN(DevView v, view_of(desc, true));
+  ASSAY_RETURN_IF_ERROR(fill_gap_canary(*this, desc.dtype, dst, desc.extent()));
+  if (v.numel <= 0) return ok_status();
+  if (draws_.count == detail::kMaxDrawJobs) ASSAY_RETURN_IF_ERROR(launch());
+  draws_.job[draws_.count++] = {dst, v, DevRecipe{}, 0, 0};
+  return ok_status();
+}
+
+Status DeviceDraw::launch_fills() {
+  CUDA_CHECK(detail::launch_fills(fills_, stream_));
+  fills_.count = 0;
+  return ok_status();
+}
+
+// The fills first: a tensor's gap canary covers its whole allocation, and its draw then
+// overwrites the covered elements.
+Status DeviceDraw::launch() {
+  ASSAY_RETURN_IF_ERROR(launch_fills());
+  CUDA_CHECK(detail::launch_draws(draws_, stream_));
+  draws_.count = 0;
   return ok_status();
 }
 
 Status materialize_device(const TensorDesc& desc, const ValueRecipe& recipe, uint64_t stream_id, void* dst,
                           cudaStream_t stream) {
-  ASSAY_ASSIGN_OR_RETURN(DevView v, view_of(desc, false));
-  // A view that covers its whole allocation has no gap to fill (its indices are distinct).
-  if (desc.offset != 0 || desc.extent() != desc.numel())
-    ASSAY_RETURN_IF_ERROR(fill_gap_canary_device(desc.dtype, dst, desc.extent(), stream));
-  // The dtype's constants (near-overflow's max, the subnormal range), as the host Expander.
-  const DevRecipe r = core_recipe(recipe, desc.dtype);
-  CUDA_CHECK(detail::launch_materialize(dst, v, r, stream_id, true, stream));
-  return ok_status();
+  DeviceDraw draw(stream);
+  ASSAY_RETURN_IF_ERROR(draw.values(desc, recipe, stream_id, dst));
+  return draw.launch();
 }
 
 Status materialize_output_device(const TensorDesc& desc, void* dst, cudaStream_t stream) {
-  ASSAY_ASSIGN_OR_RETURN(DevView v, view_of(desc, true));
-  ASSAY_RETURN_IF_ERROR(fill_gap_canary_device(desc.dtype, dst, desc.extent(), stream));
-  CUDA_CHECK(detail::launch_materialize(dst, v, DevRecipe{}, 0, false, stream));
-  return ok_status();
+  DeviceDraw draw(stream);
+  ASSAY_RETURN_IF_ERROR(draw.poison(desc, dst));
+  return draw.launch();
 }
 
 }  // namespace assay::gpu

@@ -17,10 +17,18 @@ constexpr uint32_t kPoisonF32 = 0x7FC0DEADu, kPoisonI32 = 0xDEADBEEFu;  // int32
 constexpr uint16_t kPoisonF16 = 0x7E5Au, kPoisonBF16 = 0x7FDAu;
 constexpr uint8_t kPoisonE4M3 = 0xFFu, kPoisonE5M2 = 0xFEu, kPoisonI8 = 0xADu;  // int8: -0x53
 
-template <typename W>
-__global__ void fill_kernel(W* dst, W word, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-    dst[i] = word;
+// Job blockIdx.y of the batch, grid-stride over its units.
+__global__ void fill_batch_kernel(const __grid_constant__ FillBatch b) {
+  const FillJob& j = b.job[blockIdx.y];
+  const int64_t first = blockIdx.x * int64_t{blockDim.x} + threadIdx.x, step = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t i = first; i < j.n; i += step) {
+    if (j.width == 4)
+      static_cast<uint32_t*>(j.dst)[i] = j.pattern;
+    else if (j.width == 2)
+      static_cast<uint16_t*>(j.dst)[i] = static_cast<uint16_t>(j.pattern);
+    else
+      static_cast<uint8_t*>(j.dst)[i] = static_cast<uint8_t>(j.pattern);
+  }
 }
 
 // Linear element of logical (row-major) index `logical` of the view.
@@ -33,9 +41,16 @@ __device__ int64_t linear_of(const DevView& v, int64_t logical) {
   return lin;
 }
 
-// One thread per logical element; `values` false writes the poison instead. Its row and column
-// come from a running quotient (div_cursor.h), not a division per element.
-__global__ void materialize_kernel(void* dst, DevView v, DevRecipe r, uint64_t stream, bool values) {
+// Job blockIdx.y of the batch: one thread per logical element, grid-stride; `values` false
+// writes the poison instead. Its row and column come from a running quotient (div_cursor.h), not
+// a division per element.
+__global__ void __launch_bounds__(256, 3) draw_batch_kernel(const __grid_constant__ DrawBatch b) {
+  const DrawJob& job = b.job[blockIdx.y];
+  void* const dst = job.dst;
+  const DevView& v = job.v;
+  const DevRecipe& r = job.r;
+  const uint64_t stream = job.stream_id;
+  const bool values = job.values != 0;
   auto* d32 = static_cast<uint32_t*>(dst);
   auto* d16 = static_cast<uint16_t*>(dst);
   auto* d8 = static_cast<uint8_t*>(dst);
@@ -100,26 +115,19 @@ int grid_for(int64_t n) {
 
 }  // namespace
 
-cudaError_t launch_materialize(void* dst, const DevView& v, const DevRecipe& r, uint64_t stream_id, bool values,
-                               cudaStream_t stream) {
-  if (v.numel <= 0) return cudaSuccess;
-  materialize_kernel<<<grid_for(v.numel), 256, 0, stream>>>(dst, v, r, stream_id, values);
+cudaError_t launch_fills(const FillBatch& b, cudaStream_t stream) {
+  if (b.count <= 0) return cudaSuccess;
+  int64_t most = 0;
+  for (int i = 0; i < b.count; ++i) most = std::max(most, b.job[i].n);
+  fill_batch_kernel<<<dim3(grid_for(most), b.count), 256, 0, stream>>>(b);
   return cudaGetLastError();
 }
 
-cudaError_t launch_fill_words(void* dst, uint32_t word, int64_t n_words, cudaStream_t stream) {
-  if (n_words <= 0) return cudaSuccess;
-  fill_kernel<<<grid_for(n_words), 256, 0, stream>>>(static_cast<uint32_t*>(dst), word, n_words);
-  return cudaGetLastError();
-}
-
-cudaError_t launch_fill_bytes(void* dst, uint8_t byte, int64_t n, cudaStream_t stream) {
-  return n <= 0 ? cudaSuccess : cudaMemsetAsync(dst, byte, static_cast<size_t>(n), stream);
-}
-
-cudaError_t launch_fill_halves(void* dst, uint16_t half, int64_t n, cudaStream_t stream) {
-  if (n <= 0) return cudaSuccess;
-  fill_kernel<<<grid_for(n), 256, 0, stream>>>(static_cast<uint16_t*>(dst), half, n);
+cudaError_t launch_draws(const DrawBatch& b, cudaStream_t stream) {
+  if (b.count <= 0) return cudaSuccess;
+  int64_t most = 0;
+  for (int i = 0; i < b.count; ++i) most = std::max(most, b.job[i].v.numel);
+  draw_batch_kernel<<<dim3(grid_for(most), b.count), 256, 0, stream>>>(b);
   return cudaGetLastError();
 }
 

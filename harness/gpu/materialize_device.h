@@ -25,6 +25,7 @@
 
 #include <cuda_runtime.h>
 
+#include "harness/gpu/materialize_device_kernels.h"
 #include "harness/status.h"
 #include "harness/tensor.h"
 #include "harness/values.h"
@@ -37,17 +38,37 @@ bool materialize_device_supports(const TensorDesc& desc);
 /// True when materialize_output_device() handles `desc`: those dtypes and int32 (its poison).
 bool materialize_output_device_supports(const TensorDesc& desc);
 
-/// Fills `dst` (device memory, desc.extent() elements of desc.dtype) like materialize():
-/// the recipe's values rounded to the dtype at covered elements, the gap canary
-/// elsewhere. Asynchronous on `stream`; checks the launch error.
+/// Device images drawn in at most two launches, however many tensors and regions: every
+/// constant fill first (guard words, padding bytes, gap canaries), then every tensor's values or
+/// poison, in one block row per tensor. A small case's draw used to take two to four launches a
+/// tensor, and on the small classes the lanes' launches, not the GPU's arithmetic, set the rate.
+/// Queue, then launch(); a full queue launches early, in the same order (fills before draws).
+/// Everything is asynchronous on the stream given.
+class DeviceDraw {
+ public:
+  explicit DeviceDraw(cudaStream_t stream) : stream_(stream) {}
+  /// `n` units of `width` bytes (1, 2 or 4; `dst` aligned to it) set to the low bytes of `pattern`.
+  Status fill(void* dst, int width, uint32_t pattern, int64_t n);
+  /// Like materialize(): the recipe's values rounded to the dtype at covered elements, the gap
+  /// canary elsewhere in `dst` (device memory, desc.extent() elements of desc.dtype).
+  Status values(const TensorDesc& desc, const ValueRecipe& recipe, uint64_t stream_id, void* dst);
+  /// Like materialize_output(): the output poison at every covered element, the gap canary elsewhere.
+  Status poison(const TensorDesc& desc, void* dst);
+  /// Launches what is queued (at most two kernels) and empties the queue; checks the launches.
+  Status launch();
+
+ private:
+  Status launch_fills();
+  cudaStream_t stream_;
+  detail::FillBatch fills_;
+  detail::DrawBatch draws_;
+};
+
+/// One tensor's values (DeviceDraw::values), launched at once.
 Status materialize_device(const TensorDesc& desc, const ValueRecipe& recipe, uint64_t stream_id, void* dst,
                           cudaStream_t stream);
 
-/// Fills `dst` like materialize_output(): the output poison at every covered
-/// element, the gap canary elsewhere. Asynchronous on `stream`.
+/// One tensor's poison (DeviceDraw::poison), launched at once.
 Status materialize_output_device(const TensorDesc& desc, void* dst, cudaStream_t stream);
-
-/// Writes `word` into `n_words` consecutive 32-bit words at `dst` (4-byte aligned).
-Status fill_words_device(void* dst, uint32_t word, int64_t n_words, cudaStream_t stream);
 
 }  // namespace assay::gpu

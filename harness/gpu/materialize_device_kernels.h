@@ -34,13 +34,39 @@ struct DevView {
   DevElem elem = DevElem::kF32;
 };
 
-/// `values`: the recipe's values at covered elements; else the output poison there.
-cudaError_t launch_materialize(void* dst, const DevView& v, const DevRecipe& r, uint64_t stream_id, bool values,
-                               cudaStream_t stream);
-cudaError_t launch_fill_words(void* dst, uint32_t word, int64_t n_words, cudaStream_t stream);
-/// `n` consecutive 16-bit units at `dst` (2-byte aligned) set to `half`.
-cudaError_t launch_fill_halves(void* dst, uint16_t half, int64_t n, cudaStream_t stream);
-/// `n` bytes at `dst` set to `byte`.
-cudaError_t launch_fill_bytes(void* dst, uint8_t byte, int64_t n, cudaStream_t stream);
+/// `n` units of `width` bytes (1, 2 or 4; `dst` aligned to it) set to the low bytes of `pattern`.
+struct FillJob {
+  void* dst = nullptr;
+  int64_t n = 0;
+  uint32_t pattern = 0;
+  int32_t width = 4;
+};
+
+/// A tensor's covered elements: the recipe's values (`values`), or else the output poison.
+struct DrawJob {
+  void* dst = nullptr;
+  DevView v;
+  DevRecipe r;
+  uint64_t stream_id = 0;
+  int32_t values = 0;
+};
+
+/// Jobs that one launch runs, a block row (blockIdx.y) per job. They go by value as the
+/// kernel's parameter, which must stay within 4 KB.
+inline constexpr int kMaxFillJobs = 48;
+inline constexpr int kMaxDrawJobs = 11;
+struct FillBatch {
+  int32_t count = 0;
+  FillJob job[kMaxFillJobs];
+};
+struct DrawBatch {
+  int32_t count = 0;
+  DrawJob job[kMaxDrawJobs];
+};
+static_assert(sizeof(FillBatch) <= 4000 && sizeof(DrawBatch) <= 4000, "a kernel's parameters stay within 4 KB");
+
+/// One launch each (none when the batch is empty); the launch's error.
+cudaError_t launch_fills(const FillBatch& b, cudaStream_t stream);
+cudaError_t launch_draws(const DrawBatch& b, cudaStream_t stream);
 
 }  // namespace assay::gpu::detail
