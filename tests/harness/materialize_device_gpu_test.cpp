@@ -16,6 +16,7 @@
 
 #include "harness/gpu/lane.h"
 #include "harness/gpu/materialize_device.h"
+#include "harness/gpu/materialize_device_kernels.h"
 #include "harness/values.h"
 
 namespace assay {
@@ -164,6 +165,73 @@ TEST(MaterializeDeviceSupports, FloatAndInt8FormatsWithoutOverlap) {
   d.dtype = DType::kF16, d.strides = {0, 1};  // a broadcast view: the write order is not defined
   EXPECT_FALSE(gpu::materialize_device_supports(d));
   EXPECT_FALSE(gpu::materialize_output_device_supports(d));
+}
+
+// One DeviceDraw past both of its queues (more tensors than a launch takes, kMaxDrawJobs, and
+// more fills, kMaxFillJobs): it launches early, fills before the draws they precede, and every
+// tensor still gets the host's bytes, every fill its pattern, in a buffer they share.
+TEST_F(MaterializeDeviceGpu, OneDrawPastItsQueuesGivesEveryImageItsBytes) {
+  const std::vector<ValueRecipe> rec = recipes();
+  const DType types[3] = {DType::kF16, DType::kBF16, DType::kF32};
+  constexpr int kTensors = 3 * gpu::detail::kMaxDrawJobs + 2;
+  constexpr int64_t kFillWords = 16;
+  struct Item {
+    TensorDesc d;
+    ValueRecipe r;
+    bool poison;
+    int64_t at, fill_at;  // byte offsets of the image and of the fill region after it
+  };
+  std::vector<Item> items;
+  int64_t bytes = 0;
+  for (int i = 0; i < kTensors; ++i) {
+    Item it{views(types[i % 3])[static_cast<size_t>(i % 4)], rec[static_cast<size_t>(i) % rec.size()], i % 5 == 4, 0, 0};
+    it.at = bytes;
+    bytes += (it.d.extent() * static_cast<int64_t>(dtype_size(it.d.dtype)) + 255) / 256 * 256;
+    it.fill_at = bytes;
+    bytes += 256;
+    items.push_back(it);
+  }
+  unsigned char* dev = nullptr;
+  ASSERT_EQ(cudaMalloc(&dev, static_cast<size_t>(bytes)), cudaSuccess);
+  ASSERT_EQ(cudaMemset(dev, 0, static_cast<size_t>(bytes)), cudaSuccess);
+  gpu::DeviceDraw draw(stream_);
+  int fills = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const Item& it = items[i];
+    const Status s = it.poison ? draw.poison(it.d, dev + it.at) : draw.values(it.d, it.r, fnv1a64("X", 1) + i, dev + it.at);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    // Two fills per tensor in the region after it: words, then halves after them.
+    ASSERT_TRUE(draw.fill(dev + it.fill_at, 4, 0xC0FFEE00u + static_cast<uint32_t>(i), kFillWords).ok());
+    ASSERT_TRUE(draw.fill(dev + it.fill_at + 4 * kFillWords, 2, 0xBEEFu, 8).ok());
+    fills += 2;
+  }
+  ASSERT_GT(fills, gpu::detail::kMaxFillJobs);
+  ASSERT_TRUE(draw.launch().ok());
+  std::vector<unsigned char> got(static_cast<size_t>(bytes));
+  ASSERT_EQ(cudaMemcpyAsync(got.data(), dev, got.size(), cudaMemcpyDeviceToHost, stream_), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  cudaFree(dev);
+  for (size_t i = 0; i < items.size(); ++i) {
+    const Item& it = items[i];
+    SCOPED_TRACE("tensor " + std::to_string(i) + " " + std::string(dtype_name(it.d.dtype)));
+    std::vector<unsigned char> host(static_cast<size_t>(it.d.extent()) * dtype_size(it.d.dtype));
+    if (it.poison)
+      materialize_output(it.d, host.data());
+    else
+      materialize(it.d, it.r, fnv1a64("X", 1) + i, host.data());
+    const std::vector<unsigned char> image(got.begin() + it.at, got.begin() + it.at + static_cast<int64_t>(host.size()));
+    EXPECT_EQ(differing(it.d, image, host), 0) << "the image differs from the host's";
+    for (int64_t w = 0; w < kFillWords; ++w) {
+      uint32_t v = 0;
+      std::memcpy(&v, got.data() + it.fill_at + 4 * w, 4);
+      EXPECT_EQ(v, 0xC0FFEE00u + static_cast<uint32_t>(i)) << "word " << w;
+    }
+    for (int64_t h = 0; h < 8; ++h) {
+      uint16_t v = 0;
+      std::memcpy(&v, got.data() + it.fill_at + 4 * kFillWords + 2 * h, 2);
+      EXPECT_EQ(v, 0xBEEFu) << "half " << h;
+    }
+  }
 }
 
 }  // namespace
