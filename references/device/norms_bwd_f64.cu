@@ -29,19 +29,20 @@ __global__ void __launch_bounds__(kThreads) norm_bwd_rows(NormBwdF64Problem p, N
     double m1 = 0, m2 = 0, a1 = 0, a2 = 0, m_xh = 0, m_dxh = 0, bm2 = 0, xmax = 0;
     for (int64_t i = 0; i < n; ++i) {
       const double x = io.x.at(x0 + i), dy = io.dy.at(d0 + i), g = io.gamma.at(i);
+      // xhat and dy * gamma, as both backwards and bound_bwd form them (rmsnorm's mu is 0, and
+      // its term dy g x rs is (dy g) x rs, evaluated left to right).
+      const double xhat = (x - mu) * rs, dxh = dy * g;
       if (p.rms) {
-        const double t = dy * g * x * rs;
+        const double t = dxh * x * rs;
         m2 += t;
         a2 += ::fabs(t);
       } else {
-        const double xhat = (x - mu) * rs, dxh = dy * g;
         m1 += dxh;
         m2 += dxh * xhat;
         a1 += ::fabs(dxh);
         a2 += ::fabs(dxh) * (::fabs(x) + ::fabs(mu)) * rs;
       }
-      const double xh = (x - mu) * rs, dxh = dy * g;
-      m_xh += ::fabs(xh), m_dxh += ::fabs(dxh), bm2 += dxh * xh;
+      m_xh += ::fabs(xhat), m_dxh += ::fabs(dxh), bm2 += dxh * xhat;
       xmax = ::fmax(xmax, ::fabs(x) + ::fabs(mu));
     }
     const double nn = static_cast<double>(n), nd = ::fmax(1.0, nn);
@@ -62,8 +63,7 @@ __global__ void __launch_bounds__(kThreads) norm_bwd_rows(NormBwdF64Problem p, N
       mag = rs * (::fabs(dxh) + st[kA1] + (::fabs(x) + ::fabs(mu)) * rs * st[kA2]);
     }
     // bound_bwd's dX ceiling.
-    const double xh = ::fabs((x - mu) * rs);
-    const double under = ::fabs(rs) * p.U * (3 + st[kBm2] + xh * (1 + st[kMxh] + st[kMdxh])) + p.U;
+    const double under = ::fabs(rs) * p.U * (3 + st[kBm2] + ::fabs(xhat) * (1 + st[kMxh] + st[kMdxh])) + p.U;
     const double e = p.gdx * mag + under;
     double tol = e + p.store(::fabs(dx) * (1 + 0x1p-9) + e);
     if (rs_flushed) tol += ::fabs(dx);

@@ -178,6 +178,21 @@ class CampaignSignalTest : public ::testing::Test {
     expect_workers_gone(5);
   }
 
+  /// A 30-case campaign on 2 lanes whose failing variant kills its worker at case 5 (`how`: the
+  /// fake worker's FAKE_*_INDEX variable); its one stored failure must be that case, of kind crash,
+  /// with `detail` in its detail.
+  void expect_crash_at_case_5(const std::string& how, const std::string& detail) {
+    start({{"FAKE_FAIL_FROM", "1000000"}, {how, "5"}, {"FAKE_CASE_FAILS", "0"}}, {"--lanes", "2", "--cases", "30"});
+    finish(60);
+    EXPECT_EQ(run_.exit_code, 1) << diag();
+    const auto es = entries();
+    ASSERT_EQ(es.size(), 1u) << diag();
+    const auto& f = es[0].found["verdict"]["failures"][0];
+    EXPECT_EQ(f["kind"], "crash") << es[0].found.dump();
+    EXPECT_NE(f["detail"].get<std::string>().find(detail), std::string::npos) << f.dump();
+    EXPECT_EQ(es[0].found["campaign"]["case_index"], 5);
+  }
+
   fs::path dir_;
   Proc run_;
   Clock::time_point t0_;
@@ -206,16 +221,7 @@ TEST_F(CampaignSignalTest, FailureIsStoredUnshrunkBeforeShrinkingEnds) {
 }
 
 TEST_F(CampaignSignalTest, WorkerDeathIsAStoredCrash) {
-  start({{"FAKE_FAIL_FROM", "1000000"}, {"FAKE_CRASH_INDEX", "5"}, {"FAKE_CASE_FAILS", "0"}},
-        {"--lanes", "2", "--cases", "30"});
-  finish(60);
-  EXPECT_EQ(run_.exit_code, 1) << diag();
-  const auto es = entries();
-  ASSERT_EQ(es.size(), 1u) << diag();
-  const auto& f = es[0].found["verdict"]["failures"][0];
-  EXPECT_EQ(f["kind"], "crash") << es[0].found.dump();
-  EXPECT_NE(f["detail"].get<std::string>().find("signal 6"), std::string::npos) << f.dump();
-  EXPECT_EQ(es[0].found["campaign"]["case_index"], 5);
+  expect_crash_at_case_5("FAKE_CRASH_INDEX", "signal 6");
   // The report says what the crash cost: the dead worker's replacement (and any started while
   // its cases were re-run alone), and the time that took.
   std::ifstream jin(json_path());
@@ -231,17 +237,7 @@ TEST_F(CampaignSignalTest, WorkerThatSaysFatalIsReplacedAtOnce) {
   // A worker whose context a kernel poisoned says FATAL and then waits on its input; it never
   // exits by itself. The parent must kill it at once (it used to wait 2 s for an exit status
   // on every such death) and still report the FATAL message as the crash's detail.
-  start({{"FAKE_FAIL_FROM", "1000000"}, {"FAKE_FATAL_INDEX", "5"}, {"FAKE_CASE_FAILS", "0"}},
-        {"--lanes", "2", "--cases", "30"});
-  finish(60);
-  EXPECT_EQ(run_.exit_code, 1) << diag();
-  const auto es = entries();
-  ASSERT_EQ(es.size(), 1u) << diag();
-  const auto& f = es[0].found["verdict"]["failures"][0];
-  EXPECT_EQ(f["kind"], "crash") << es[0].found.dump();
-  EXPECT_NE(f["detail"].get<std::string>().find("unspecified launch failure (fake)"), std::string::npos) << f.dump();
-  EXPECT_EQ(es[0].found["campaign"]["case_index"], 5);
-  // The campaign's first view of the death waited 2 s for an exit status before.
+  expect_crash_at_case_5("FAKE_FATAL_INDEX", "unspecified launch failure (fake)");
   EXPECT_LT(run_.seconds, 1.8) << diag();
 }
 
