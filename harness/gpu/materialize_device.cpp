@@ -103,19 +103,20 @@ Status DeviceDraw::values(const TensorDesc& desc, const ValueRecipe& recipe, uin
   // A view that covers its whole allocation has no gap to fill (its indices are distinct).
   if (desc.offset != 0 || desc.extent() != desc.numel())
     ASSAY_RETURN_IF_ERROR(fill_gap_canary(*this, desc.dtype, dst, desc.extent()));
-  if (v.numel <= 0) return ok_status();
-  if (draws_.count == detail::kMaxDrawJobs) ASSAY_RETURN_IF_ERROR(launch());
   // The dtype's constants (near-overflow's max, the subnormal range), as the host Expander.
-  draws_.job[draws_.count++] = {dst, v, core_recipe(recipe, desc.dtype), stream_id, 1};
-  return ok_status();
+  return queue({dst, v, core_recipe(recipe, desc.dtype), stream_id, 1});
 }
 
 Status DeviceDraw::poison(const TensorDesc& desc, void* dst) {
   ASSAY_ASSIGN_OR_RETURN(DevView v, view_of(desc, true));
   ASSAY_RETURN_IF_ERROR(fill_gap_canary(*this, desc.dtype, dst, desc.extent()));
-  if (v.numel <= 0) return ok_status();
+  return queue({dst, v, DevRecipe{}, 0, 0});
+}
+
+Status DeviceDraw::queue(const detail::DrawJob& job) {
+  if (job.v.numel <= 0) return ok_status();
   if (draws_.count == detail::kMaxDrawJobs) ASSAY_RETURN_IF_ERROR(launch());
-  draws_.job[draws_.count++] = {dst, v, DevRecipe{}, 0, 0};
+  draws_.job[draws_.count++] = job;
   return ok_status();
 }
 

@@ -58,6 +58,7 @@ class DeviceDraw {
   Status launch();
 
  private:
+  Status queue(const detail::DrawJob& job);  ///< launches first when the queue is full
   Status launch_fills();
   cudaStream_t stream_;
   detail::FillBatch fills_;
