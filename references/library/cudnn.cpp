@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "harness/gpu/cuda_check.h"
@@ -498,66 +500,99 @@ struct BwdFilterDir {
   }
 };
 
+/// cuDNN's first `want` algorithms for direction Dir, in its order, asked under the problem's own
+/// math type (a tried entry sets the descriptor's: the list must not depend on what was tried).
+template <typename Dir>
+StatusOr<std::vector<typename Dir::Perf>> heuristics(CudnnHandle& h, const CudnnConv& p, const ConvDescs& d, int want) {
+  CUDNN_CHECK(
+      cudnnSetConvolutionMathType(d.conv.get(), p.math == ConvMath::kFma ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
+  std::vector<typename Dir::Perf> perf(static_cast<size_t>(want));
+  int returned = 0;
+  CUDNN_CHECK(Dir::get(h.get(), d, want, &returned, perf.data()));
+  perf.resize(static_cast<size_t>(std::clamp(returned, 0, want)));
+  return perf;
+}
+
 /// Walks cuDNN's list of algorithms for direction Dir in its order and runs the first one that
 /// qualifies (cudnn.h, before cudnn_conv_forward); run(algo, workspace, bytes) makes the call.
+///
+/// cuDNN's top choice is asked for alone first: asking for the whole list makes cuDNN 9 prepare
+/// every engine on it, runtime-compiled ones included, and that took 1 to 6 s for some fp16/bf16
+/// NCHW filter gradients on an H200, a lane stalled for each new shape. The whole list is asked
+/// for only when the top choice does not qualify; the choice is the same either way, the first
+/// qualifying entry of cuDNN's order.
 template <typename Dir, typename Run>
 StatusOr<ConvAlgoUsed> select_and_run(CudnnHandle& h, const CudnnConv& p, const ConvDescs& d, Run&& run) {
-  int max_count = 0;
-  CUDNN_CHECK(Dir::max_count(h.get(), &max_count));
-  std::vector<typename Dir::Perf> perf(static_cast<size_t>(std::max(max_count, 1)));
-  int returned = 0;
-  CUDNN_CHECK(Dir::get(h.get(), d, static_cast<int>(perf.size()), &returned, perf.data()));
   const bool fma = p.math == ConvMath::kFma;
   std::vector<std::string> passed;
-  for (int i = 0; i < returned; ++i) {
-    const typename Dir::Perf& pr = perf[static_cast<size_t>(i)];
-    const std::string name = Dir::name(pr.algo);
-    if (pr.status != CUDNN_STATUS_SUCCESS) {
-      passed.push_back(name + ": " + cudnnGetErrorString(pr.status));
-      continue;
+  // The entries tried so far (the top choice), so the whole list does not try them again.
+  std::vector<std::pair<typename Dir::Algo, cudnnMathType_t>> tried;
+  // Tries the entries of `perf` in order: the first that qualifies and runs is the answer.
+  auto walk = [&](const std::vector<typename Dir::Perf>& perf) -> std::optional<StatusOr<ConvAlgoUsed>> {
+    for (const typename Dir::Perf& pr : perf) {
+      const std::pair<typename Dir::Algo, cudnnMathType_t> key{pr.algo, pr.mathType};
+      if (std::find(tried.begin(), tried.end(), key) != tried.end()) continue;
+      tried.push_back(key);
+      const std::string name = Dir::name(pr.algo);
+      if (pr.status != CUDNN_STATUS_SUCCESS) {
+        passed.push_back(name + ": " + cudnnGetErrorString(pr.status));
+        continue;
+      }
+      if (pr.determinism != CUDNN_DETERMINISTIC) {
+        passed.push_back(name + ": non-deterministic");
+        continue;
+      }
+      if (p.algos == ConvAlgoPolicy::kDotProduct && !Dir::dot_product(pr.algo)) {
+        passed.push_back(name + ": not a dot-product algorithm");
+        continue;
+      }
+      // kFma: FMA kernels only. kDefault: what cuDNN's heuristics pick under default math, tensor
+      // cores included, but never the down-converting TENSOR_OP_MATH_ALLOW_CONVERSION.
+      const bool math_ok =
+          fma ? pr.mathType == CUDNN_FMA_MATH : pr.mathType == CUDNN_DEFAULT_MATH || pr.mathType == CUDNN_TENSOR_OP_MATH;
+      if (!math_ok) {
+        passed.push_back(fmt::format("{}: math type {}", name, static_cast<int>(pr.mathType)));
+        continue;
+      }
+      // cuDNN runs an algorithm with the descriptor's math type: set the one the list reports.
+      if (auto s = cudnn_status(cudnnSetConvolutionMathType(d.conv.get(), pr.mathType), "cudnnSetConvolutionMathType",
+                                __FILE__, __LINE__);
+          !s.ok())
+        return StatusOr<ConvAlgoUsed>(s);
+      size_t bytes = 0;
+      const cudnnStatus_t we = Dir::workspace(h.get(), d, pr.algo, &bytes);
+      if (we != CUDNN_STATUS_SUCCESS) {
+        passed.push_back(name + ": workspace query " + cudnnGetErrorString(we));
+        continue;
+      }
+      if (bytes > h.workspace_limit) {
+        passed.push_back(fmt::format("{}: workspace {} B over the limit {} B", name, bytes, h.workspace_limit));
+        continue;
+      }
+      StatusOr<void*> ws = h.workspace(bytes);
+      if (!ws.ok()) return StatusOr<ConvAlgoUsed>(ws.status());
+      const cudnnStatus_t e = run(pr.algo, *ws, bytes);
+      if (CUDNN_STATUS_CATEGORY(e) == CUDNN_STATUS_NOT_SUPPORTED) {
+        passed.push_back(name + ": " + cudnn_status(e, Dir::kCall, __FILE__, __LINE__).message());
+        continue;
+      }
+      if (auto s = cudnn_status(e, Dir::kCall, __FILE__, __LINE__); !s.ok()) return StatusOr<ConvAlgoUsed>(s);
+      ConvAlgoUsed used;
+      used.algo = static_cast<int>(pr.algo);
+      used.name = name;
+      used.workspace = bytes;
+      used.math_type = static_cast<int>(pr.mathType);
+      used.passed_over = static_cast<int>(passed.size());
+      return StatusOr<ConvAlgoUsed>(used);
     }
-    if (pr.determinism != CUDNN_DETERMINISTIC) {
-      passed.push_back(name + ": non-deterministic");
-      continue;
-    }
-    if (p.algos == ConvAlgoPolicy::kDotProduct && !Dir::dot_product(pr.algo)) {
-      passed.push_back(name + ": not a dot-product algorithm");
-      continue;
-    }
-    // kFma: FMA kernels only. kDefault: what cuDNN's heuristics pick under default math, tensor
-    // cores included, but never the down-converting TENSOR_OP_MATH_ALLOW_CONVERSION.
-    const bool math_ok =
-        fma ? pr.mathType == CUDNN_FMA_MATH : pr.mathType == CUDNN_DEFAULT_MATH || pr.mathType == CUDNN_TENSOR_OP_MATH;
-    if (!math_ok) {
-      passed.push_back(fmt::format("{}: math type {}", name, static_cast<int>(pr.mathType)));
-      continue;
-    }
-    // cuDNN runs an algorithm with the descriptor's math type: set the one the list reports.
-    CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv.get(), pr.mathType));
-    size_t bytes = 0;
-    const cudnnStatus_t we = Dir::workspace(h.get(), d, pr.algo, &bytes);
-    if (we != CUDNN_STATUS_SUCCESS) {
-      passed.push_back(name + ": workspace query " + cudnnGetErrorString(we));
-      continue;
-    }
-    if (bytes > h.workspace_limit) {
-      passed.push_back(fmt::format("{}: workspace {} B over the limit {} B", name, bytes, h.workspace_limit));
-      continue;
-    }
-    ASSAY_ASSIGN_OR_RETURN(void* ws, h.workspace(bytes));
-    const cudnnStatus_t e = run(pr.algo, ws, bytes);
-    if (CUDNN_STATUS_CATEGORY(e) == CUDNN_STATUS_NOT_SUPPORTED) {
-      passed.push_back(name + ": " + cudnn_status(e, Dir::kCall, __FILE__, __LINE__).message());
-      continue;
-    }
-    ASSAY_RETURN_IF_ERROR(cudnn_status(e, Dir::kCall, __FILE__, __LINE__));
-    ConvAlgoUsed used;
-    used.algo = static_cast<int>(pr.algo);
-    used.name = name;
-    used.workspace = bytes;
-    used.math_type = static_cast<int>(pr.mathType);
-    used.passed_over = static_cast<int>(passed.size());
-    return used;
+    return std::nullopt;
+  };
+  int max_count = 0;
+  CUDNN_CHECK(Dir::max_count(h.get(), &max_count));
+  for (const int want : {1, std::max(max_count, 1)}) {
+    ASSAY_ASSIGN_OR_RETURN(const std::vector<typename Dir::Perf> perf, heuristics<Dir>(h, p, d, want));
+    if (auto found = walk(perf)) return *std::move(found);
+    if (want >= max_count) break;
   }
   std::string why;
   for (const std::string& s : passed) why += (why.empty() ? "" : "; ") + s;
@@ -602,6 +637,36 @@ StatusOr<ConvAlgoUsed> cudnn_conv_backward_filter(CudnnHandle& h, const CudnnCon
     return cudnnConvolutionBackwardFilter(h.get(), &alpha, d.x.get(), x, d.y.get(), dy, d.conv.get(), a, ws, bytes,
                                           &beta, d.w.get(), dw);
   });
+}
+
+namespace {
+
+template <typename Dir>
+StatusOr<std::vector<ConvAlgoListed>> list_algorithms(CudnnHandle& h, const CudnnConv& p, int want) {
+  ConvDescs d;
+  ASSAY_RETURN_IF_ERROR(make_conv_descs(p, d));
+  if (want <= 0) CUDNN_CHECK(Dir::max_count(h.get(), &want));
+  ASSAY_ASSIGN_OR_RETURN(const std::vector<typename Dir::Perf> perf, heuristics<Dir>(h, p, d, std::max(want, 1)));
+  std::vector<ConvAlgoListed> out;
+  for (const typename Dir::Perf& pr : perf)
+    out.push_back({static_cast<int>(pr.algo), Dir::name(pr.algo), static_cast<int>(pr.mathType),
+                   pr.status == CUDNN_STATUS_SUCCESS, pr.determinism == CUDNN_DETERMINISTIC});
+  return out;
+}
+
+}  // namespace
+
+StatusOr<std::vector<ConvAlgoListed>> cudnn_conv_algorithms(CudnnHandle& h, const CudnnConv& p, ConvDirection dir,
+                                                            int want) {
+  switch (dir) {
+    case ConvDirection::kForward:
+      return list_algorithms<FwdDir>(h, p, want);
+    case ConvDirection::kBackwardData:
+      return list_algorithms<BwdDataDir>(h, p, want);
+    case ConvDirection::kBackwardFilter:
+      return list_algorithms<BwdFilterDir>(h, p, want);
+  }
+  return invalid_argument("cuDNN convolution: unknown direction");
 }
 
 // ---- fused attention (SDPA) ------------------------------------------------------------------------

@@ -203,6 +203,22 @@ StatusOr<ConvAlgoUsed> cudnn_conv_backward_data(CudnnHandle& h, const CudnnConv&
 StatusOr<ConvAlgoUsed> cudnn_conv_backward_filter(CudnnHandle& h, const CudnnConv& p, float alpha, const void* x,
                                                   const void* dy, float beta, void* dw);
 
+enum class ConvDirection { kForward, kBackwardData, kBackwardFilter };
+
+/// One entry of cuDNN's heuristic list.
+struct ConvAlgoListed {
+  int algo = -1;
+  std::string name;
+  int math_type = 0;
+  bool ok = false;             ///< listed with status success
+  bool deterministic = false;  ///< CUDNN_DETERMINISTIC
+};
+
+/// cuDNN's first `want` algorithms for `dir` (0: as many as it has), in its order of preference,
+/// as cudnnGetConvolution*Algorithm_v7 lists them under p.math: what the calls above choose from.
+StatusOr<std::vector<ConvAlgoListed>> cudnn_conv_algorithms(CudnnHandle& h, const CudnnConv& p, ConvDirection dir,
+                                                            int want);
+
 // ---- fused attention (SDPA) ------------------------------------------------------------------------
 
 /// One scaled dot-product attention forward for cuDNN's fused flash-attention engines, built as a

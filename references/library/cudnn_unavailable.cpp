@@ -91,6 +91,10 @@ StatusOr<ConvAlgoUsed> cudnn_conv_backward_filter(CudnnHandle&, const CudnnConv&
   return cudnn_not_built();
 }
 
+StatusOr<std::vector<ConvAlgoListed>> cudnn_conv_algorithms(CudnnHandle&, const CudnnConv&, ConvDirection, int) {
+  return cudnn_not_built();
+}
+
 StatusOr<SdpaEngineUsed> cudnn_sdpa_forward(CudnnHandle&, const CudnnSdpa&, const void*, const void*, const void*,
                                             void*, float*) {
   return cudnn_not_built();

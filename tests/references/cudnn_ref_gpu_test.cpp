@@ -27,6 +27,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -36,6 +37,7 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -917,6 +919,67 @@ INSTANTIATE_TEST_SUITE_P(DirectionsAndDtypes, CudnnConvNarrowGpu,
                            return dir_param_name(std::get<0>(info.param)) + "_" +
                                   dtype_param_name(std::get<1>(info.param));
                          });
+
+/// The wrappers ask cuDNN for its top choice alone and for the whole list only when the top choice
+/// does not qualify (cudnn.cpp, select_and_run): the answer is the same as walking the whole list
+/// only if the top choice alone is the whole list's head. It is checked here for every direction,
+/// layout, storage type and math type on the shapes above and on two where the whole list took
+/// seconds (1x1 filter gradients in fp16/bf16 NCHW, found in campaigns).
+class CudnnConvChoiceGpu : public CudnnGpuTest, public ::testing::Test {};
+
+TEST_F(CudnnConvChoiceGpu, TopChoiceAloneIsTheHeadOfTheWholeList) {
+  ASSAY_OPEN_CUDNN();
+  using Clock = std::chrono::steady_clock;
+  const auto secs = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+  Conv2dGeometry slow1 = geom(4, 3, 15, 16, 63, 1, 1, 3), slow2 = geom(1, 16, 38, 15, 15, 1, 1, 1);
+  slow1.pad_w = slow2.pad_w = 0;
+  // The two slow shapes first, each timed alone: top choice, then the whole list.
+  for (const auto& [g, t] : {std::pair{slow1, DType::kBF16}, std::pair{slow2, DType::kF16}}) {
+    vendor::CudnnConv p;
+    p.geom = g, p.dtype = t, p.math = vendor::ConvMath::kFma;
+    const auto t0 = Clock::now();
+    const auto top = vendor::cudnn_conv_algorithms(*handle_, p, vendor::ConvDirection::kBackwardFilter, 1);
+    const double top_s = secs(t0);
+    ASSAY_CUDNN_RUN(top.status(), 0);
+    const auto t1 = Clock::now();
+    const auto all = vendor::cudnn_conv_algorithms(*handle_, p, vendor::ConvDirection::kBackwardFilter, 0);
+    const double all_s = secs(t1);
+    ASSERT_TRUE(all.ok()) << all.status().to_string();
+    ASSERT_FALSE(top->empty());
+    ASSERT_FALSE(all->empty());
+    EXPECT_EQ(top->front().name, all->front().name) << describe(g);
+    EXPECT_EQ(top->front().math_type, all->front().math_type) << describe(g);
+    std::cout << "[ measured ] backward-filter " << dtype_name(t) << " " << describe(g) << ": top choice "
+              << top->front().name << " in " << top_s << " s; the whole list (" << all->size() << ") in " << all_s
+              << " s\n";
+  }
+  int compared = 0;
+  for (const ConvLayout layout : {ConvLayout::kNCHW, ConvLayout::kNHWC})
+    for (const Conv2dGeometry& g : conv_shapes(layout))
+      for (const DType t : {DType::kF32, DType::kF16, DType::kBF16})
+        for (const vendor::ConvMath m : {vendor::ConvMath::kFma, vendor::ConvMath::kDefault})
+          for (const auto dir : {vendor::ConvDirection::kForward, vendor::ConvDirection::kBackwardData,
+                                 vendor::ConvDirection::kBackwardFilter}) {
+            vendor::CudnnConv p;
+            p.geom = g, p.dtype = t, p.math = m;
+            const auto top = vendor::cudnn_conv_algorithms(*handle_, p, dir, 1);
+            const auto all = vendor::cudnn_conv_algorithms(*handle_, p, dir, 0);
+            if (!top.ok() && top.status().code() == StatusCode::kUnavailable) continue;  // a type this cuDNN lacks
+            ASSERT_TRUE(top.ok()) << top.status().to_string();
+            ASSERT_TRUE(all.ok()) << all.status().to_string();
+            if (top->empty()) {
+              EXPECT_TRUE(all->empty()) << describe(g);
+              continue;
+            }
+            ASSERT_FALSE(all->empty()) << describe(g);
+            EXPECT_EQ(top->front().name, all->front().name) << describe(g) << " " << dtype_name(t);
+            EXPECT_EQ(top->front().math_type, all->front().math_type) << describe(g) << " " << dtype_name(t);
+            EXPECT_EQ(top->front().deterministic, all->front().deterministic) << describe(g) << " " << dtype_name(t);
+            ++compared;
+          }
+  EXPECT_GT(compared, 100);
+  std::cout << "[ measured ] " << compared << " problems: the top choice alone is the whole list's head\n";
+}
 
 class CudnnConvArgsGpu : public CudnnGpuTest, public ::testing::Test {};
 
