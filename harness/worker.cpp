@@ -477,10 +477,28 @@ class ProcessExecutor final : public Executor {
     if (w.pid <= 0) return;
     kill_group(w.pid);
     dying_.push_back(w.pid);
-    ::close(w.to);
-    ::close(w.from);
+    close_pipes(w);
     w.pid = -1;
     reap(false);
+  }
+
+  // Pipes are marked closed (-1), so that a slot whose process is gone can be discarded again
+  // without closing a descriptor number another worker's pipe may have taken since.
+  static void close_pipes(Worker& w) {
+    if (w.to >= 0) ::close(w.to);
+    if (w.from >= 0) ::close(w.from);
+    w.to = w.from = -1;
+  }
+
+  // Ends what is left of a slot's process: its in-flight jobs are dropped, a live process is
+  // stopped, and one that death_reason already reaped leaves only its pipes to close.
+  void discard(Worker& w) {
+    w.inflight.clear();
+    w.started.clear();
+    if (w.pid > 0)
+      stop(w);
+    else
+      close_pipes(w);
   }
 
   void reap(bool block) {
@@ -664,8 +682,7 @@ class ProcessExecutor final : public Executor {
     int status = 0;
     kill_group(w.pid);  // no-op once it has exited
     ::waitpid(w.pid, &status, 0);
-    ::close(w.to);
-    ::close(w.from);
+    close_pipes(w);
     w.pid = -1;
   }
 
@@ -728,14 +745,7 @@ class ProcessExecutor final : public Executor {
     const TimeInto charge(recovery_.seconds);
     std::map<int64_t, Job> suspects = std::move(w.inflight);
     std::map<int64_t, Clock::time_point> started = std::move(w.started);
-    w.inflight.clear();
-    w.started.clear();
-    if (w.pid > 0)
-      stop(w);
-    else {
-      ::close(w.to);
-      ::close(w.from);
-    }
+    discard(w);
     const bool single = suspects.size() == 1 && suspects.begin()->second.variants.size() == 1;
     std::map<int64_t, JobResult> results;
     std::optional<std::pair<int64_t, size_t>> last_killer;  // (job, verdict) that last killed a worker
@@ -817,31 +827,20 @@ class ProcessExecutor final : public Executor {
       bool eof = false;
       if (!read_line(w, line, limit, &eof)) {
         if (stop_signal() != 0) {
-          w.inflight.clear();
-          w.started.clear();
-          if (w.pid > 0) stop(w);
+          discard(w);
           return std::nullopt;
         }
         const bool hung = !eof;  // silence until the watchdog; a closed pipe is a death
         const std::string reason =
             hung ? fmt::format("no result within {:.3g} s (watchdog); worker killed", limit) : death_reason(w);
-        w.inflight.clear();
-        w.started.clear();
-        if (w.pid > 0) {
-          stop(w);
-        } else {  // reaped by death_reason: only its pipes are left
-          ::close(w.to);
-          ::close(w.from);
-        }
+        discard(w);
         return crash_verdict(job.variants.front(), hung ? FailureKind::kHang : FailureKind::kCrash, reason);
       }
       if (line.rfind("DONE ", 0) == 0 || line.rfind("FATAL ", 0) == 0) {
         handle_line(w, line);
         if (!w.fatal.empty()) {
           const std::string reason = "worker failed: " + w.fatal;
-          w.inflight.clear();
-          w.started.clear();
-          stop(w);
+          discard(w);
           return crash_verdict(job.variants.front(), FailureKind::kCrash, reason);
         }
         JobResult r = std::move(ready_.back());
