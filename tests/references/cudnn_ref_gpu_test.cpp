@@ -725,7 +725,7 @@ std::vector<Conv2dGeometry> conv_shapes(ConvLayout layout) {
   return v;
 }
 
-enum class ConvDir { kForward, kBackwardData, kBackwardFilter };
+using ConvDir = vendor::ConvDirection;
 
 const char* dir_name(ConvDir d) {
   return d == ConvDir::kForward ? "forward" : d == ConvDir::kBackwardData ? "backward-data" : "backward-filter";
@@ -938,11 +938,11 @@ TEST_F(CudnnConvChoiceGpu, TopChoiceAloneIsTheHeadOfTheWholeList) {
     vendor::CudnnConv p;
     p.geom = g, p.dtype = t, p.math = vendor::ConvMath::kFma;
     const auto t0 = Clock::now();
-    const auto top = vendor::cudnn_conv_algorithms(*handle_, p, vendor::ConvDirection::kBackwardFilter, 1);
+    const auto top = vendor::cudnn_conv_algorithms(*handle_, p, ConvDir::kBackwardFilter, 1);
     const double top_s = secs(t0);
     ASSAY_CUDNN_RUN(top.status(), 0);
     const auto t1 = Clock::now();
-    const auto all = vendor::cudnn_conv_algorithms(*handle_, p, vendor::ConvDirection::kBackwardFilter, 0);
+    const auto all = vendor::cudnn_conv_algorithms(*handle_, p, ConvDir::kBackwardFilter, 0);
     const double all_s = secs(t1);
     ASSERT_TRUE(all.ok()) << all.status().to_string();
     ASSERT_FALSE(top->empty());
@@ -958,8 +958,7 @@ TEST_F(CudnnConvChoiceGpu, TopChoiceAloneIsTheHeadOfTheWholeList) {
     for (const Conv2dGeometry& g : conv_shapes(layout))
       for (const DType t : {DType::kF32, DType::kF16, DType::kBF16})
         for (const vendor::ConvMath m : {vendor::ConvMath::kFma, vendor::ConvMath::kDefault})
-          for (const auto dir : {vendor::ConvDirection::kForward, vendor::ConvDirection::kBackwardData,
-                                 vendor::ConvDirection::kBackwardFilter}) {
+          for (const ConvDir dir : {ConvDir::kForward, ConvDir::kBackwardData, ConvDir::kBackwardFilter}) {
             vendor::CudnnConv p;
             p.geom = g, p.dtype = t, p.math = m;
             const auto top = vendor::cudnn_conv_algorithms(*handle_, p, dir, 1);
