@@ -376,6 +376,7 @@ Status build_device_setup(const OpDef& op, const Contract& k, gpu::Lane& lane, c
   ctx.scratch = lane.dev_scratch() + save_bytes + refs_bytes;
   ctx.scratch_bytes = op_scratch;
   const auto inputs = views_at(c, s.views, [&](int t) { return lane.dev_snapshot_tensor(t); });
+  if (op.device_reference.prepare) ASSAY_RETURN_IF_ERROR(op.device_reference.prepare(c, inputs, ctx));
   ASSAY_RETURN_IF_ERROR(op.device_reference.compute(c, k.arithmetic(), inputs, s.douts, ctx));
   s.dctx = ctx;
   for (size_t o = 0; o < s.outs.size(); ++o) {
@@ -1300,7 +1301,10 @@ StatusOr<nlohmann::json> time_model(const OpDef& op, const VariantDef& v, gpu::L
                              gpu::DeviceDraw draw(lane.stream());
                              for (int t = 0; t < static_cast<int>(s.c.tensors.size()); ++t)
                                ASSAY_RETURN_IF_ERROR(draw_on_device(op, s.c, t, lane, draw));
-                             return draw.launch();
+                             ASSAY_RETURN_IF_ERROR(draw.launch());
+                             if (!op.device_reference.prepare) return ok_status();
+                             const auto in = views_at(s.c, s.views, [&](int t) { return lane.dev_snapshot_tensor(t); });
+                             return op.device_reference.prepare(s.c, in, s.dctx);
                            }));
   }
   double vendor_ms = 0;

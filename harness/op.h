@@ -337,10 +337,11 @@ struct DeviceContext {
 /// the CPU the bottleneck. For a case where `when` holds, the engine draws the inputs
 /// straight into device memory (materialize_device.h: fp32, fp16, bf16 tensors, see each
 /// DevTensor's dtype; the host path's values, only determinism is promised), skips the host
-/// reference, bound, prepare and the metamorphic relations, and calls `compute` with the
-/// inputs (DevTensors on the pristine snapshot, in OpDef order; outputs hold their poison)
-/// and one DeviceOutput per output. Accumulated outputs (Contract::accumulates) are not
-/// supported on this path (the case fails with a clear error).
+/// reference, bound and OpDef::prepare (`prepare` stands in for it), and calls `compute` with
+/// the inputs (DevTensors on the pristine snapshot, in OpDef order; outputs hold their poison)
+/// and one DeviceOutput per output. A metamorphic relation's transform runs on host copies of
+/// the prepared snapshot, and `compute` again on the transformed inputs. Accumulated outputs
+/// (Contract::accumulates) are not supported on this path (the case fails with a clear error).
 /// What a device reference's properties hook reads, all in device memory (DeviceReference::properties).
 struct DevicePropertiesIn {
   std::vector<DevTensor> inputs;    ///< the pristine snapshot, in OpDef order (outputs hold their poison)
@@ -353,6 +354,12 @@ struct DevicePropertiesIn {
 struct DeviceReference {
   std::function<bool(const Params&)> when;
   std::function<int64_t(const Case&)> scratch;  ///< device scratch bytes (null: none)
+  /// Optional: what OpDef::prepare does to the host images, done to the drawn snapshot on the
+  /// device (inputs as compute gets them), once per draw and before compute: every launch
+  /// restores from the prepared snapshot, a relation's transform reads it back, and compute may
+  /// run more than once on it (the transformed inputs, `assay bench`'s timing), so compute
+  /// itself must leave the inputs as they are. It may leave results in the scratch for compute.
+  std::function<Status(const Case&, const std::vector<DevTensor>&, const DeviceContext&)> prepare;
   std::function<Status(const Case&, const Arithmetic&, const std::vector<DevTensor>&, std::vector<DeviceOutput>&,
                        const DeviceContext&)>
       compute;

@@ -585,6 +585,16 @@ bool device_when(const Params& p) {
   return d.B * d.H * d.Sq * d.Sk * d.D >= kDeviceRefWork;
 }
 
+/// prepare_fwd on the device: the fully masked rows, in the snapshot every launch restores from.
+Status device_prepare_fwd(const Case& c, const std::vector<DevTensor>& t, const DeviceContext& ctx) {
+  const Params prm(c.params);
+  if (!dims_of(prm).has_mask) return ok_status();
+  if (t.size() != 6 || t[3].dtype != DType::kF32)
+    return invalid_argument("attention: no device reference for this case (M must be fp32)");
+  return device_ref::attention_mask_rows(t[3].as<float>(), t[3].v.rows, t[3].v.cols, t[3].v.ld,
+                                         prm.i("masked_every", 0), ctx.stream);
+}
+
 /// O and LSE with their tolerances on the device (references/device/attention_f64.cu), the
 /// tolerance itself in mag (DeviceOutput's defaults: a bound computed outright, as the host
 /// path uploads it).
@@ -595,10 +605,6 @@ Status device_compute_fwd(const Case& c, const Arithmetic& a, const std::vector<
   if (!device_ref::input_rows_support(d.dt) || t.size() != 6 || out.size() != 2 || t[0].dtype != d.dt ||
       t[1].dtype != d.dt || t[2].dtype != d.dt || t[3].dtype != DType::kF32)
     return invalid_argument("attention: no device reference for this case (Q, K, V in fp32, fp16 or bf16, M fp32)");
-  // prepare_fwd's fully masked rows, in the snapshot every launch restores from.
-  if (d.has_mask)
-    ASSAY_RETURN_IF_ERROR(device_ref::attention_mask_rows(t[3].as<float>(), t[3].v.rows, t[3].v.cols, t[3].v.ld,
-                                                          prm.i("masked_every", 0), ctx.stream));
   const device_ref::AttentionF64Problem p = attention_fwd_problem(d, a);
   const auto rows = [](const DevTensor& x) { return device_ref::input_rows(x.ptr, x.v.cols, x.v.ld, x.dtype); };
   device_ref::AttentionF64Io io;
@@ -664,19 +670,10 @@ int64_t device_scratch_bwd(const Case& c) {
   return s.bytes();
 }
 
-/// prepare_bwd on the device, then dQ, dK, dV with their tolerances
-/// (references/device/attention_bwd_f64.cu), each tolerance outright in mag as the forward's.
-/// The prepared O, LSE and dO are written into the inputs, the pristine snapshot every launch
-/// restores from: what prepare_bwd does to the host images. So a call expects freshly drawn
-/// inputs, as build_device_setup gives it once per draw: a second call on the same snapshot
-/// would scale dO's rows again (the engine calls compute twice only for a relation with a
-/// transform, which attention_bwd has not). A gradcheck case then leaves the relation's J u and
-/// exact-O gradients in the scratch (GradScratch), from the prepared snapshot.
-Status device_compute_bwd(const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
-                          std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
-  const Params prm(c.params);
-  const AttnDims d = dims_of(prm);
-  bool fits = device_ref::input_rows_support(d.dt) && t.size() == 10 && out.size() == 3 && t[5].dtype == DType::kF32 &&
+/// The device path's inputs of attention_bwd, or a clear error.
+Status device_bwd_fits(const Case& c, const std::vector<DevTensor>& t, const DeviceContext& ctx) {
+  const AttnDims d = dims_of(Params(c.params));
+  bool fits = device_ref::input_rows_support(d.dt) && t.size() == 10 && t[5].dtype == DType::kF32 &&
               t[6].dtype == DType::kF32;
   for (size_t i = 0; fits && i < 5; ++i) fits = t[i].dtype == d.dt;
   if (!fits)
@@ -684,15 +681,23 @@ Status device_compute_bwd(const Case& c, const Arithmetic& a, const std::vector<
         "attention_bwd: no device reference for this case (Q, K, V, O, dO in fp32, fp16 or bf16, LSE and M fp32)");
   if (ctx.scratch == nullptr || ctx.scratch_bytes < device_scratch_bwd(c))
     return invalid_argument("attention_bwd: device reference scratch missing or too small");
-  const device_ref::AttentionBwdF64Problem p = attention_bwd_problem(d, a.fast_math);
+  return ok_status();
+}
+
+/// prepare_bwd on the device: the fully masked rows, then O and LSE by the forward's device
+/// reference (the host's fwd_ref, step for step) into the scratch, and the prepared O, LSE and dO
+/// written into the snapshot, as prepare_bwd writes the host images. Once per draw: a second call
+/// would scale dO's rows again.
+Status device_prepare_bwd(const Case& c, const std::vector<DevTensor>& t, const DeviceContext& ctx) {
+  ASSAY_RETURN_IF_ERROR(device_bwd_fits(c, t, ctx));
+  const Params prm(c.params);
+  const AttnDims d = dims_of(prm);
   const auto rows = [](const DevTensor& x) { return device_ref::input_rows(x.ptr, x.v.cols, x.v.ld, x.dtype); };
   ScratchCarver scratch(ctx.scratch);
   device_ref::AttentionBwdF64Io io;
   device_ref::AttentionF64Io fio;
   GradScratch g;
   bwd_case_layout(c, d, scratch, io, fio, &g);
-  // prepare: the fully masked rows, then O and LSE by the forward's device reference (the
-  // host's fwd_ref, step for step).
   if (d.has_mask)
     ASSAY_RETURN_IF_ERROR(device_ref::attention_mask_rows(t[6].as<float>(), t[6].v.rows, t[6].v.cols, t[6].v.ld,
                                                           prm.i("masked_every", 0), ctx.stream));
@@ -706,8 +711,27 @@ Status device_compute_bwd(const Case& c, const Arithmetic& a, const std::vector<
   pio.lse = t[5].as<float>();
   pio.dout = t[4].ptr, pio.do_ld = t[4].v.ld, pio.do_type = rows(t[4]).type;
   pio.do_row_scale = prm.b("do_row_scale");
-  pio.rows = p.rows(), pio.D = d.D;
-  ASSAY_RETURN_IF_ERROR(device_ref::attention_bwd_f64_prepare(pio, ctx.stream));
+  pio.rows = attention_bwd_problem(d, false).rows(), pio.D = d.D;
+  return device_ref::attention_bwd_f64_prepare(pio, ctx.stream);
+}
+
+/// dQ, dK, dV with their tolerances (references/device/attention_bwd_f64.cu) on the inputs
+/// device_prepare_bwd prepared, each tolerance outright in mag as the forward's. A gradcheck
+/// case then leaves the relation's J u and exact-O gradients in the scratch (GradScratch).
+Status device_compute_bwd(const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
+                          std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
+  ASSAY_RETURN_IF_ERROR(device_bwd_fits(c, t, ctx));
+  if (out.size() != 3) return invalid_argument("attention_bwd: the device reference has three outputs");
+  const Params prm(c.params);
+  const AttnDims d = dims_of(prm);
+  const device_ref::AttentionBwdF64Problem p = attention_bwd_problem(d, a.fast_math);
+  const auto rows = [](const DevTensor& x) { return device_ref::input_rows(x.ptr, x.v.cols, x.v.ld, x.dtype); };
+  ScratchCarver scratch(ctx.scratch);
+  device_ref::AttentionBwdF64Io io;
+  device_ref::AttentionF64Io fio;
+  GradScratch g;
+  bwd_case_layout(c, d, scratch, io, fio, &g);
+  const device_ref::AttentionF64Problem f = attention_fwd_problem(d, Arithmetic{});
   // The backward on the prepared inputs.
   io.q = rows(t[0]), io.k = rows(t[1]), io.v = rows(t[2]), io.o = rows(t[3]), io.dout = rows(t[4]);
   io.lse = rows(t[5]), io.mask = rows(t[6]);
@@ -1032,6 +1056,7 @@ OpDef make(bool fwd) {
   if (!fwd) op.properties = properties_bwd;
   op.self_check = fwd ? self_check_fwd : self_check_bwd;
   op.device_reference.when = fwd ? device_when : device_when_bwd;
+  op.device_reference.prepare = fwd ? device_prepare_fwd : device_prepare_bwd;
   op.device_reference.compute = fwd ? device_compute_fwd : device_compute_bwd;
   if (!fwd) {
     op.device_reference.scratch = device_scratch_bwd;

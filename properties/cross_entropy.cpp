@@ -259,19 +259,18 @@ Status bound(const Case& c, const Arithmetic& a, const std::vector<HostTensor>& 
 }
 
 // ---- device reference ------------------------------------------------------------------------------
-// The device path is every row-wise op's (rowwise_device_when), the relation included: prepare
-// on the device is idempotent, so shift's transformed inputs may be prepared again.
+// The device path is every row-wise op's (rowwise_device_when), the relation included: shift
+// transforms a copy of the prepared snapshot, as on the host path.
 
-/// prepare's targets and -inf logits in the snapshot, then the loss and dlogits with their
-/// ceilings, each tolerance outright in mag (DeviceOutput's defaults).
-Status device_compute(const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
-                      std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
-  const Params p(c.params);
-  const DType dt = p.dt("dtype");
-  if (!device_ref::input_rows_support(dt) || t.size() != 4 || out.size() != 2 || t[0].dtype != dt ||
-      t[1].dtype != DType::kI32)
+Status device_fits(const Case& c, const std::vector<DevTensor>& t) {
+  const DType dt = Params(c.params).dt("dtype");
+  if (!device_ref::input_rows_support(dt) || t.size() != 4 || t[0].dtype != dt || t[1].dtype != DType::kI32)
     return invalid_argument("cross_entropy: no device reference for this case (fp32, fp16 or bf16 logits, int32 targets)");
-  const View2D& v = t[0].v;
+  return ok_status();
+}
+
+device_ref::CrossEntropyF64Problem device_problem(const Params& p, const View2D& v, const Arithmetic& a) {
+  const DType dt = p.dt("dtype");
   device_ref::CrossEntropyF64Problem q;
   q.rows = v.rows, q.n = v.cols;
   q.ignore_index = p.i("ignore_index", -100), q.ignore_every = p.i("ignore_every", 0);
@@ -280,7 +279,28 @@ Status device_compute(const Case& c, const Arithmetic& a, const std::vector<DevT
   q.soft = softmax_scalars(model_of(dt, v.cols, a));
   q.store = store_rounding_for(dt);
   q.f32_max = max_finite(DType::kF32);
-  ASSAY_RETURN_IF_ERROR(device_ref::cross_entropy_prepare(q, t[0].ptr, dt, v.ld, t[1].as<int32_t>(), ctx.stream));
+  return q;
+}
+
+/// prepare on the device: the targets and -inf logits in the snapshot.
+Status device_prepare(const Case& c, const std::vector<DevTensor>& t, const DeviceContext& ctx) {
+  ASSAY_RETURN_IF_ERROR(device_fits(c, t));
+  const Params p(c.params);
+  const View2D& v = t[0].v;
+  return device_ref::cross_entropy_prepare(device_problem(p, v, Arithmetic{}), t[0].ptr, p.dt("dtype"), v.ld,
+                                           t[1].as<int32_t>(), ctx.stream);
+}
+
+/// The loss and dlogits with their ceilings, each tolerance outright in mag (DeviceOutput's
+/// defaults).
+Status device_compute(const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
+                      std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
+  ASSAY_RETURN_IF_ERROR(device_fits(c, t));
+  if (out.size() != 2) return invalid_argument("cross_entropy: the device reference has two outputs");
+  const Params p(c.params);
+  const DType dt = p.dt("dtype");
+  const View2D& v = t[0].v;
+  const device_ref::CrossEntropyF64Problem q = device_problem(p, v, a);
   return device_ref::cross_entropy_f64_reference(q, device_ref::input_rows(t[0].ptr, v.cols, v.ld, dt),
                                                  t[1].as<int32_t>(), out[0].ref, out[0].mag, out[1].ref, out[1].mag,
                                                  ctx.stream);
@@ -334,7 +354,7 @@ OpDef make() {
   op.reference = reference;
   op.bound = bound;
   op.bound_name = "cross-entropy ceiling";
-  op.device_reference = {.when = rowwise_device_when, .compute = device_compute};
+  op.device_reference = {.when = rowwise_device_when, .prepare = device_prepare, .compute = device_compute};
   op.transform = [](const Case& c, std::vector<unsigned char*>& img) {
     if (Params(c.params).s("relation") != "shift") return false;
     shift_tensor(c, img, 0);

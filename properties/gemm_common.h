@@ -184,19 +184,4 @@ inline bool c_unread(const Params& p) {
   return p.r("beta", 0) == 0 && !p.convention(kReadsCWhenBeta0);
 }
 
-/// For prepare: fills every element of tensor t's view with NaN (C that must not be read).
-inline void fill_nan(const Case& c, std::vector<unsigned char*>& img, size_t t) {
-  const TensorDesc& d = c.tensors[t].desc;
-  const View2D v = view_of(d);
-  const size_t es = dtype_size(d.dtype);
-  for (int64_t i = 0; i < v.rows; ++i)
-    for (int64_t j = 0; j < v.cols; ++j)
-      store_as(d.dtype, std::nan(""), img[t] + static_cast<size_t>(d.offset + i * v.ld + j) * es);
-}
-
-/// For prepare: C (tensor t) filled with NaN where it must not be read.
-inline void poison_unread_c(const Case& c, std::vector<unsigned char*>& img, size_t t) {
-  if (c_unread(Params(c.params))) fill_nan(c, img, t);
-}
-
 }  // namespace assay::gemm_common

@@ -13,19 +13,26 @@
 // Tensors (properties/gemm_common.h):
 //   A [m, k] (trans_a: [k, m]), B [k, n] (trans_b: [n, k]) in params.dtype;
 //   scalars [2] fp32 = {alpha, beta}, written from params.alpha / params.beta by `prepare`
-//     (a device tensor rather than launch arguments so that the "alpha2" relation can double
-//     alpha by rewriting an input image, as it doubles C);
+//     (on the device path by the device reference's prepare; a device tensor rather than
+//     launch arguments so that the "alpha2" relation can double alpha by rewriting an input
+//     image, as it doubles C);
 //   D [m, n] kInOut in params.out_dtype: C on entry, D on exit. BLAS convention: with beta == 0
-//     C is filled with NaN by `prepare` (it must not reach D) unless the variant declares
-//     reads_c_when_beta0.
+//     C is not read (OpDef::overwrites: poisoned, no NaN may reach D and every element must be
+//     written) unless the variant declares reads_c_when_beta0.
 // Each tensor draws its own row pad (0, 1, 3, 8 elements) and leading offset (0, 1, 2 elements):
 // odd offsets and pads make the operands misaligned for 16-byte cp.async, the kernels must then
 // take their scalar path. The kernels' contracts are empty: no alignment or shape precondition,
 // k == 0 included (D = beta*C), every transpose combination.
-// Sizes: m, n in [1, 512], k in [0, 512], m n max(k, 1) <= 2^22 (the fp64 host reference stays fast).
+// Sizes: m, n in [1, 2^16], k in [0, 2^16], m n max(k, 1) <= 2^36 (the bench's 4096^3); generated
+// cases stay under 2^31 multiply-adds, as gemm's.
 //
 // Reference: double on the kernel's own rounded inputs (references/host/gemm.h), exact products,
-// with dmag = sum_p |a_ip||b_pj| and mag = |alpha| dmag + |beta||c|.
+// with dmag = sum_p |a_ip||b_pj| and mag = |alpha| dmag + |beta||c|. Above 2^22 multiply-adds
+// (gemm's kDeviceRefWork) the inputs are drawn on the device and the reference is fp64 there:
+// cuBLAS fp64 pedantic on the widened inputs and on their nominal magnitudes, then the same
+// per-element tolerance function as the host bound (references/device/gemm_f64.h,
+// gemm_f64_tol.h f64_tc_element_tol); the one difference, the overflow test's dmag taken
+// nominal, is explained at tc_finish in references/device/gemm_f64.cu.
 // Bound (per element; [FHMP] Fasi, Higham, Mikaitis, Pranesh, Numerical behavior of NVIDIA tensor
 // cores, PeerJ CS 2021; [BHM] Blanchard, Higham, Mary, SISC 2020; harness/bounds.h gemm_bounds):
 //   Products of fp16 (11-bit) or bf16 (8-bit) values are exact in fp32 (22 / 16 bits <= 24).
@@ -83,10 +90,14 @@
 #include <string>
 #include <vector>
 
+#include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include "harness/gpu/cuda_check.h"
+#include "properties/gemm.h"
 #include "properties/gemm_common.h"
 #include "properties/rowwise_values.h"
+#include "references/device/gemm_f64.h"
 #include "references/host/gemm.h"
 
 namespace assay::gemm_tc {
@@ -95,8 +106,9 @@ using rowwise::peek;
 using rowwise::poke;
 
 constexpr size_t kA = 0, kB = 1, kScalars = 2, kD = 3;  // tensor order of a case
-constexpr int64_t kMaxDim = 512;
-constexpr int64_t kMaxMacs = int64_t{1} << 22;  // the fp64 host reference stays fast
+constexpr int64_t kMaxDim = int64_t{1} << 16;
+constexpr int64_t kMaxMacs = int64_t{1} << 36;  // a hand-made case: the bench's 4096^3
+constexpr int64_t kGenMacs = int64_t{1} << 31;  // a generated case, as gemm's
 
 // ---- references and bound -----------------------------------------------------------------------------
 
@@ -163,14 +175,20 @@ OutputRef gemm_tc_reference(const TcProblem& p) {
   return out;
 }
 
-void gemm_tc_bound(const TcProblem& p, bool exact, OutputRef& out) {
-  const ElementBound bound = gemm_ceiling(gemm_tc_model(p.in, p.k, p.alpha, p.beta));
-  const double top = max_finite(p.out), top32 = 0.5 * FLT_MAX;
+device_ref::F64TcTol gemm_tc_tol(DType in, DType out, int64_t k, double alpha, double beta, bool product_to_out) {
+  device_ref::F64TcTol t;
+  t.b = gemm_ceiling(gemm_tc_model(in, k, alpha, beta));
   // A declared product_to_out order (harness/bounds.h): alpha*P rounded to the output before
   // the fp32 add of beta*C, |alpha P^| <= (1 + rel_mag) mag, plus that rounding's underflow.
-  const ElementBound prod = p.product_to_out && p.beta != 0
-                                ? product_to_out_terms(p.out, DType::kF32, 1 + bound.rel_mag)
-                                : ElementBound{};
+  if (product_to_out && beta != 0) t.prod = product_to_out_terms(out, DType::kF32, 1 + t.b.rel_mag);
+  t.top = max_finite(out);
+  t.top32 = 0.5 * FLT_MAX;
+  t.store = store_rounding_for(out);
+  return t;
+}
+
+void gemm_tc_bound(const TcProblem& p, bool exact, OutputRef& out) {
+  const device_ref::F64TcTol t = gemm_tc_tol(p.in, p.out, p.k, p.alpha, p.beta, p.product_to_out);
   const gemm_common::AlphaScaledOperands scaled(
       p.alpha, p.m, p.n, p.k,
       [&](int64_t i, int64_t q) { return p.a[p.trans_a ? q * p.lda + i : i * p.lda + q]; },
@@ -178,12 +196,8 @@ void gemm_tc_bound(const TcProblem& p, bool exact, OutputRef& out) {
   out.tol.resize(out.ref.size());
   for (size_t l = 0; l < out.ref.size(); ++l) {
     const int64_t n = std::max<int64_t>(p.n, 1), i = static_cast<int64_t>(l) / n, j = static_cast<int64_t>(l) % n;
-    const double a = std::fabs(out.ref[l]), mag = out.aux[0][l], dmag = out.aux[1][l];
-    const double e32 = bound.tol(a, mag) + prod.rel_mag * mag + prod.floor + scaled.underflow_slack(i, j);
-    const double tol = e32 + rowwise::store_rounding(a + e32, p.out);
-    out.tol[l] = a + tol >= top || mag >= top32 || dmag >= top32 || !std::isfinite(mag) || scaled.may_overflow(i, j)
-                     ? INFINITY
-                     : tol;
+    out.tol[l] = device_ref::f64_tc_element_tol(t, std::fabs(out.ref[l]), out.aux[0][l], out.aux[1][l],
+                                                scaled.underflow_slack(i, j), scaled.may_overflow(i, j));
   }
   out.exact = exact;
 }
@@ -235,13 +249,71 @@ Status bound(const Case& c, const Arithmetic& a, const std::vector<HostTensor>& 
   return ok_status();
 }
 
-/// Writes params.alpha and params.beta into the scalars tensor; C to NaN where it must not be read.
+/// Writes params.alpha and params.beta into the scalars tensor.
 void prepare(const Case& c, std::vector<unsigned char*>& img) {
   const Params p(c.params);
   const int64_t o = c.tensors[kScalars].desc.offset;
   poke(DType::kF32, img[kScalars], o, p.r("alpha", 1));
   poke(DType::kF32, img[kScalars], o + 1, p.r("beta", 0));
-  gemm_common::poison_unread_c(c, img, kD);
+}
+
+// ---- device reference -----------------------------------------------------------------------------------
+
+bool device_when(const Params& p) {
+  return p.i("m") * p.i("n") * std::max<int64_t>(p.i("k"), 1) > kDeviceRefWork;
+}
+
+/// Doubles from an operand's view pointer to the end of its allocation.
+int64_t extent_from_view(const Case& c, size_t t) {
+  return c.tensors[t].desc.extent() - c.tensors[t].desc.offset;
+}
+
+int64_t device_scratch(const Case& c) {
+  const Params p(c.params);
+  return 8 * device_ref::gemm_f64_scratch_doubles(extent_from_view(c, kA), extent_from_view(c, kB), p.i("m"),
+                                                  p.i("n"));
+}
+
+/// prepare on the device: params.alpha and params.beta into the snapshot's scalars.
+Status device_prepare(const Case& c, const std::vector<DevTensor>& t, const DeviceContext& ctx) {
+  const Params p(c.params);
+  const float s[2] = {static_cast<float>(p.r("alpha", 1)), static_cast<float>(p.r("beta", 0))};
+  CUDA_CHECK(cudaMemcpyAsync(t[kScalars].ptr, s, sizeof s, cudaMemcpyHostToDevice, ctx.stream));
+  CUDA_CHECK(cudaStreamSynchronize(ctx.stream));  // s is released on return
+  return ok_status();
+}
+
+/// D's reference and tolerance (outright, in mag) on the device; alpha and beta as the kernel
+/// reads them, from the scalars tensor (the "alpha2" relation doubles alpha there).
+Status device_compute(const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
+                      std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
+  const Params p(c.params);
+  if (t.size() != 4 || out.size() != 1 || t[kA].dtype != t[kB].dtype)
+    return invalid_argument("gemm_tc: no device reference for this case (A, B, scalars, D)");
+  if (ctx.scratch == nullptr || ctx.scratch_bytes < device_scratch(c))
+    return invalid_argument("gemm_tc: device reference scratch missing or too small");
+  float s[2] = {0, 0};
+  CUDA_CHECK(cudaMemcpyAsync(s, t[kScalars].ptr, sizeof s, cudaMemcpyDeviceToHost, ctx.stream));
+  CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+  const double alpha = s[0], beta = s[1];
+  const int64_t m = p.i("m"), n = p.i("n"), k = p.i("k");
+  const vendor::RowMajorGemm g{m, n, k, p.b("trans_a"), p.b("trans_b"), t[kA].v.ld, t[kB].v.ld, t[kD].v.ld};
+  const DType in = t[kA].dtype;
+  auto* scratch = reinterpret_cast<double*>(ctx.scratch);
+  const int64_t ea = extent_from_view(c, kA), eb = extent_from_view(c, kB);
+  double* stats = std::fabs(alpha) != 0 && std::fabs(alpha) != 1 ? device_ref::gemm_f64_stats(scratch, ea, eb) : nullptr;
+  const device_ref::F64Operands x{in, t[kA].ptr, ea, t[kB].ptr, eb, min_normal(in)};
+  ASSAY_RETURN_IF_ERROR(device_ref::gemm_f64_products(static_cast<cublasHandle_t>(ctx.cublas), ctx.stream, g, x,
+                                                      out[0].ref, out[0].mag, scratch, stats));
+  device_ref::F64TcFinish f;
+  f.m = m, f.n = n, f.alpha = alpha, f.beta = beta;
+  f.c = t[kD].ptr, f.c_type = t[kD].dtype, f.ldc = t[kD].v.ld;
+  f.stats = stats;
+  f.tol = gemm_tc_tol(in, t[kD].dtype, k, alpha, beta, a.narrow_intermediates);
+  ASSAY_RETURN_IF_ERROR(device_ref::gemm_tc_f64_finish(f, out[0].ref, out[0].mag, ctx.stream));
+  out[0].rel_out = 0, out[0].rel_mag = 1, out[0].floor = 0;
+  out[0].exact = exact_tier_case(c);
+  return ok_status();
 }
 
 // ---- properties ---------------------------------------------------------------------------------------
@@ -350,7 +422,8 @@ Status check(const Params& p) {
   return ok_status();
 }
 
-/// The exact tier, finite data for "alpha2", square "transpose" cases and k == 0 cases.
+/// The exact tier, finite data for "alpha2", square "transpose" cases, k == 0 cases, and the
+/// generated size under kGenMacs.
 void couple(nlohmann::json& p, std::vector<ValueRecipe>& r) {
   const DType in = Params(p).dt("dtype"), out = Params(p).dt("out_dtype");
   const std::string rel = Params(p).s("relation");
@@ -365,11 +438,18 @@ void couple(nlohmann::json& p, std::vector<ValueRecipe>& r) {
       }
   if (rel == "transpose") {
     int64_t m = p["m"].get<int64_t>();
-    while (m * m * m > kMaxMacs) m /= 2;
+    while (m * m * m > kGenMacs) m /= 2;
     p["m"] = p["n"] = p["k"] = m;
   } else if (rel.empty() && *gen_weighted_index({9, 1}) == 1) {
     p["k"] = 0;
   }
+  // The largest extent halved until the case is under kGenMacs multiply-adds.
+  auto at = [&](const char* key) { return p[key].get<int64_t>(); };
+  while (at("m") * at("n") * std::max<int64_t>(at("k"), 1) > kGenMacs) {
+    const char* big = at("m") >= at("n") && at("m") >= at("k") ? "m" : (at("n") >= at("k") ? "n" : "k");
+    p[big] = at(big) / 2;
+  }
+  if (p.contains("shift")) p["shift"] = std::min(p["shift"].get<int64_t>(), std::max<int64_t>(at("m") - 1, 0));
 }
 
 /// The host reference against a long-double evaluation, and the ceiling against an fp32 FMA
@@ -439,12 +519,21 @@ OpDef make() {
   op.check = check;
   op.couple = couple;
   op.prepare = prepare;
+  op.overwrites = [](const Params& p, const std::string& t) { return t == "D" && gemm_common::c_unread(p); };
   op.reference = reference;
   op.bound = bound;
   op.bound_name = "tensor-core GEMM ceiling";
   op.transform = transform;
   op.relate = relate;
   op.self_check = self_check;
+  op.device_reference = {.when = device_when,
+                         .scratch = device_scratch,
+                         .prepare = device_prepare,
+                         .compute = device_compute,
+                         .name = "device-f64"};
+  op.large = {{"m", 4096},         {"n", 4096},           {"k", 4096},      {"dtype", "bf16"},
+              {"out_dtype", "fp32"}, {"trans_a", false},  {"trans_b", false}, {"alpha", 1.0},
+              {"beta", 0.0}};
   // alpha*A*B rounded to a bf16/fp16 output before beta*C: cuBLAS's measured order. The
   // launcher hands cuBLASLt alpha and beta from the params (host pointer mode), so the alpha2
   // relation, which doubles them in the device scalars, cannot reach it: outside its contract.

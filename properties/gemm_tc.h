@@ -3,8 +3,8 @@
 // (tests/properties/gemm_tc_test.cpp, gemm_tc_gpu_test.cpp).
 //
 // Tensors, in order: A [m, k] (stored [k, m] with trans_a) and B [k, n] ([n, k] with trans_b) in
-// params.dtype; scalars fp32 [2] = {alpha, beta} (written by the op's prepare); D [m, n] in
-// params.out_dtype, kInOut: C on entry, D on exit.
+// params.dtype; scalars fp32 [2] = {alpha, beta} (written by the op's prepare, host or device);
+// D [m, n] in params.out_dtype, kInOut: C on entry, D on exit.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,7 @@
 #include "harness/case.h"
 #include "harness/op.h"
 #include "kernels/gemm/gemm_tc.h"
+#include "references/device/gemm_f64_tol.h"
 
 namespace assay::gemm_tc {
 
@@ -59,6 +60,9 @@ struct TcProblem {
 /// The reference of every element of D (dense m x n) with aux[0] = mag (nominal magnitudes:
 /// |alpha| sum nom(a) nom(b) + |beta||c|) and aux[1] = dmag = sum |a||b| (true magnitudes).
 OutputRef gemm_tc_reference(const TcProblem& p);
+/// The per-element tolerance's constants (references/device/gemm_f64_tol.h f64_tc_element_tol),
+/// one set for the host bound and the device reference.
+device_ref::F64TcTol gemm_tc_tol(DType in, DType out, int64_t k, double alpha, double beta, bool product_to_out);
 /// Fills tol from a reference of gemm_tc_reference:
 ///   tol = e32 + 0.5 ulp_out(|ref| + e32), e32 = gemm_ceiling(gemm_tc_model)(|ref|, mag);
 /// +Inf (unchecked) where an fp32 intermediate or the output may overflow; `exact`: bit for bit.

@@ -460,13 +460,25 @@ Status bound_bwd(Which w, const Case& c, const Arithmetic& a, const std::vector<
 // ---- device reference (forwards) ---------------------------------------------------------------
 // The device path is every row-wise op's (rowwise_device_when; the threshold softmax's
 // measurements chose for the same shape of work), and every case feature is supported: constant
-// rows (compute writes them into the snapshot), bias on or off, fast math, and LayerNorm's shift
-// relation (the engine runs compute again on the shifted inputs, whose constant rows stay
-// constant).
+// rows (the device prepare writes them into the snapshot), bias on or off, fast math, and
+// LayerNorm's shift relation (the engine runs compute again on a shifted copy of the prepared
+// snapshot).
 
-/// prepare's constant rows in the snapshot, then y and the saved statistics with their ceilings:
-/// the tolerance itself in mag (DeviceOutput's defaults: a bound computed outright, as the host
-/// path uploads it).
+/// prepare on the device: the constant rows of X (zero rows for RMSNorm's even constant_every),
+/// forward and backward alike.
+Status device_constant_rows(Which w, const Case& c, const std::vector<DevTensor>& t, const DeviceContext& ctx) {
+  const Params p(c.params);
+  const DType dt = p.dt("dtype");
+  if (t.empty() || !device_ref::input_rows_support(dt) || t[0].dtype != dt)
+    return invalid_argument(fmt::format("{}: no device reference for this case (fp32, fp16 or bf16 X)", c.op));
+  const View2D& v = t[0].v;
+  const int64_t every = p.i("constant_every", 0);
+  const bool rms = w == kRms || w == kRmsBwd;
+  return device_ref::norm_constant_rows(t[0].ptr, dt, v.rows, v.cols, v.ld, every, rms && every % 2 == 0, ctx.stream);
+}
+
+/// y and the saved statistics with their ceilings on the prepared X: the tolerance itself in mag
+/// (DeviceOutput's defaults: a bound computed outright, as the host path uploads it).
 Status device_compute(Which w, const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
                       std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
   const Params p(c.params);
@@ -480,9 +492,6 @@ Status device_compute(Which w, const Case& c, const Arithmetic& a, const std::ve
     return invalid_argument(fmt::format("{}: no device reference for this case (fp32, fp16 or bf16 X, gamma{})",
                                         ln ? "layernorm" : "rmsnorm", ln ? ", beta" : ""));
   const View2D& v = t[0].v;
-  const int64_t every = p.i("constant_every", 0);
-  ASSAY_RETURN_IF_ERROR(
-      device_ref::norm_constant_rows(t[0].ptr, dt, v.rows, v.cols, v.ld, every, !ln && every % 2 == 0, ctx.stream));
   device_ref::NormF64Problem q;
   q.rows = v.rows;
   q.rms = !ln;
@@ -497,15 +506,11 @@ Status device_compute(Which w, const Case& c, const Arithmetic& a, const std::ve
 }
 
 // ---- device reference (backwards) --------------------------------------------------------------
-// The same threshold as the forwards'. compute does prepare's work on the device first (constant
-// rows, then the saved statistics: the forward's device reference, stored to fp32), so a case
-// runs it once: LayerNorm's shift relation, whose transform moves the saved mean, stays on the
-// host path, as do variants that accumulate dgamma or dbeta (the engine's rule).
-bool device_when_bwd(const Params& p) {
-  return rowwise_device_when(p) && p.s("relation").empty();
-}
+// The same threshold as the forwards', relations included: LayerNorm's shift transforms a copy
+// of the prepared snapshot (x and the saved mean), as on the host path. Variants that accumulate
+// dgamma or dbeta take the host path (the engine's rule).
 
-/// The scratch compute carves: the forward's y, mean and rstd with their tolerances.
+/// The scratch device_prepare_bwd carves: the forward's y, mean and rstd with their tolerances.
 struct StatsScratch {
   double *y_ref, *y_tol, *mean_ref, *mean_tol, *rstd_ref, *rstd_tol;
   StatsScratch(ScratchCarver& s, int64_t rows, int64_t n)
@@ -520,29 +525,33 @@ int64_t device_scratch_bwd(const Case& c) {
   return count.bytes();
 }
 
-/// prepare's constant rows and saved statistics in the snapshot, then dX, dgamma (and dbeta)
-/// with their ceilings, the tolerance itself in mag.
-Status device_compute_bwd(Which w, const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
-                          std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
-  const Params p(c.params);
-  const DType dt = p.dt("dtype");
+/// The device path's inputs of a norm backward, or a clear error.
+Status device_bwd_fits(Which w, const Case& c, const std::vector<DevTensor>& t, const DeviceContext& ctx) {
+  const DType dt = Params(c.params).dt("dtype");
   const bool ln = w == kLnBwd;
   const size_t inputs = ln ? 5 : 4, outputs = ln ? 3 : 2;
-  const bool ok = device_ref::input_rows_support(dt) && t.size() == inputs + outputs && out.size() == outputs &&
-                  t[0].dtype == dt && t[1].dtype == dt && device_ref::input_rows_support(t[2].dtype) &&
-                  t[3].dtype == DType::kF32 && t[inputs - 1].dtype == DType::kF32;
+  const bool ok = device_ref::input_rows_support(dt) && t.size() == inputs + outputs && t[0].dtype == dt &&
+                  t[1].dtype == dt && device_ref::input_rows_support(t[2].dtype) && t[3].dtype == DType::kF32 &&
+                  t[inputs - 1].dtype == DType::kF32;
   if (!ok)
     return invalid_argument(fmt::format("{}: no device reference for this case (fp32, fp16 or bf16 X, dY and gamma, "
                                         "fp32 statistics)",
                                         ln ? "layernorm_bwd" : "rmsnorm_bwd"));
   if (ctx.scratch == nullptr || ctx.scratch_bytes < device_scratch_bwd(c))
     return invalid_argument("norm backward device reference: scratch missing or too small");
-  const View2D& v = t[0].v;
-  const int64_t rows = v.rows, n = v.cols, every = p.i("constant_every", 0);
+  return ok_status();
+}
+
+/// prepare (saved_stats) on the device: the constant rows, then what a correct forward saves
+/// (the forward's device reference into the scratch, stored to fp32 in the snapshot).
+Status device_prepare_bwd(Which w, const Case& c, const std::vector<DevTensor>& t, const DeviceContext& ctx) {
+  ASSAY_RETURN_IF_ERROR(device_bwd_fits(w, c, t, ctx));
+  ASSAY_RETURN_IF_ERROR(device_constant_rows(w, c, t, ctx));
+  const Params p(c.params);
+  const bool ln = w == kLnBwd;
+  const size_t inputs = ln ? 5 : 4;
+  const int64_t rows = t[0].v.rows, n = t[0].v.cols;
   const auto rows_of = [](const DevTensor& d) { return device_ref::input_rows(d.ptr, d.v.cols, d.v.ld, d.dtype); };
-  // prepare (saved_stats): constant rows, then what a correct forward saves.
-  ASSAY_RETURN_IF_ERROR(
-      device_ref::norm_constant_rows(t[0].ptr, dt, rows, n, v.ld, every, !ln && every % 2 == 0, ctx.stream));
   ScratchCarver carve(ctx.scratch);
   const StatsScratch st(carve, rows, n);
   device_ref::NormF64Problem f;
@@ -554,9 +563,21 @@ Status device_compute_bwd(Which w, const Case& c, const Arithmetic& a, const std
   ASSAY_RETURN_IF_ERROR(device_ref::norm_f64_reference(f, rows_of(t[0]), gamma, gamma, {st.y_ref, st.y_tol},
                                                        {st.mean_ref, st.mean_tol}, {st.rstd_ref, st.rstd_tol},
                                                        ctx.stream));
-  ASSAY_RETURN_IF_ERROR(device_ref::norm_saved_stats(ln ? st.mean_ref : nullptr, st.rstd_ref, rows,
-                                                     ln ? t[3].as<float>() : nullptr, t[inputs - 1].as<float>(),
-                                                     ctx.stream));
+  return device_ref::norm_saved_stats(ln ? st.mean_ref : nullptr, st.rstd_ref, rows, ln ? t[3].as<float>() : nullptr,
+                                      t[inputs - 1].as<float>(), ctx.stream);
+}
+
+/// dX, dgamma (and dbeta) with their ceilings on the inputs device_prepare_bwd prepared, the
+/// tolerance itself in mag.
+Status device_compute_bwd(Which w, const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
+                          std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
+  ASSAY_RETURN_IF_ERROR(device_bwd_fits(w, c, t, ctx));
+  const bool ln = w == kLnBwd;
+  const size_t inputs = ln ? 5 : 4, outputs = ln ? 3 : 2;
+  if (out.size() != outputs) return invalid_argument(fmt::format("{}: {} outputs expected", c.op, outputs));
+  const int64_t rows = t[0].v.rows, n = t[0].v.cols;
+  const auto rows_of = [](const DevTensor& d) { return device_ref::input_rows(d.ptr, d.v.cols, d.v.ld, d.dtype); };
+  const device_ref::InputRows gamma = rows_of(t[2]);
   const device_ref::NormBwdF64Problem q = bwd_constants(w, c, rows, n, a);
   device_ref::NormBwdF64Io io;
   io.x = rows_of(t[0]), io.dy = rows_of(t[1]), io.gamma = gamma;
@@ -675,6 +696,8 @@ OpDef make(Which w) {
       op.reference = reference_ln;
       op.bound = bound_ln;
       op.device_reference = {.when = rowwise_device_when,
+                             .prepare = [](const Case& c, const std::vector<DevTensor>& t,
+                                           const DeviceContext& ctx) { return device_constant_rows(kLn, c, t, ctx); },
                              .compute = [](const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
                                            std::vector<DeviceOutput>& o,
                                            const DeviceContext& ctx) { return device_compute(kLn, c, a, t, o, ctx); }};
@@ -688,6 +711,8 @@ OpDef make(Which w) {
       op.reference = reference_rms;
       op.bound = bound_rms;
       op.device_reference = {.when = rowwise_device_when,
+                             .prepare = [](const Case& c, const std::vector<DevTensor>& t,
+                                           const DeviceContext& ctx) { return device_constant_rows(kRms, c, t, ctx); },
                              .compute = [](const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
                                            std::vector<DeviceOutput>& o,
                                            const DeviceContext& ctx) { return device_compute(kRms, c, a, t, o, ctx); }};
@@ -701,8 +726,10 @@ OpDef make(Which w) {
       op.bound = [w](const Case& c, const Arithmetic& a, const std::vector<HostTensor>& t, std::vector<OutputRef>& o) {
         return bound_bwd(w, c, a, t, o);
       };
-      op.device_reference = {.when = device_when_bwd,
+      op.device_reference = {.when = rowwise_device_when,
                              .scratch = device_scratch_bwd,
+                             .prepare = [w](const Case& c, const std::vector<DevTensor>& t,
+                                            const DeviceContext& ctx) { return device_prepare_bwd(w, c, t, ctx); },
                              .compute = [w](const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
                                             std::vector<DeviceOutput>& o, const DeviceContext& ctx) {
                                return device_compute_bwd(w, c, a, t, o, ctx);

@@ -187,10 +187,20 @@ Status bound_fwd(const Case& c, const Arithmetic& a, const std::vector<HostTenso
 // ---- device reference ------------------------------------------------------------------------------
 // The forward takes the device path as every row-wise op does (rowwise_device_when), relations
 // included: the engine reads the device reference's values and tolerances back for rowsum, and
-// runs compute again on shift's transformed inputs.
+// runs compute again on shift's transformed copy of the prepared snapshot.
 
-/// prepare's fully masked rows in the snapshot, then y (or log y) and its ceiling: the tolerance
-/// itself in mag (DeviceOutput's defaults: a bound computed outright, as the host path uploads it).
+/// prepare on the device: the fully masked rows in the snapshot.
+Status device_prepare(const Case& c, const std::vector<DevTensor>& t, const DeviceContext& ctx) {
+  const Params p(c.params);
+  const DType dt = p.dt("dtype");
+  if (!device_ref::input_rows_support(dt) || t.size() != 2 || t[0].dtype != dt)
+    return invalid_argument("softmax: no device reference for this case (fp32, fp16 or bf16 X)");
+  const View2D& v = t[0].v;
+  return device_ref::softmax_mask_rows(t[0].ptr, dt, v.rows, v.cols, v.ld, p.i("masked_every", 0), ctx.stream);
+}
+
+/// y (or log y) and its ceiling: the tolerance itself in mag (DeviceOutput's defaults: a bound
+/// computed outright, as the host path uploads it).
 Status device_compute(const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
                       std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
   const Params p(c.params);
@@ -198,8 +208,6 @@ Status device_compute(const Case& c, const Arithmetic& a, const std::vector<DevT
   if (!device_ref::input_rows_support(dt) || t.size() != 2 || out.size() != 1 || t[0].dtype != dt)
     return invalid_argument("softmax: no device reference for this case (fp32, fp16 or bf16 X)");
   const View2D& v = t[0].v;
-  ASSAY_RETURN_IF_ERROR(
-      device_ref::softmax_mask_rows(t[0].ptr, dt, v.rows, v.cols, v.ld, p.i("masked_every", 0), ctx.stream));
   const bool log = p.b("log");
   const SoftmaxModel m = model_of(dt, v.cols, a);
   device_ref::SoftmaxF64Problem q;
@@ -274,14 +282,30 @@ Status bound_bwd(const Case& c, const Arithmetic& a, const std::vector<HostTenso
   return ok_status();
 }
 
-/// The backward on the device from the same threshold: prepare_bwd's saved output first (the
-/// drawn logits turned into a (log-)softmax rounded into the dtype, in the snapshot every launch
-/// restores from, with dX's buffers as its scratch), then dx and its ceiling. Not for a relation
-/// case: compute prepares Y in place, so it must run once per draw, and shift's transformed
-/// inputs would be prepared a second time.
-bool device_when_bwd(const Params& p) {
-  return rowwise_device_when(p) && p.s("relation").empty();
+/// The backward on the device from the same threshold, relations included (shift transforms
+/// copies of the prepared snapshot, as on the host path).
+int64_t device_scratch_bwd(const Case& c) {
+  const View2D v = view_of(c.tensors[0].desc);
+  return 16 * v.rows * v.cols;
 }
+
+/// prepare_bwd on the device: the drawn logits turned into the saved (log-)softmax rounded into
+/// the dtype, in the snapshot every launch restores from; two doubles per element of scratch.
+/// Once per draw: a second call would take the saved output for logits.
+Status device_prepare_bwd(const Case& c, const std::vector<DevTensor>& t, const DeviceContext& ctx) {
+  const Params p(c.params);
+  const DType dt = p.dt("dtype");
+  if (!device_ref::input_rows_support(dt) || t.size() != 3 || t[0].dtype != dt)
+    return invalid_argument("softmax_bwd: no device reference for this case (fp32, fp16 or bf16 Y and dY)");
+  const View2D& yv = t[0].v;
+  if (ctx.scratch == nullptr || ctx.scratch_bytes < 16 * yv.rows * yv.cols)
+    return invalid_argument("softmax_bwd: device reference scratch missing or too small");
+  auto* scratch = reinterpret_cast<double*>(ctx.scratch);
+  return device_ref::softmax_prepare_saved(p.b("log"), t[0].ptr, dt, yv.rows, yv.cols, yv.ld, scratch,
+                                           scratch + yv.rows * yv.cols, ctx.stream);
+}
+
+/// dx and its ceiling on the saved output device_prepare_bwd left.
 
 Status device_compute_bwd(const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
                           std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
@@ -292,8 +316,6 @@ Status device_compute_bwd(const Case& c, const Arithmetic& a, const std::vector<
     return invalid_argument("softmax_bwd: no device reference for this case (fp32, fp16 or bf16 Y and dY)");
   const View2D &yv = t[0].v, &gv = t[1].v;
   const bool log = p.b("log");
-  ASSAY_RETURN_IF_ERROR(device_ref::softmax_prepare_saved(log, t[0].ptr, dt, yv.rows, yv.cols, yv.ld, out[0].ref,
-                                                          out[0].mag, ctx.stream));
   const BwdCoeffs k = bwd_coeffs(yv.cols, log, a.fast_math);
   device_ref::SoftmaxBwdF64Problem q;
   q.rows = yv.rows, q.n = yv.cols, q.log = log, q.g = k.g, q.fl = k.fl;
@@ -390,7 +412,7 @@ OpDef make(bool fwd) {
     op.reference = reference_fwd;
     op.bound = bound_fwd;
     op.bound_name = "softmax ceiling";
-    op.device_reference = {.when = rowwise_device_when, .compute = device_compute};
+    op.device_reference = {.when = rowwise_device_when, .prepare = device_prepare, .compute = device_compute};
     op.properties = rowsum;
     op.transform = [](const Case& c, std::vector<unsigned char*>& img) {
       if (Params(c.params).s("relation") != "shift") return false;
@@ -428,7 +450,10 @@ OpDef make(bool fwd) {
     op.reference = reference_bwd;
     op.bound = bound_bwd;
     op.bound_name = "softmax-backward ceiling";
-    op.device_reference = {.when = device_when_bwd, .compute = device_compute_bwd};
+    op.device_reference = {.when = rowwise_device_when,
+                           .scratch = device_scratch_bwd,
+                           .prepare = device_prepare_bwd,
+                           .compute = device_compute_bwd};
     op.transform = [](const Case& c, std::vector<unsigned char*>& img) {
       // dx is invariant to adding a constant to dy for softmax (sum y = 1), not for log-softmax.
       if (Params(c.params).s("relation") != "shift" || Params(c.params).b("log")) return false;

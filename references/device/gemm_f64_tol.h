@@ -1,9 +1,9 @@
 // The tolerances of the GEMM-family device references (gemm_f64_batch.cu: gemm_batched,
-// gemm_fp8, gemm_int8), one output element each, as ASSAY_HD functions: the kernels loop over
-// them, and the host bounds (properties/gemm_batched.cpp, gemm_quant.cpp) and a CPU test run
-// the very same functions, so a device tolerance has the host's bits. The formulas are derived
-// in the ops' headers; dot_element_tol and int8_dequant_tol live in harness/bound_core.h. No
-// CUDA header.
+// gemm_fp8, gemm_int8; gemm_f64.cu: gemm_tc), one output element each, as ASSAY_HD functions:
+// the kernels loop over them, and the host bounds (properties/gemm_batched.cpp, gemm_quant.cpp,
+// gemm_tc.cpp) and a CPU test run the very same functions, so a device tolerance has the host's
+// bits. The formulas are derived in the ops' headers; dot_element_tol and int8_dequant_tol live
+// in harness/bound_core.h. No CUDA header.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +44,26 @@ inline std::vector<double> f64_dot_tolerances(const F64DotTol& t, const std::vec
     f64_dot_tol_element(t, &r, &mag[l]);
   }
   return mag;
+}
+
+/// gemm_tc's D (properties/gemm_tc.cpp derives it): the fp32 ceiling e32 = b(|ref|, mag), plus a
+/// declared product_to_out order's terms `prod` and the alpha-scaled operand slack, then the
+/// store's rounding at |ref| + e32. +Inf (unchecked) where the output may overflow (|ref| + tol
+/// reaches `top`), or an fp32 partial sum may (mag or dmag, the magnitude without alpha and
+/// beta, reaches `top32`), where mag is not finite, or where alpha scales an operand to FLT_MAX.
+struct F64TcTol {
+  ElementBound b, prod;
+  double top = HUGE_VAL;    ///< the output's largest finite value
+  double top32 = HUGE_VAL;  ///< half of fp32's largest
+  StoreRounding store;
+};
+
+ASSAY_HD inline double f64_tc_element_tol(const F64TcTol& t, double ref_abs, double mag, double dmag, double slack,
+                                          bool may_overflow) {
+  const double e32 = t.b.tol(ref_abs, mag) + t.prod.rel_mag * mag + t.prod.floor + slack;
+  const double tol = e32 + t.store(ref_abs + e32);
+  return ref_abs + tol >= t.top || mag >= t.top32 || dmag >= t.top32 || !finite_hd(mag) || may_overflow ? HUGE_VAL
+                                                                                                      : tol;
 }
 
 /// gemm_int8's dequantised output D = sa[i] sw[j] acc + bias[j] from the exact accumulator:

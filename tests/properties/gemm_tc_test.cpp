@@ -17,9 +17,10 @@
 #include "harness/dtype.h"
 #include "harness/executor.h"
 #include "harness/op_model.h"
-#include "properties/gemm_common.h"
 #include "harness/spec.h"
 #include "harness/values.h"
+#include "properties/gemm.h"
+#include "properties/gemm_common.h"
 #include "properties/gemm_tc.h"
 #include "tests/properties/model_host.h"
 
@@ -42,7 +43,7 @@ TEST(GemmTcGen, CasesValidateAndCoverShapesDtypesRelations) {
   const GenPlan plan{5, GenConfig{512}};
   std::set<std::string> ins, outs, relations, transposes;
   bool k0 = false, nan_c = false, exact = false, padded = false, offset = false, m_tail = false, multi_tile = false,
-       k_tail = false, one = false, beta_nonzero = false;
+       k_tail = false, one = false, beta_nonzero = false, large = false;
   for (int64_t i = 0; i < 600; ++i) {
     const Case c = generate_case(spec(), plan, i);
     ASSERT_TRUE(spec().validate(c).ok()) << c.summary() << ": " << spec().validate(c).message();
@@ -52,7 +53,7 @@ TEST(GemmTcGen, CasesValidateAndCoverShapesDtypesRelations) {
     relations.insert(c.params.value("relation", std::string("none")));
     transposes.insert(std::to_string(c.params.value("trans_a", false)) + std::to_string(c.params.value("trans_b", false)));
     k0 |= k == 0;
-    nan_c |= c.params["beta"].get<double>() == 0;  // C poisoned by prepare (the BLAS convention)
+    nan_c |= c.params["beta"].get<double>() == 0;  // C poisoned as an output (the BLAS convention)
     exact |= gemm_tc::exact_tier_case(c) && k > 0;
     for (const auto& t : c.tensors) {
       if (t.desc.rank() == 2) padded |= t.desc.strides[0] > std::max<int64_t>(t.desc.shape[1], 1);
@@ -66,7 +67,8 @@ TEST(GemmTcGen, CasesValidateAndCoverShapesDtypesRelations) {
     if (c.params.value("relation", std::string()) == "transpose") {
       EXPECT_TRUE(m == n && n == k) << c.summary();
     }
-    EXPECT_LE(m * n * std::max<int64_t>(k, 1), int64_t{1} << 22);
+    EXPECT_LE(m * n * std::max<int64_t>(k, 1), int64_t{1} << 31);
+    large |= m * n * std::max<int64_t>(k, 1) > kDeviceRefWork;
     auto back = Case::from_json(c.to_json());
     ASSERT_TRUE(back.ok());
     EXPECT_EQ(back->id(), c.id());
@@ -82,6 +84,7 @@ TEST(GemmTcGen, CasesValidateAndCoverShapesDtypesRelations) {
   EXPECT_EQ(transposes.size(), 4u);
   EXPECT_TRUE(k0 && nan_c && exact && padded && offset && beta_nonzero);
   EXPECT_TRUE(m_tail && multi_tile && k_tail && one);
+  EXPECT_TRUE(large) << "no case for the device reference";
 }
 
 TEST(GemmTcGen, ShrinkReachesTheSmallestShape) {

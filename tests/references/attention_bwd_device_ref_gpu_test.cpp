@@ -219,6 +219,8 @@ void check_case(const OpDef& op, const Case& c, const Contract& k, BwdStats& st)
   ctx.scratch_bytes = op.device_reference.scratch(c);
   ASSERT_EQ(cudaMalloc(&scratch, static_cast<size_t>(ctx.scratch_bytes)), cudaSuccess);
   ctx.scratch = scratch;
+  const Status prep = op.device_reference.prepare(c, in, ctx);
+  ASSERT_TRUE(prep.ok()) << c.summary() << ": " << prep.message();
   const Status s = op.device_reference.compute(c, k.arithmetic(), in, douts, ctx);
   ASSERT_TRUE(s.ok()) << c.summary() << ": " << s.message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.summary();

@@ -228,6 +228,14 @@ inline void check_device_reference(const OpDef& op, const Case& c, const Contrac
     ASSERT_EQ(cudaMalloc(&ctx.scratch, static_cast<size_t>(ctx.scratch_bytes)), cudaSuccess);
     b.dev.push_back(ctx.scratch);  // freed with the inputs
   }
+  // The host images are prepared already, and the device prepare runs on them again: the ops
+  // compared through here prepare idempotently (masked or constant rows, targets, statistics
+  // recomputed from the same X); those that do not (softmax_bwd, attention_bwd) have tests that
+  // start from unprepared images.
+  if (op.device_reference.prepare) {
+    const Status p = op.device_reference.prepare(h.c, in, ctx);
+    ASSERT_TRUE(p.ok()) << c.summary() << ": " << p.message();
+  }
   const Status s = op.device_reference.compute(h.c, k.arithmetic(), in, b.douts, ctx);
   ASSERT_TRUE(s.ok()) << c.summary() << ": " << s.message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.summary();

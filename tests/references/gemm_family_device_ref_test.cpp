@@ -1,6 +1,7 @@
 // The device references of gemm_batched, gemm_int8 and gemm_fp8 (references/device/
 // gemm_f64_batch.cu: one strided problem per case, then the tolerance pass of gemm_f64_tol.h;
-// OpDef::device_reference of properties/gemm_batched.cpp and gemm_quant.cpp).
+// OpDef::device_reference of properties/gemm_batched.cpp and gemm_quant.cpp), and gemm_tc's
+// (references/device/gemm_f64.cu, properties/gemm_tc.cpp) at the end.
 //
 // On the CPU: the element functions the kernels loop over, run over the engine's own images
 // (padded rows, offsets, broadcast A, transposes, C poisoned where beta == 0, NaN-injected e4m3)
@@ -15,6 +16,7 @@
 // device-path relations, and the planted bugs of tests/mutants/ in their own suites).
 #include <gtest/gtest.h>
 
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -323,6 +325,92 @@ TEST(GemmFamilyDeviceRefGpu, RelationsRunOnTheDevicePathAsOnTheHost) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, GemmFamilyDeviceRefGpu, ::testing::Values("gemm_batched", "gemm_int8", "gemm_fp8"));
+
+// ---- gemm_tc (references/device/gemm_f64.cu: cuBLAS fp64 products, then tc_finish) ---------------------
+
+/// Generated gemm_tc cases the device path takes (above 2^22 multiply-adds: extents to 256 reach
+/// 2^24), relations and every dtype pair among them.
+std::vector<Case> tc_cases(int want, uint64_t seed) {
+  return test_util::device_path_cases("gemm_tc", want, seed, 256, 400 * int64_t{want});
+}
+
+TEST(GemmTcDeviceRef, TakesCasesAboveGemmsThreshold) {
+  const OpDef& op = test_util::model_op("gemm_tc");
+  nlohmann::json p = {{"m", 256}, {"n", 128}, {"k", 128}, {"dtype", "bf16"}, {"out_dtype", "fp32"}};
+  EXPECT_FALSE(op.device_reference.when(Params(p))) << "2^22 multiply-adds stay on the host";
+  p["k"] = 129;
+  EXPECT_TRUE(op.device_reference.when(Params(p)));
+  p["relation"] = "alpha2";
+  EXPECT_TRUE(op.device_reference.when(Params(p))) << "a relation runs on the device path too";
+  p.erase("relation");
+  p["k"] = 0, p["m"] = 4096, p["n"] = 2048;
+  EXPECT_TRUE(op.device_reference.when(Params(p))) << "k == 0 counts as k == 1, as gemm's";
+}
+
+// Both references on the same images. They sum in different orders, so ref may differ by each
+// one's fp64 error, (k + 2) 2^-53 mag at most (mag: |alpha| sum nom|a||b| + |beta||c|, at least
+// the true magnitude); the tolerance is the same function of slightly different inputs.
+TEST(GemmTcDeviceRefGpu, MatchesTheHostReferenceAndBound) {
+  auto nd = gpu::device_count();
+  if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
+  const OpDef& op = test_util::model_op("gemm_tc");
+  const std::vector<Case> cases = tc_cases(40, 31);
+  ASSERT_GE(cases.size(), 30u);
+  const test_util::RefScale mag = [](size_t o, size_t l, const std::vector<OutputRef>& h) {
+    return h[o].aux[0][l] + DBL_MIN;
+  };
+  test_util::DeviceRefStats st;
+  int64_t by_in[2] = {0, 0}, relations = 0, alpha_rule = 0, beta0 = 0;
+  for (const Case& c : cases) {
+    const Params p(c.params);
+    for (const auto& [what, k] : {std::pair<const char*, Contract>{"plain", Contract()},
+                                  std::pair<const char*, Contract>{"narrow", Contract().narrow_intermediates()}}) {
+      ASSERT_NO_FATAL_FAILURE(test_util::check_device_reference(op, c, k, static_cast<double>(p.i("k") + 2), mag,
+                                                                1e-9, st))
+          << what;
+      if (HasFailure()) break;
+    }
+    if (HasFailure()) break;
+    ++by_in[p.dt("dtype") == DType::kBF16 ? 1 : 0];
+    relations += p.s("relation").empty() ? 0 : 1;
+    alpha_rule += std::fabs(p.r("alpha", 1)) != 1 && p.r("alpha", 1) != 0 ? 1 : 0;
+    beta0 += p.r("beta", 0) == 0 ? 1 : 0;
+  }
+  EXPECT_GT(by_in[0], 0) << "no fp16 case";
+  EXPECT_GT(by_in[1], 0) << "no bf16 case";
+  EXPECT_GT(alpha_rule, 0) << "no case with the alpha-scaled operand rule";
+  std::printf("[ measured ] %s; fp16 %lld, bf16 %lld cases, %lld with a relation, %lld with |alpha| not 0 or 1, %lld "
+              "with beta 0\n",
+              st.summary("gemm_tc").c_str(), static_cast<long long>(by_in[0]), static_cast<long long>(by_in[1]),
+              static_cast<long long>(relations), static_cast<long long>(alpha_rule), static_cast<long long>(beta0));
+}
+
+// The engine on device-path cases: the device prepare writes the scalars the kernels read, the
+// relations run on the transformed snapshot, and both kernels pass; then two planted bugs are
+// caught there: the k tail left unzeroed, and C read when beta == 0 (the poison of the
+// overwritten D must reach the output).
+TEST(GemmTcDeviceRefGpu, EngineTakesTheDevicePathAndCatchesPlantedBugs) {
+  auto nd = gpu::device_count();
+  if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
+  const OpDef& op = test_util::model_op("gemm_tc");
+  const std::vector<Case> cases = tc_cases(40, 32);
+  ASSERT_GE(cases.size(), 30u);
+  test_util::expect_engine_device_path(op, {find_variant("gemm_tc", "wmma"), find_variant("gemm_tc", "mma")}, cases,
+                                       60);
+  auto lane = gpu::Lane::create(0);
+  ASSERT_TRUE(lane.ok()) << lane.status().message();
+  std::vector<Case> k_tail, beta0;
+  for (const Case& c : cases) {
+    const Params p(c.params);
+    if (p.i("k") % 32 != 0) k_tail.push_back(c);
+    if (p.r("beta", 0) == 0) beta0.push_back(c);
+  }
+  ASSERT_FALSE(k_tail.empty());
+  ASSERT_FALSE(beta0.empty());
+  EXPECT_GT(test_util::run_on_device_path(op, "mutant_tc_mma_k_tail", k_tail, **lane).second, 0);
+  const auto [ran, failed] = test_util::run_on_device_path(op, "mutant_tc_mma_beta0_reads_c", beta0, **lane);
+  EXPECT_EQ(failed, ran) << "every beta == 0 case reads the poison";
+}
 
 }  // namespace
 }  // namespace assay

@@ -59,9 +59,10 @@ TEST(NormsBwdDeviceRefGpu, MatchesTheHostReferenceAndBound) {
   }
 }
 
-// compute writes prepare's work into the snapshot (constant rows, then the saved statistics as
-// a correct forward stores them): from images drawn but not prepared, the device's X, mean and
-// rstd must be the host prepare's, bit for bit.
+// The device prepare writes prepare's work into the snapshot (constant rows, then the saved
+// statistics as a correct forward stores them): from images drawn but not prepared, the device's
+// X, mean and rstd must be the host prepare's, bit for bit, after compute too (which must leave
+// the inputs as they are).
 TEST(NormsBwdDeviceRefGpu, SavedStatisticsOnTheDeviceAreThePrepares) {
   auto nd = gpu::device_count();
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
@@ -79,8 +80,9 @@ TEST(NormsBwdDeviceRefGpu, SavedStatisticsOnTheDeviceAreThePrepares) {
       ctx.scratch_bytes = op.device_reference.scratch(c);
       ASSERT_EQ(cudaMalloc(&ctx.scratch, static_cast<size_t>(ctx.scratch_bytes)), cudaSuccess);
       b.dev.push_back(ctx.scratch);
-      const Status s = op.device_reference.compute(c, Arithmetic(), b.in, b.douts, ctx);
+      const Status s = op.device_reference.prepare(c, b.in, ctx);
       ASSERT_TRUE(s.ok()) << c.summary() << ": " << s.message();
+      ASSERT_TRUE(op.device_reference.compute(c, Arithmetic(), b.in, b.douts, ctx).ok()) << c.summary();
       // X, then the statistics: LayerNorm's mean and rstd, RMSNorm's rstd.
       const std::vector<size_t> prepared =
           std::string(name) == "layernorm_bwd" ? std::vector<size_t>{0, 3, 4} : std::vector<size_t>{0, 3};

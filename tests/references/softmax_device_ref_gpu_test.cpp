@@ -119,7 +119,7 @@ TEST(SoftmaxDeviceRefGpu, PlantedBugsAreCaughtOnTheDevicePath) {
   }
 }
 
-// The backward: compute prepares the saved output itself (the drawn logits turned into a
+// The backward: the device prepare makes the saved output (the drawn logits turned into a
 // (log-)softmax and rounded into the dtype, in place), so the comparison starts from the drawn,
 // unprepared inputs: the device-prepared Y against the host prepare's (the same bytes, or where
 // the two fp64 softmaxes straddle a rounding boundary of the dtype, one unit in the last place
@@ -154,7 +154,13 @@ TEST(SoftmaxDeviceRefGpu, BackwardPreparesAndMatchesTheHostReferenceAndBound) {
       test_util::DeviceRefBuffers b;
       ASSERT_NO_FATAL_FAILURE(test_util::upload_for_device_ref(c, drawn, {2}, b));
       const size_t n = static_cast<size_t>(b.douts[0].rows * b.douts[0].cols);
-      const Status s = op.device_reference.compute(c, k.arithmetic(), b.in, b.douts, DeviceContext{});
+      DeviceContext ctx;
+      ctx.scratch_bytes = op.device_reference.scratch(c);
+      ASSERT_EQ(cudaMalloc(&ctx.scratch, static_cast<size_t>(ctx.scratch_bytes)), cudaSuccess);
+      b.dev.push_back(ctx.scratch);  // freed with the inputs
+      const Status p = op.device_reference.prepare(c, b.in, ctx);
+      ASSERT_TRUE(p.ok()) << c.summary() << ": " << p.message();
+      const Status s = op.device_reference.compute(c, k.arithmetic(), b.in, b.douts, ctx);
       ASSERT_TRUE(s.ok()) << c.summary() << ": " << s.message();
       std::vector<double> dr(2 * n);
       ASSERT_EQ(cudaMemcpy(dr.data(), b.douts[0].ref, sizeof(double) * 2 * n, cudaMemcpyDeviceToHost), cudaSuccess);
@@ -222,9 +228,9 @@ TEST(SoftmaxDeviceRefGpu, BackwardPlantedBugIsCaughtOnTheDevicePath) {
   EXPECT_GT(failed, ran / 2) << "mutant_softmax_bwd_no_sum passed " << ran - failed << " of " << ran;
 }
 
-// Cross-entropy: the host-prepared images go up and compute prepares them again (idempotent:
-// folded targets stay, ignored rows are reset, -inf logits stay -inf), then loss and dlogits with
-// their ceilings against the host's, under the default and the fast-math contract.
+// Cross-entropy: the host-prepared images go up and the device prepare runs on them again
+// (idempotent: folded targets stay, ignored rows are reset, -inf logits stay -inf), then loss and
+// dlogits with their ceilings against the host's, under the default and the fast-math contract.
 TEST(SoftmaxDeviceRefGpu, CrossEntropyMatchesTheHostReferenceAndBound) {
   auto nd = gpu::device_count();
   if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
