@@ -292,6 +292,7 @@ Status device_compute(const Case& c, const Arithmetic& a, const std::vector<DevT
     return invalid_argument("gemm_tc: no device reference for this case (A, B, scalars, D)");
   if (ctx.scratch == nullptr || ctx.scratch_bytes < device_scratch(c))
     return invalid_argument("gemm_tc: device reference scratch missing or too small");
+  if (ctx.cublas == nullptr) return invalid_argument("gemm_tc: the device reference needs a cuBLAS handle");
   float s[2] = {0, 0};
   CUDA_CHECK(cudaMemcpyAsync(s, t[kScalars].ptr, sizeof s, cudaMemcpyDeviceToHost, ctx.stream));
   CUDA_CHECK(cudaStreamSynchronize(ctx.stream));

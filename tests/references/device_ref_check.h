@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -223,6 +224,12 @@ inline void check_device_reference(const OpDef& op, const Case& c, const Contrac
   const std::vector<DevTensor>& in = b.in;
   const std::vector<DeviceOutput>& douts = b.douts;
   DeviceContext ctx;
+  // A cuBLAS handle as the lane gives one (gemm_tc's products run through cuBLAS fp64): one per
+  // thread, kept for the process.
+  thread_local cublasHandle_t handle = nullptr;
+  if (handle == nullptr) ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasSetStream(handle, nullptr), CUBLAS_STATUS_SUCCESS);
+  ctx.cublas = handle;
   ctx.scratch_bytes = op.device_reference.scratch ? op.device_reference.scratch(h.c) : 0;
   if (ctx.scratch_bytes > 0) {
     ASSERT_EQ(cudaMalloc(&ctx.scratch, static_cast<size_t>(ctx.scratch_bytes)), cudaSuccess);
