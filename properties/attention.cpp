@@ -585,6 +585,11 @@ bool device_when(const Params& p) {
   return d.B * d.H * d.Sq * d.Sk * d.D >= kDeviceRefWork;
 }
 
+/// A device tensor's rows as the device references read them.
+device_ref::InputRows dev_rows(const DevTensor& x) {
+  return device_ref::input_rows(x.ptr, x.v.cols, x.v.ld, x.dtype);
+}
+
 /// prepare_fwd on the device: the fully masked rows, in the snapshot every launch restores from.
 Status device_prepare_fwd(const Case& c, const std::vector<DevTensor>& t, const DeviceContext& ctx) {
   const Params prm(c.params);
@@ -606,9 +611,8 @@ Status device_compute_fwd(const Case& c, const Arithmetic& a, const std::vector<
       t[1].dtype != d.dt || t[2].dtype != d.dt || t[3].dtype != DType::kF32)
     return invalid_argument("attention: no device reference for this case (Q, K, V in fp32, fp16 or bf16, M fp32)");
   const device_ref::AttentionF64Problem p = attention_fwd_problem(d, a);
-  const auto rows = [](const DevTensor& x) { return device_ref::input_rows(x.ptr, x.v.cols, x.v.ld, x.dtype); };
   device_ref::AttentionF64Io io;
-  io.q = rows(t[0]), io.k = rows(t[1]), io.v = rows(t[2]), io.mask = rows(t[3]);
+  io.q = dev_rows(t[0]), io.k = dev_rows(t[1]), io.v = dev_rows(t[2]), io.mask = dev_rows(t[3]);
   io.o_ref = out[0].ref, io.o_tol = out[0].mag, io.lse_ref = out[1].ref, io.lse_tol = out[1].mag;
   return device_ref::attention_fwd_f64_reference(p, io, ctx.stream);
 }
@@ -684,32 +688,45 @@ Status device_bwd_fits(const Case& c, const std::vector<DevTensor>& t, const Dev
   return ok_status();
 }
 
+/// What device_prepare_bwd and device_compute_bwd share: the case's dimensions and the scratch
+/// carved as device_scratch_bwd counted it.
+struct BwdDevice {
+  AttnDims d;
+  device_ref::AttentionBwdF64Io io;
+  device_ref::AttentionF64Io fio;
+  GradScratch g;
+};
+
+StatusOr<BwdDevice> bwd_device(const Case& c, const std::vector<DevTensor>& t, const DeviceContext& ctx) {
+  ASSAY_RETURN_IF_ERROR(device_bwd_fits(c, t, ctx));
+  BwdDevice b;
+  b.d = dims_of(Params(c.params));
+  ScratchCarver scratch(ctx.scratch);
+  bwd_case_layout(c, b.d, scratch, b.io, b.fio, &b.g);
+  return b;
+}
+
 /// prepare_bwd on the device: the fully masked rows, then O and LSE by the forward's device
 /// reference (the host's fwd_ref, step for step) into the scratch, and the prepared O, LSE and dO
 /// written into the snapshot, as prepare_bwd writes the host images. Once per draw: a second call
 /// would scale dO's rows again.
 Status device_prepare_bwd(const Case& c, const std::vector<DevTensor>& t, const DeviceContext& ctx) {
-  ASSAY_RETURN_IF_ERROR(device_bwd_fits(c, t, ctx));
+  ASSAY_ASSIGN_OR_RETURN(BwdDevice b, bwd_device(c, t, ctx));
   const Params prm(c.params);
-  const AttnDims d = dims_of(prm);
-  const auto rows = [](const DevTensor& x) { return device_ref::input_rows(x.ptr, x.v.cols, x.v.ld, x.dtype); };
-  ScratchCarver scratch(ctx.scratch);
-  device_ref::AttentionBwdF64Io io;
-  device_ref::AttentionF64Io fio;
-  GradScratch g;
-  bwd_case_layout(c, d, scratch, io, fio, &g);
+  const AttnDims& d = b.d;
+  device_ref::AttentionF64Io& fio = b.fio;
   if (d.has_mask)
     ASSAY_RETURN_IF_ERROR(device_ref::attention_mask_rows(t[6].as<float>(), t[6].v.rows, t[6].v.cols, t[6].v.ld,
                                                           prm.i("masked_every", 0), ctx.stream));
   // O and LSE only: no tolerance is read.
   const device_ref::AttentionF64Problem f = attention_fwd_problem(d, Arithmetic{});
-  fio.q = rows(t[0]), fio.k = rows(t[1]), fio.v = rows(t[2]), fio.mask = rows(t[6]);
+  fio.q = dev_rows(t[0]), fio.k = dev_rows(t[1]), fio.v = dev_rows(t[2]), fio.mask = dev_rows(t[6]);
   ASSAY_RETURN_IF_ERROR(device_ref::attention_fwd_f64_reference(f, fio, ctx.stream));
   device_ref::AttentionBwdPrepareIo pio;
   pio.o_ref = fio.o_ref, pio.lse_ref = fio.lse_ref;
-  pio.o = t[3].ptr, pio.o_ld = t[3].v.ld, pio.o_type = rows(t[3]).type;
+  pio.o = t[3].ptr, pio.o_ld = t[3].v.ld, pio.o_type = dev_rows(t[3]).type;
   pio.lse = t[5].as<float>();
-  pio.dout = t[4].ptr, pio.do_ld = t[4].v.ld, pio.do_type = rows(t[4]).type;
+  pio.dout = t[4].ptr, pio.do_ld = t[4].v.ld, pio.do_type = dev_rows(t[4]).type;
   pio.do_row_scale = prm.b("do_row_scale");
   pio.rows = attention_bwd_problem(d, false).rows(), pio.D = d.D;
   return device_ref::attention_bwd_f64_prepare(pio, ctx.stream);
@@ -720,21 +737,18 @@ Status device_prepare_bwd(const Case& c, const std::vector<DevTensor>& t, const 
 /// case then leaves the relation's J u and exact-O gradients in the scratch (GradScratch).
 Status device_compute_bwd(const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
                           std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
-  ASSAY_RETURN_IF_ERROR(device_bwd_fits(c, t, ctx));
   if (out.size() != 3) return invalid_argument("attention_bwd: the device reference has three outputs");
-  const Params prm(c.params);
-  const AttnDims d = dims_of(prm);
+  ASSAY_ASSIGN_OR_RETURN(BwdDevice b, bwd_device(c, t, ctx));
+  const AttnDims& d = b.d;
+  device_ref::AttentionBwdF64Io& io = b.io;
+  const device_ref::AttentionF64Io& fio = b.fio;
+  GradScratch& g = b.g;
   const device_ref::AttentionBwdF64Problem p = attention_bwd_problem(d, a.fast_math);
-  const auto rows = [](const DevTensor& x) { return device_ref::input_rows(x.ptr, x.v.cols, x.v.ld, x.dtype); };
-  ScratchCarver scratch(ctx.scratch);
-  device_ref::AttentionBwdF64Io io;
-  device_ref::AttentionF64Io fio;
-  GradScratch g;
-  bwd_case_layout(c, d, scratch, io, fio, &g);
   const device_ref::AttentionF64Problem f = attention_fwd_problem(d, Arithmetic{});
   // The backward on the prepared inputs.
-  io.q = rows(t[0]), io.k = rows(t[1]), io.v = rows(t[2]), io.o = rows(t[3]), io.dout = rows(t[4]);
-  io.lse = rows(t[5]), io.mask = rows(t[6]);
+  io.q = dev_rows(t[0]), io.k = dev_rows(t[1]), io.v = dev_rows(t[2]), io.o = dev_rows(t[3]);
+  io.dout = dev_rows(t[4]);
+  io.lse = dev_rows(t[5]), io.mask = dev_rows(t[6]);
   io.dq_ref = out[0].ref, io.dq_tol = out[0].mag;
   io.dk_ref = out[1].ref, io.dk_tol = out[1].mag;
   io.dv_ref = out[2].ref, io.dv_tol = out[2].mag;
