@@ -71,8 +71,13 @@
 //      perturbations, so it is exactly 0 at the point) against sum u . (dA, dB - prefill, dbias -
 //      prefill) of the kernel (properties/gradcheck_relation.h). ReLU: F uses the linear piece at Z
 //      (1[Z > 0] (Z + ...)): differences across the kink say nothing.
-// Generator: m, n 1..80 (edges around 32), k 0..160 (k = 0 in 1/12 of the cases: Y = act(bias)), at
-// most 2^20 multiply-adds (2^14 with "gradcheck"), both transposes, three dtypes, three acts, value
+// References: fp64 on the host; the forward's cases above 2^22 multiply-adds (gemm's kDeviceRefWork)
+// draw their inputs on the device and take the fp64 reference there (cuBLAS fp64 on the widened
+// inputs, then Z, Y and both tolerances per element through gemm_f64_tol.h f64_epi_element_tol,
+// the function forward_bound runs on the host; references/device/gemm_f64.h).
+// Generator: forward m, n, k up to --max-dim (edges around 32; under 2^31 multiply-adds; a
+// hand-made case up to 2^16 per extent and 2^36 in all); backward m, n 1..80, k 0..160, at most
+// 2^20 multiply-adds (2^14 with "gradcheck"); k = 0 in 1/12 of the cases (Y = act(bias)), both transposes, three dtypes, three acts, value
 // classes normal / uniform / same-sign / small-int / log-uniform (exponents clamped to [-12, 12]); all
 // inputs small-int in a quarter of the cases (the exact tier; Z then holds exact zeros, where relu' =
 // 0); no NaN/Inf injection (the spec declares finite inputs). The declared ranges are the valid ones.
@@ -85,12 +90,15 @@
 #include <string>
 #include <vector>
 
+#include <cublas_v2.h>
 #include <fmt/format.h>
 
 #include "harness/bounds.h"
+#include "properties/gemm.h"
 #include "properties/gemm_common.h"
 #include "properties/gradcheck_relation.h"
 #include "properties/rowwise_values.h"
+#include "references/device/gemm_f64.h"
 
 namespace assay::epilogue {
 
@@ -147,8 +155,7 @@ constexpr double kF32Floor = 4 * 0x1p-149;  // a few fp32 subnormal spacings
 
 /// Stored value's tolerance: e (fp32 result's error) + half an ulp of dt at |ref| + e; +Inf at overflow.
 double stored(double ref_abs, double e, DType dt) {
-  const double tol = e + rowwise::store_rounding(ref_abs + e, dt);
-  return ref_abs + tol >= max_finite(dt) ? INFINITY : tol;
+  return device_ref::f64_stored_tol(ref_abs, e, store_rounding_for(dt), max_finite(dt));
 }
 
 GemmBoundModel model(DType in, int64_t k) {
@@ -169,9 +176,7 @@ bool exact_tier(DType dt, int64_t k, int64_t int_range) {
 }  // namespace
 
 double gelu_eval_error(double x, double y, bool fast_math) {
-  const double ax = std::fabs(x), ay = std::fabs(y);
-  const double dt = fast_math ? fast_tanh_err().dt : tanh_err().dt;
-  return (0.5 * ax * (dt + kU) + kU * ay) * kSlop + kF32Floor;
+  return device_ref::f64_gelu_eval_error(std::fabs(x), std::fabs(y), fast_math ? fast_tanh_err().dt : tanh_err().dt);
 }
 
 double gelu_grad_eval_error(double x, bool fast_math) {
@@ -196,37 +201,38 @@ std::vector<OutputRef> forward_reference(const ref::EpilogueProblem& p, const do
   return out;
 }
 
-void forward_bound(const ref::EpilogueProblem& p, DType dt, int64_t int_range, std::vector<OutputRef>& out,
-                   bool narrow, bool fast_math) {
-  const ElementBound ceil = gemm_ceiling(model(dt, p.k + 1));
+device_ref::F64EpiTol forward_tol(const ref::EpilogueProblem& p, DType dt, bool narrow, bool fast_math) {
+  device_ref::F64EpiTol t;
+  t.ceil = gemm_ceiling(model(dt, p.k + 1));
   // narrow_intermediates (fp16/bf16): the product sum rounded to dt before the bias is added,
   // as cuBLASLt's BIAS epilogue does with a bf16 output (12x the plain ceiling, measured): the
   // rounding moves the fp32 sum s^ (|s^| <= |s| + e32 <= mag + e32) by at most u_dt |s^| + half
   // dt's smallest subnormal, and Z = s~ + bias, Y = act(Z) carry it (act 1-Lipschitz, or 1.13).
-  const bool round_sum = narrow && dt != DType::kF32;
-  const double u_dt = unit_roundoff(dt), half_sub = 0.5 * min_subnormal(dt);
+  // Where the rounded sum may pass dt's largest finite value, Z = +-Inf + bias and Y = act(+-Inf),
+  // which GELU's x Phi(x) makes NaN at -Inf (cuBLASLt's fp16 GELU epilogue, measured: NaN where
+  // the exact Y is -0): both unchecked.
+  t.round_sum = narrow && dt != DType::kF32;
+  t.u_dt = unit_roundoff(dt), t.half_sub = 0.5 * min_subnormal(dt);
+  t.top = max_finite(dt);
+  t.store = store_rounding_for(dt);
+  t.gelu = p.act == ref::Activation::kGeluTanh;  // none, relu: 1-Lipschitz
+  t.lipschitz = kGeluLipschitz;
+  t.tanh_dt = fast_math ? fast_tanh_err().dt : tanh_err().dt;
+  return t;
+}
+
+bool forward_exact(const ref::EpilogueProblem& p, DType dt, int64_t int_range, bool narrow) {
+  return p.act != ref::Activation::kGeluTanh && !(narrow && dt != DType::kF32) && exact_tier(dt, p.k + 1, int_range);
+}
+
+void forward_bound(const ref::EpilogueProblem& p, DType dt, int64_t int_range, std::vector<OutputRef>& out,
+                   bool narrow, bool fast_math) {
+  const device_ref::F64EpiTol t = forward_tol(p, dt, narrow, fast_math);
   const std::vector<double>&y = out[0].ref, &z = out[1].ref, &mag = out[1].aux[0];
   out[0].tol.resize(y.size());
   out[1].tol.resize(z.size());
-  const bool gelu = p.act == ref::Activation::kGeluTanh;
-  for (size_t e = 0; e < z.size(); ++e) {
-    const double az = std::fabs(z[e]), ay = std::fabs(y[e]);
-    double e32 = ceil.tol(az, mag[e]);
-    if (round_sum && mag[e] + e32 >= max_finite(dt)) {
-      // The rounded sum may pass dt's largest finite value (|s^| <= mag + e32): it is then +-Inf,
-      // Z = +-Inf + bias and Y = act(+-Inf), which GELU's x Phi(x) makes NaN at -Inf (cuBLASLt's
-      // fp16 GELU epilogue, measured: NaN where the exact Y is -0). That order allows any value.
-      out[0].tol[e] = out[1].tol[e] = INFINITY;
-      continue;
-    }
-    if (round_sum) e32 += (u_dt * (mag[e] + e32) + half_sub) * (1 + 0x1p-20);
-    out[1].tol[e] = stored(az, e32, dt);
-    const double ey = gelu ? kGeluLipschitz * e32 + gelu_eval_error(az + e32, ay + kGeluLipschitz * e32, fast_math)
-                           : e32;  // none, relu: 1-Lipschitz
-    out[0].tol[e] = stored(ay, ey, dt);
-  }
-  const bool exact = !gelu && !round_sum && exact_tier(dt, p.k + 1, int_range);
-  out[0].exact = out[1].exact = exact;
+  for (size_t e = 0; e < z.size(); ++e) device_ref::f64_epi_element_tol(t, z[e], y[e], mag[e], &out[0].tol[e], &out[1].tol[e]);
+  out[0].exact = out[1].exact = forward_exact(p, dt, int_range, narrow);
 }
 
 std::vector<OutputRef> forward_refs(const ref::EpilogueProblem& p, DType dt, const double* a, const double* b,
@@ -335,6 +341,51 @@ Status bound(EpiPass pass, const Case& c, const Arithmetic& a, std::vector<Outpu
     forward_bound(p, dt, int_range_of(c), out, a.narrow_intermediates, a.fast_math);
   else
     backward_bound(p, dt, int_range_of(c), out, a.fast_math);
+  return ok_status();
+}
+
+// ---- device reference (forward) ---------------------------------------------------------------------
+
+bool device_when(const Params& p) {
+  return p.i("m") * p.i("n") * std::max<int64_t>(p.i("k"), 1) > kDeviceRefWork;
+}
+
+/// Elements from a tensor's view pointer to the end of its allocation.
+int64_t extent_from_view(const Case& c, size_t t) {
+  return c.tensors[t].desc.extent() - c.tensors[t].desc.offset;
+}
+
+int64_t device_scratch(const Case& c) {
+  const Params p(c.params);
+  return 8 * device_ref::gemm_f64_scratch_doubles(extent_from_view(c, 0), extent_from_view(c, 1), p.i("m"), p.i("n"));
+}
+
+/// Y and Z with their tolerances outright in mag: the fp64 products on the device
+/// (references/device/gemm_f64.h), then the host bound's element function.
+Status device_compute(const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
+                      std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
+  const DType dt = Params(c.params).dt("dtype");
+  bool fits = t.size() == 5 && out.size() == 2;
+  for (size_t i = 0; fits && i < 3; ++i) fits = t[i].dtype == dt;
+  if (!fits) return invalid_argument("gemm_bias_act: no device reference for this case (A, B, bias, Y, Z in dtype)");
+  if (ctx.scratch == nullptr || ctx.scratch_bytes < device_scratch(c))
+    return invalid_argument("gemm_bias_act: device reference scratch missing or too small");
+  if (ctx.cublas == nullptr) return invalid_argument("gemm_bias_act: the device reference needs a cuBLAS handle");
+  const ref::EpilogueProblem p = epilogue_problem(c.params);
+  const vendor::RowMajorGemm g{p.m, p.n, p.k, p.trans_a, p.trans_b, t[0].v.ld, t[1].v.ld, p.n};
+  const device_ref::F64Operands x{dt, t[0].ptr, extent_from_view(c, 0), t[1].ptr, extent_from_view(c, 1), 0};
+  ASSAY_RETURN_IF_ERROR(device_ref::gemm_f64_products(static_cast<cublasHandle_t>(ctx.cublas), ctx.stream, g, x,
+                                                      out[1].ref, out[1].mag, reinterpret_cast<double*>(ctx.scratch),
+                                                      nullptr));
+  device_ref::F64EpiFinish f;
+  f.m = p.m, f.n = p.n;
+  f.bias = t[2].ptr, f.bias_type = dt;
+  f.act = p.act == ref::Activation::kRelu ? 1 : p.act == ref::Activation::kGeluTanh ? 2 : 0;
+  f.gelu_k = std::sqrt(2.0 / (4.0 * std::atan(1.0)));  // references/host/backward.h's sqrt(2 / pi)
+  f.tol = forward_tol(p, dt, a.narrow_intermediates, a.fast_math);
+  ASSAY_RETURN_IF_ERROR(
+      device_ref::gemm_epi_f64_finish(f, out[0].ref, out[0].mag, out[1].ref, out[1].mag, ctx.stream));
+  out[0].exact = out[1].exact = forward_exact(p, dt, int_range_of(c), a.narrow_intermediates);
   return ok_status();
 }
 
@@ -470,8 +521,13 @@ void properties_bwd(const Case& c, const std::vector<HostTensor>& in, const std:
 }
 
 // ---- declaration -------------------------------------------------------------------------------------
+// The backward's sizes (its dB and dbias are accumulated, so every case takes the host path);
+// the forward's reach the bench's 4096^3 (generated under 2^31 multiply-adds, as gemm's), with
+// the device reference above 2^22.
 constexpr int64_t kMaxMN = 80, kMaxK = 160;
 constexpr int64_t kMaxMacs = int64_t{1} << 20;
+constexpr int64_t kFwdMaxDim = int64_t{1} << 16;
+constexpr int64_t kFwdMaxMacs = int64_t{1} << 36, kFwdGenMacs = int64_t{1} << 31;
 // relation "gradcheck": at most 2^14 multiply-adds (the finite differences run two fp64 GEMMs per
 // forward evaluation, several evaluations per check).
 constexpr int64_t kMaxMacsGrad = int64_t{1} << 14;
@@ -486,10 +542,10 @@ std::vector<ParamDef> params(EpiPass pass) {
       gemm_common::trans_param("trans_b"),
       (fwd ? ParamDef::choice("relation", {"permute_rows", "scale2"}) : ParamDef::choice("relation", {kGradcheckRelation}))
           .optional(3),
-      ParamDef::extent("m", 1, kMaxMN).aim({tile}),
-      ParamDef::extent("n", 1, kMaxMN).aim({tile}),
-      ParamDef::extent("k", 0, kMaxK).aim({tile}).cap([](const Params& p) {
-        const int64_t budget = p.s("relation") == kGradcheckRelation ? kMaxMacsGrad : kMaxMacs;
+      ParamDef::extent("m", 1, fwd ? kFwdMaxDim : kMaxMN).aim({tile}),
+      ParamDef::extent("n", 1, fwd ? kFwdMaxDim : kMaxMN).aim({tile}),
+      ParamDef::extent("k", 0, fwd ? kFwdMaxDim : kMaxK).aim({tile}).cap([fwd](const Params& p) {
+        const int64_t budget = fwd ? kFwdMaxMacs : p.s("relation") == kGradcheckRelation ? kMaxMacsGrad : kMaxMacs;
         return budget / std::max<int64_t>(p.i("m") * p.i("n"), 1);
       }),
   };
@@ -503,7 +559,8 @@ Status check(EpiPass pass, const Params& p) {
   return ok_status();
 }
 
-/// Exponents kept away from overflow, the exact tier, k == 0 cases, no "scale2" under GELU.
+/// Exponents kept away from overflow, the exact tier, k == 0 cases, no "scale2" under GELU, the
+/// forward's generated size.
 void couple(EpiPass pass, nlohmann::json& p, std::vector<ValueRecipe>& r) {
   const DType dt = Params(p).dt("dtype");
   std::vector<size_t> all;
@@ -513,6 +570,12 @@ void couple(EpiPass pass, nlohmann::json& p, std::vector<ValueRecipe>& r) {
   if (*gen_weighted_index({11, 1}) == 1) p["k"] = 0;
   if (pass == EpiPass::kFwd && p.value("relation", std::string()) == "scale2" && p["act"] == "gelu")
     p["relation"] = "permute_rows";
+  // The forward's largest extent halved until the case is under kFwdGenMacs multiply-adds.
+  auto at = [&](const char* key) { return p[key].get<int64_t>(); };
+  while (pass == EpiPass::kFwd && at("m") * at("n") * std::max<int64_t>(at("k"), 1) > kFwdGenMacs) {
+    const char* big = at("m") >= at("n") && at("m") >= at("k") ? "m" : (at("n") >= at("k") ? "n" : "k");
+    p[big] = at(big) / 2;
+  }
 }
 
 /// The host references against long double on a small case (forward: Z and GELU(Z); backward,
@@ -617,6 +680,12 @@ OpDef make(EpiPass pass) {
   };
   op.bound_name = fwd ? "GEMM + epilogue ceiling" : "GEMM backward ceiling";
   if (fwd) {
+    op.device_reference = {.when = device_when,
+                           .scratch = device_scratch,
+                           .compute = device_compute,
+                           .name = "device-f64"};
+    op.large = {{"m", 4096},      {"n", 4096},         {"k", 4096},         {"dtype", "bf16"},
+                {"act", "gelu"}, {"trans_a", false}, {"trans_b", false}};
     op.properties = properties_fwd;
     op.transform = transform_fwd;
     op.relate = relate_fwd;

@@ -98,6 +98,28 @@ __global__ void tc_finish(F64TcFinish f, double* ref, double* mag) {
   }
 }
 
+// gemm_bias_act's Z and Y (gemm_epi_f64_finish).
+__global__ void epi_finish(F64EpiFinish f, double* y_ref, double* y_tol, double* z_ref, double* z_mag) {
+  const int64_t total = f.m * f.n;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    const double b = load_f64(f.bias, i % f.n, f.bias_type);
+    const double z = z_ref[i] + b, mag = z_mag[i] + fabs(b);
+    double y = z;
+    if (f.act == 1) {
+      y = z > 0.0 ? z : 0.0;
+    } else if (f.act == 2) {
+      const double w = f.gelu_k * (z + 0.044715 * z * z * z);
+      y = z * (1.0 / (1.0 + exp(-(2.0 * w))));
+    }
+    double ty = 0, tz = 0;
+    f64_epi_element_tol(f.tol, z, y, mag, &ty, &tz);
+    y_ref[i] = y;
+    y_tol[i] = ty != ty ? HUGE_VAL : ty;
+    z_ref[i] = z;
+    z_mag[i] = tz != tz ? HUGE_VAL : tz;
+  }
+}
+
 // max |x| and sum |x| of each of `lines` lines of `len` elements, line l's element q at
 // x[l * line_step + q * elem_step]: one warp per line (reads coalesced where elem_step is 1,
 // and where line_step is 1 across the warps of a block).
@@ -180,6 +202,14 @@ Status gemm_f64_reference(cublasHandle_t handle, cudaStream_t stream, const vend
 Status gemm_tc_f64_finish(const F64TcFinish& f, double* ref, double* mag, cudaStream_t stream) {
   if (f.m == 0 || f.n == 0) return ok_status();
   tc_finish<<<blocks_for(f.m * f.n), 256, 0, stream>>>(f, ref, mag);
+  CUDA_CHECK(cudaGetLastError());
+  return ok_status();
+}
+
+Status gemm_epi_f64_finish(const F64EpiFinish& f, double* y_ref, double* y_tol, double* z_ref, double* z_mag,
+                           cudaStream_t stream) {
+  if (f.m == 0 || f.n == 0) return ok_status();
+  epi_finish<<<blocks_for(f.m * f.n), 256, 0, stream>>>(f, y_ref, y_tol, z_ref, z_mag);
   CUDA_CHECK(cudaGetLastError());
   return ok_status();
 }

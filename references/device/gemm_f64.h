@@ -2,7 +2,8 @@
 // make the CPU the bottleneck: the inputs (fp32, fp16 or bf16) are widened
 // exactly to fp64 and multiplied with cuBLAS fp64 pedantic; the magnitude term
 // comes from a second fp64 GEMM on absolute values. gemm's reference is
-// gemm_f64_reference; gemm_tc's is gemm_f64_products then gemm_tc_f64_finish.
+// gemm_f64_reference; gemm_tc's is gemm_f64_products then gemm_tc_f64_finish, gemm_bias_act's
+// gemm_f64_products then gemm_epi_f64_finish.
 // Checked against references/host on small shapes
 // (tests/references/gemm_device_ref_gpu_test.cpp, gemm_family_device_ref_test.cpp).
 #pragma once
@@ -75,5 +76,20 @@ struct F64TcFinish {
   F64TcTol tol;
 };
 Status gemm_tc_f64_finish(const F64TcFinish& f, double* ref, double* mag, cudaStream_t stream);
+
+/// gemm_bias_act's Y and Z from gemm_f64_products' dot and mag: z = dot + bias[j] and
+/// mag + |bias[j]| (the host reference's order), y = act(z) (act 0 none, 1 relu, 2 the tanh-form
+/// GELU z sigmoid(2 gelu_k (z + 0.044715 z^3)), as references/host/backward.h), each tolerance
+/// outright (f64_epi_element_tol, +Inf for NaN). z_ref and z_mag hold dot and mag on entry.
+struct F64EpiFinish {
+  int64_t m = 0, n = 0;
+  const void* bias = nullptr;
+  DType bias_type = DType::kF32;
+  int act = 0;
+  double gelu_k = 0;  ///< sqrt(2 / pi) as the host reference forms it
+  F64EpiTol tol;
+};
+Status gemm_epi_f64_finish(const F64EpiFinish& f, double* y_ref, double* y_tol, double* z_ref, double* z_mag,
+                           cudaStream_t stream);
 
 }  // namespace assay::device_ref

@@ -1,7 +1,7 @@
 // The tolerances of the GEMM-family device references (gemm_f64_batch.cu: gemm_batched,
-// gemm_fp8, gemm_int8; gemm_f64.cu: gemm_tc), one output element each, as ASSAY_HD functions:
+// gemm_fp8, gemm_int8; gemm_f64.cu: gemm_tc, gemm_bias_act), one output element each, as ASSAY_HD functions:
 // the kernels loop over them, and the host bounds (properties/gemm_batched.cpp, gemm_quant.cpp,
-// gemm_tc.cpp) and a CPU test run the very same functions, so a device tolerance has the host's
+// gemm_tc.cpp, gemm_epilogue.cpp) and a CPU test run the very same functions, so a device tolerance has the host's
 // bits. The formulas are derived in the ops' headers; dot_element_tol and int8_dequant_tol live
 // in harness/bound_core.h. No CUDA header.
 #pragma once
@@ -64,6 +64,54 @@ ASSAY_HD inline double f64_tc_element_tol(const F64TcTol& t, double ref_abs, dou
   const double tol = e32 + t.store(ref_abs + e32);
   return ref_abs + tol >= t.top || mag >= t.top32 || dmag >= t.top32 || !finite_hd(mag) || may_overflow ? HUGE_VAL
                                                                                                       : tol;
+}
+
+/// A stored value's tolerance: the fp32 result's error e plus the store's rounding at |ref| + e;
+/// +Inf where |ref| + tol reaches `top`, the stored type's largest finite value.
+ASSAY_HD inline double f64_stored_tol(double ref_abs, double e, const StoreRounding& store, double top) {
+  const double tol = e + store(ref_abs + e);
+  return ref_abs + tol >= top ? HUGE_VAL : tol;
+}
+
+/// The evaluation error of the tanh-form GELU in fp32 at |x|, |y| (properties/gemm_epilogue.cpp
+/// derives it), with tanh_dt the error of the tanhf in use; the bound's own double arithmetic
+/// (2^-20) and a few fp32 subnormal spacings on top.
+ASSAY_HD inline double f64_gelu_eval_error(double x_abs, double y_abs, double tanh_dt) {
+  constexpr double kU = 0x1p-24;
+  return (0.5 * x_abs * (tanh_dt + kU) + kU * y_abs) * (1 + 0x1p-20) + 4 * 0x1p-149;
+}
+
+/// gemm_bias_act's Z = op(A) op(B) + bias and Y = act(Z) (properties/gemm_epilogue.cpp derives
+/// them): the fp32 sum's ceiling over k + 1 terms, a declared rounding of the sum to the stored
+/// type before the bias (round_sum), GELU's Lipschitz constant and evaluation error, each
+/// output's store.
+struct F64EpiTol {
+  ElementBound ceil;
+  bool round_sum = false;
+  double u_dt = 0, half_sub = 0;  ///< the stored type's unit roundoff, half its smallest subnormal
+  double top = HUGE_VAL;          ///< the stored type's largest finite value
+  StoreRounding store;
+  bool gelu = false;
+  double lipschitz = 1;
+  double tanh_dt = 0;
+};
+
+/// Y's and Z's tolerances at z, y = act(z) and mag = |op(A)||op(B)| + |bias|.
+ASSAY_HD inline void f64_epi_element_tol(const F64EpiTol& t, double z, double y, double mag, double* tol_y,
+                                         double* tol_z) {
+  const double az = ::fabs(z), ay = ::fabs(y);
+  double e32 = t.ceil.tol(az, mag);
+  if (t.round_sum && mag + e32 >= t.top) {
+    // The rounded sum may pass the stored type's largest finite value (|s^| <= mag + e32): it is
+    // then +-Inf, and GELU's x Phi(x) makes Y NaN at -Inf. That order allows any value.
+    *tol_y = *tol_z = HUGE_VAL;
+    return;
+  }
+  if (t.round_sum) e32 += (t.u_dt * (mag + e32) + t.half_sub) * (1 + 0x1p-20);
+  *tol_z = f64_stored_tol(az, e32, t.store, t.top);
+  const double ey =
+      t.gelu ? t.lipschitz * e32 + f64_gelu_eval_error(az + e32, ay + t.lipschitz * e32, t.tanh_dt) : e32;
+  *tol_y = f64_stored_tol(ay, ey, t.store, t.top);
 }
 
 /// gemm_int8's dequantised output D = sa[i] sw[j] acc + bias[j] from the exact accumulator:

@@ -1,7 +1,8 @@
 // The device references of gemm_batched, gemm_int8 and gemm_fp8 (references/device/
 // gemm_f64_batch.cu: one strided problem per case, then the tolerance pass of gemm_f64_tol.h;
-// OpDef::device_reference of properties/gemm_batched.cpp and gemm_quant.cpp), and gemm_tc's
-// (references/device/gemm_f64.cu, properties/gemm_tc.cpp) at the end.
+// OpDef::device_reference of properties/gemm_batched.cpp and gemm_quant.cpp), and gemm_tc's and
+// gemm_bias_act's (references/device/gemm_f64.cu, properties/gemm_tc.cpp, gemm_epilogue.cpp) at
+// the end.
 //
 // On the CPU: the element functions the kernels loop over, run over the engine's own images
 // (padded rows, offsets, broadcast A, transposes, C poisoned where beta == 0, NaN-injected e4m3)
@@ -420,6 +421,74 @@ TEST(GemmTcDeviceRefGpu, EngineTakesTheDevicePathAndCatchesPlantedBugs) {
   EXPECT_GT(test_util::run_on_device_path(op, "mutant_tc_mma_k_tail", k_tail, **lane).second, 0);
   const auto [ran, failed] = test_util::run_on_device_path(op, "mutant_tc_mma_beta0_reads_c", beta0, **lane);
   EXPECT_EQ(failed, ran) << "every beta == 0 case reads the poison";
+}
+
+// ---- gemm_bias_act (references/device/gemm_f64.cu: cuBLAS fp64 products, then epi_finish) -------------
+
+TEST(GemmEpiDeviceRef, ForwardTakesCasesAboveGemmsThresholdTheBackwardNone) {
+  const OpDef& fwd = test_util::model_op("gemm_bias_act");
+  nlohmann::json p = {{"m", 256}, {"n", 128}, {"k", 128}, {"dtype", "bf16"}, {"act", "gelu"}};
+  EXPECT_FALSE(fwd.device_reference.when(Params(p))) << "2^22 multiply-adds stay on the host";
+  p["k"] = 129;
+  EXPECT_TRUE(fwd.device_reference.when(Params(p)));
+  EXPECT_FALSE(test_util::model_op("gemm_bias_act_bwd").device_reference.when)
+      << "the backward accumulates dB and dbias: the host path";
+}
+
+// Both references on the same images, under the plain, the narrow (sum rounded before the bias)
+// and the fast-math contracts. Z's sums differ by each side's fp64 error, (k + 2) 2^-53 mag at
+// most; Y = act(Z) moves by at most 1.13 times that, plus a few ulps of exp (|y| <= |z| <= mag).
+TEST(GemmEpiDeviceRefGpu, MatchesTheHostReferenceAndBound) {
+  auto nd = gpu::device_count();
+  if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
+  const OpDef& op = test_util::model_op("gemm_bias_act");
+  const std::vector<Case> cases = test_util::device_path_cases("gemm_bias_act", 30, 41, 256, 12000);
+  ASSERT_GE(cases.size(), 20u);
+  const test_util::RefScale mag = [](size_t o, size_t l, const std::vector<OutputRef>& h) {
+    return h[o].aux[0][l] + DBL_MIN;
+  };
+  test_util::DeviceRefStats st;
+  int64_t gelu = 0, relations = 0;
+  for (const Case& c : cases) {
+    const Params p(c.params);
+    for (const auto& [what, k] : {std::pair<const char*, Contract>{"plain", Contract()},
+                                  std::pair<const char*, Contract>{"narrow", Contract().narrow_intermediates()},
+                                  std::pair<const char*, Contract>{"fast", Contract().fast_math()}}) {
+      ASSERT_NO_FATAL_FAILURE(test_util::check_device_reference(op, c, k, 2.0 * static_cast<double>(p.i("k") + 8),
+                                                                mag, 1e-9, st))
+          << what;
+      if (HasFailure()) break;
+    }
+    if (HasFailure()) break;
+    gelu += p.s("act") == "gelu" ? 1 : 0;
+    relations += p.s("relation").empty() ? 0 : 1;
+  }
+  EXPECT_GT(st.by_dtype[0], 0) << "no fp32 case";
+  EXPECT_GT(st.by_dtype[1], 0) << "no fp16 case";
+  EXPECT_GT(st.by_dtype[2], 0) << "no bf16 case";
+  EXPECT_GT(gelu, 0) << "no GELU case";
+  std::printf("[ measured ] %s; %zu cases, %lld GELU, %lld with a relation\n", st.summary("gemm_bias_act").c_str(),
+              cases.size(), static_cast<long long>(gelu), static_cast<long long>(relations));
+}
+
+// The engine on device-path cases (relations included): the tiled kernel passes; the planted
+// bias-after-activation is caught there on cases it changes (act relu or gelu).
+TEST(GemmEpiDeviceRefGpu, EngineTakesTheDevicePathAndCatchesAPlantedBug) {
+  auto nd = gpu::device_count();
+  if (!nd.ok()) GTEST_SKIP() << "GPU test skipped: " << nd.status().message();
+  const OpDef& op = test_util::model_op("gemm_bias_act");
+  const std::vector<Case> cases = test_util::device_path_cases("gemm_bias_act", 30, 42, 256, 12000);
+  ASSERT_GE(cases.size(), 20u);
+  test_util::expect_engine_device_path(op, {find_variant("gemm_bias_act", "tiled")}, cases, 20);
+  std::vector<Case> with_act;
+  for (const Case& c : cases)
+    if (Params(c.params).s("act") != "none") with_act.push_back(c);
+  ASSERT_FALSE(with_act.empty());
+  auto lane = gpu::Lane::create(0);
+  ASSERT_TRUE(lane.ok()) << lane.status().message();
+  const auto [ran, failed] = test_util::run_on_device_path(op, "mutant_epi_bias_after_act", with_act, **lane);
+  EXPECT_GT(ran, 0);
+  EXPECT_GT(failed, ran / 2) << "act(acc) + bias passed " << ran - failed << " of " << ran;
 }
 
 }  // namespace
