@@ -340,8 +340,9 @@ struct DeviceContext {
 /// reference, bound and OpDef::prepare (`prepare` stands in for it), and calls `compute` with
 /// the inputs (DevTensors on the pristine snapshot, in OpDef order; outputs hold their poison)
 /// and one DeviceOutput per output. A metamorphic relation's transform runs on host copies of
-/// the prepared snapshot, and `compute` again on the transformed inputs. Accumulated outputs
-/// (Contract::accumulates) are not supported on this path (the case fails with a clear error).
+/// the prepared snapshot, and `compute` again on the transformed inputs. A variant with an
+/// accumulated (Contract::accumulates) or partially written (Contract::writes_only) output takes
+/// the host path.
 /// What a device reference's properties hook reads, all in device memory (DeviceReference::properties).
 struct DevicePropertiesIn {
   std::vector<DevTensor> inputs;    ///< the pristine snapshot, in OpDef order (outputs hold their poison)
