@@ -677,8 +677,8 @@ int64_t device_scratch_bwd(const Case& c) {
 /// The device path's inputs of attention_bwd, or a clear error.
 Status device_bwd_fits(const Case& c, const std::vector<DevTensor>& t, const DeviceContext& ctx) {
   const AttnDims d = dims_of(Params(c.params));
-  bool fits = device_ref::input_rows_support(d.dt) && t.size() == 10 && t[5].dtype == DType::kF32 &&
-              t[6].dtype == DType::kF32;
+  bool fits =
+      device_ref::input_rows_support(d.dt) && t.size() == 10 && t[5].dtype == DType::kF32 && t[6].dtype == DType::kF32;
   for (size_t i = 0; fits && i < 5; ++i) fits = t[i].dtype == d.dt;
   if (!fits)
     return invalid_argument(

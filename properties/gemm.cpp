@@ -270,12 +270,12 @@ Status device_reference(const Case& c, const Arithmetic&, const std::vector<DevT
   vendor::RowMajorGemm rm{p.i("m"), p.i("n"), p.i("k"), p.b("trans_a"), p.b("trans_b"), t[0].v.ld, t[1].v.ld,
                           t[2].v.ld};
   const bool unread = c_unread(p);
-  auto extent = [&](int i) { return c.tensors[static_cast<size_t>(i)].desc.extent() - c.tensors[static_cast<size_t>(i)].desc.offset; };
   const ElementBound b = ceiling_of(p);
   ASSAY_RETURN_IF_ERROR(device_ref::gemm_f64_reference(
-      static_cast<cublasHandle_t>(ctx.cublas), ctx.stream, rm, p.r("alpha", 1), t[0].as<const float>(), extent(0),
-      t[1].as<const float>(), extent(1), p.r("beta", 0), unread ? nullptr : t[2].as<const float>(),
-      out[0].ref, out[0].mag, reinterpret_cast<double*>(ctx.scratch), 1.0 / b.rel_mag));
+      static_cast<cublasHandle_t>(ctx.cublas), ctx.stream, rm, p.r("alpha", 1), t[0].as<const float>(),
+      gemm_common::extent_from_view(c, 0), t[1].as<const float>(), gemm_common::extent_from_view(c, 1), p.r("beta", 0),
+      unread ? nullptr : t[2].as<const float>(), out[0].ref, out[0].mag, reinterpret_cast<double*>(ctx.scratch),
+      1.0 / b.rel_mag));
   out[0].rel_out = b.rel_out;
   out[0].rel_mag = b.rel_mag;
   out[0].floor = b.floor;

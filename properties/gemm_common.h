@@ -179,6 +179,12 @@ inline std::map<std::string, std::string> blas_conventions() {
            "with beta = 0 the kernel may read C (computes 0 * C): C then holds finite values, not NaN"}};
 }
 
+/// Elements from tensor t's view pointer (its leading offset applied) to the end of its
+/// allocation: what a device reference widens of an operand.
+inline int64_t extent_from_view(const Case& c, size_t t) {
+  return c.tensors[t].desc.extent() - c.tensors[t].desc.offset;
+}
+
 /// True where C must not be read: beta == 0 and the variant does not declare reads_c_when_beta0.
 inline bool c_unread(const Params& p) {
   return p.r("beta", 0) == 0 && !p.convention(kReadsCWhenBeta0);

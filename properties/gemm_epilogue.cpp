@@ -77,10 +77,11 @@
 // the function forward_bound runs on the host; references/device/gemm_f64.h).
 // Generator: forward m, n, k up to --max-dim (edges around 32; under 2^31 multiply-adds; a
 // hand-made case up to 2^16 per extent and 2^36 in all); backward m, n 1..80, k 0..160, at most
-// 2^20 multiply-adds (2^14 with "gradcheck"); k = 0 in 1/12 of the cases (Y = act(bias)), both transposes, three dtypes, three acts, value
-// classes normal / uniform / same-sign / small-int / log-uniform (exponents clamped to [-12, 12]); all
-// inputs small-int in a quarter of the cases (the exact tier; Z then holds exact zeros, where relu' =
-// 0); no NaN/Inf injection (the spec declares finite inputs). The declared ranges are the valid ones.
+// 2^20 multiply-adds (2^14 with "gradcheck"); k = 0 in 1/12 of the cases (Y = act(bias)), both
+// transposes, three dtypes, three acts, value classes normal / uniform / same-sign / small-int /
+// log-uniform (exponents clamped to [-12, 12]); all inputs small-int in a quarter of the cases (the
+// exact tier; Z then holds exact zeros, where relu' = 0); no NaN/Inf injection (the spec declares
+// finite inputs). The declared ranges are the valid ones.
 #include "properties/gemm_epilogue.h"
 #include "properties/vendor_columns.h"
 
@@ -225,13 +226,14 @@ bool forward_exact(const ref::EpilogueProblem& p, DType dt, int64_t int_range, b
   return p.act != ref::Activation::kGeluTanh && !(narrow && dt != DType::kF32) && exact_tier(dt, p.k + 1, int_range);
 }
 
-void forward_bound(const ref::EpilogueProblem& p, DType dt, int64_t int_range, std::vector<OutputRef>& out,
-                   bool narrow, bool fast_math) {
+void forward_bound(const ref::EpilogueProblem& p, DType dt, int64_t int_range, std::vector<OutputRef>& out, bool narrow,
+                   bool fast_math) {
   const device_ref::F64EpiTol t = forward_tol(p, dt, narrow, fast_math);
   const std::vector<double>&y = out[0].ref, &z = out[1].ref, &mag = out[1].aux[0];
   out[0].tol.resize(y.size());
   out[1].tol.resize(z.size());
-  for (size_t e = 0; e < z.size(); ++e) device_ref::f64_epi_element_tol(t, z[e], y[e], mag[e], &out[0].tol[e], &out[1].tol[e]);
+  for (size_t e = 0; e < z.size(); ++e)
+    device_ref::f64_epi_element_tol(t, z[e], y[e], mag[e], &out[0].tol[e], &out[1].tol[e]);
   out[0].exact = out[1].exact = forward_exact(p, dt, int_range, narrow);
 }
 
@@ -350,14 +352,10 @@ bool device_when(const Params& p) {
   return p.i("m") * p.i("n") * std::max<int64_t>(p.i("k"), 1) > kDeviceRefWork;
 }
 
-/// Elements from a tensor's view pointer to the end of its allocation.
-int64_t extent_from_view(const Case& c, size_t t) {
-  return c.tensors[t].desc.extent() - c.tensors[t].desc.offset;
-}
-
 int64_t device_scratch(const Case& c) {
   const Params p(c.params);
-  return 8 * device_ref::gemm_f64_scratch_doubles(extent_from_view(c, 0), extent_from_view(c, 1), p.i("m"), p.i("n"));
+  return 8 * device_ref::gemm_f64_scratch_doubles(gemm_common::extent_from_view(c, 0),
+                                                  gemm_common::extent_from_view(c, 1), p.i("m"), p.i("n"));
 }
 
 /// Y and Z with their tolerances outright in mag: the fp64 products on the device
@@ -373,7 +371,8 @@ Status device_compute(const Case& c, const Arithmetic& a, const std::vector<DevT
   if (ctx.cublas == nullptr) return invalid_argument("gemm_bias_act: the device reference needs a cuBLAS handle");
   const ref::EpilogueProblem p = epilogue_problem(c.params);
   const vendor::RowMajorGemm g{p.m, p.n, p.k, p.trans_a, p.trans_b, t[0].v.ld, t[1].v.ld, p.n};
-  const device_ref::F64Operands x{dt, t[0].ptr, extent_from_view(c, 0), t[1].ptr, extent_from_view(c, 1), 0};
+  const device_ref::F64Operands x{
+      dt, t[0].ptr, gemm_common::extent_from_view(c, 0), t[1].ptr, gemm_common::extent_from_view(c, 1), 0};
   ASSAY_RETURN_IF_ERROR(device_ref::gemm_f64_products(static_cast<cublasHandle_t>(ctx.cublas), ctx.stream, g, x,
                                                       out[1].ref, out[1].mag, reinterpret_cast<double*>(ctx.scratch),
                                                       nullptr));
@@ -383,8 +382,7 @@ Status device_compute(const Case& c, const Arithmetic& a, const std::vector<DevT
   f.act = p.act == ref::Activation::kRelu ? 1 : p.act == ref::Activation::kGeluTanh ? 2 : 0;
   f.gelu_k = std::sqrt(2.0 / (4.0 * std::atan(1.0)));  // references/host/backward.h's sqrt(2 / pi)
   f.tol = forward_tol(p, dt, a.narrow_intermediates, a.fast_math);
-  ASSAY_RETURN_IF_ERROR(
-      device_ref::gemm_epi_f64_finish(f, out[0].ref, out[0].mag, out[1].ref, out[1].mag, ctx.stream));
+  ASSAY_RETURN_IF_ERROR(device_ref::gemm_epi_f64_finish(f, out[0].ref, out[0].mag, out[1].ref, out[1].mag, ctx.stream));
   out[0].exact = out[1].exact = forward_exact(p, dt, int_range_of(c), a.narrow_intermediates);
   return ok_status();
 }
@@ -540,7 +538,8 @@ std::vector<ParamDef> params(EpiPass pass) {
       ParamDef::choice("act", {"none", "relu", "gelu"}),
       gemm_common::trans_param("trans_a"),
       gemm_common::trans_param("trans_b"),
-      (fwd ? ParamDef::choice("relation", {"permute_rows", "scale2"}) : ParamDef::choice("relation", {kGradcheckRelation}))
+      (fwd ? ParamDef::choice("relation", {"permute_rows", "scale2"})
+           : ParamDef::choice("relation", {kGradcheckRelation}))
           .optional(3),
       ParamDef::extent("m", 1, fwd ? kFwdMaxDim : kMaxMN).aim({tile}),
       ParamDef::extent("n", 1, fwd ? kFwdMaxDim : kMaxMN).aim({tile}),
@@ -680,11 +679,9 @@ OpDef make(EpiPass pass) {
   };
   op.bound_name = fwd ? "GEMM + epilogue ceiling" : "GEMM backward ceiling";
   if (fwd) {
-    op.device_reference = {.when = device_when,
-                           .scratch = device_scratch,
-                           .compute = device_compute,
-                           .name = "device-f64"};
-    op.large = {{"m", 4096},      {"n", 4096},         {"k", 4096},         {"dtype", "bf16"},
+    op.device_reference = {
+        .when = device_when, .scratch = device_scratch, .compute = device_compute, .name = "device-f64"};
+    op.large = {{"m", 4096},     {"n", 4096},        {"k", 4096},       {"dtype", "bf16"},
                 {"act", "gelu"}, {"trans_a", false}, {"trans_b", false}};
     op.properties = properties_fwd;
     op.transform = transform_fwd;

@@ -51,14 +51,13 @@
 //                         kTruncatingBlock, block = 1, any_split})(|ref|, mag)
 //         ~ (4k + 2) u mag + (the fp64 reference's own error) + flush-to-zero floor,
 //   i.e. u_eff = 2u per term per block (truncation instead of rounding) and k' = 2k terms.
-//   Subnormal inputs (found on the H200: both kernels, fp16 and bf16, 7 of 7643 fuzz cases, errors up to ~9x the ceiling above, all with a subnormal factor): the hardware aligns a
-//   product by its operands' exponent FIELDS, and a subnormal's field exponent is that of the
-//   smallest normal while its significand has leading zeros, so the truncation to the fp32
-//   significand of the aligned terms is relative to min_normal * |b|, not |a| |b| (our reading of
-//   the measurement: a model, like the block size, not documented behaviour). The derivation
-//   above holds with every |x| in the magnitude replaced by its nominal magnitude
-//   max(|x|, min_normal(in)) for x != 0: mag = |alpha| sum_p nom(a_ip) nom(b_pj) + |beta||c|.
-//   Nothing changes for normal inputs, whose nominal and true magnitudes are equal.
+//   Subnormal inputs (found on the H200: both kernels, fp16 and bf16, 7 of 7643 fuzz cases, errors up to ~9x the
+//   ceiling above, all with a subnormal factor): the hardware aligns a product by its operands' exponent FIELDS, and a
+//   subnormal's field exponent is that of the smallest normal while its significand has leading zeros, so the
+//   truncation to the fp32 significand of the aligned terms is relative to min_normal * |b|, not |a| |b| (our reading
+//   of the measurement: a model, like the block size, not documented behaviour). The derivation above holds with every
+//   |x| in the magnitude replaced by its nominal magnitude max(|x|, min_normal(in)) for x != 0: mag = |alpha| sum_p
+//   nom(a_ip) nom(b_pj) + |beta||c|. Nothing changes for normal inputs, whose nominal and true magnitudes are equal.
 //   The fp16 / bf16 output rounds the fp32 value once more: tol = e32 + 0.5 ulp_out(|ref| + e32).
 //   Overflow: where |ref| + tol reaches the output's largest finite value, or mag or dmag reaches
 //   half of fp32's (an fp32 partial sum, alpha*acc or beta*c may overflow although the exact
@@ -263,15 +262,10 @@ bool device_when(const Params& p) {
   return p.i("m") * p.i("n") * std::max<int64_t>(p.i("k"), 1) > kDeviceRefWork;
 }
 
-/// Doubles from an operand's view pointer to the end of its allocation.
-int64_t extent_from_view(const Case& c, size_t t) {
-  return c.tensors[t].desc.extent() - c.tensors[t].desc.offset;
-}
-
 int64_t device_scratch(const Case& c) {
   const Params p(c.params);
-  return 8 * device_ref::gemm_f64_scratch_doubles(extent_from_view(c, kA), extent_from_view(c, kB), p.i("m"),
-                                                  p.i("n"));
+  return 8 * device_ref::gemm_f64_scratch_doubles(gemm_common::extent_from_view(c, kA),
+                                                  gemm_common::extent_from_view(c, kB), p.i("m"), p.i("n"));
 }
 
 /// prepare on the device: params.alpha and params.beta into the snapshot's scalars.
@@ -301,8 +295,9 @@ Status device_compute(const Case& c, const Arithmetic& a, const std::vector<DevT
   const vendor::RowMajorGemm g{m, n, k, p.b("trans_a"), p.b("trans_b"), t[kA].v.ld, t[kB].v.ld, t[kD].v.ld};
   const DType in = t[kA].dtype;
   auto* scratch = reinterpret_cast<double*>(ctx.scratch);
-  const int64_t ea = extent_from_view(c, kA), eb = extent_from_view(c, kB);
-  double* stats = std::fabs(alpha) != 0 && std::fabs(alpha) != 1 ? device_ref::gemm_f64_stats(scratch, ea, eb) : nullptr;
+  const int64_t ea = gemm_common::extent_from_view(c, kA), eb = gemm_common::extent_from_view(c, kB);
+  double* stats =
+      std::fabs(alpha) != 0 && std::fabs(alpha) != 1 ? device_ref::gemm_f64_stats(scratch, ea, eb) : nullptr;
   const device_ref::F64Operands x{in, t[kA].ptr, ea, t[kB].ptr, eb, min_normal(in)};
   ASSAY_RETURN_IF_ERROR(device_ref::gemm_f64_products(static_cast<cublasHandle_t>(ctx.cublas), ctx.stream, g, x,
                                                       out[0].ref, out[0].mag, scratch, stats));
@@ -532,9 +527,8 @@ OpDef make() {
                          .prepare = device_prepare,
                          .compute = device_compute,
                          .name = "device-f64"};
-  op.large = {{"m", 4096},         {"n", 4096},           {"k", 4096},      {"dtype", "bf16"},
-              {"out_dtype", "fp32"}, {"trans_a", false},  {"trans_b", false}, {"alpha", 1.0},
-              {"beta", 0.0}};
+  op.large = {{"m", 4096},        {"n", 4096},        {"k", 4096},    {"dtype", "bf16"}, {"out_dtype", "fp32"},
+              {"trans_a", false}, {"trans_b", false}, {"alpha", 1.0}, {"beta", 0.0}};
   // alpha*A*B rounded to a bf16/fp16 output before beta*C: cuBLAS's measured order. The
   // launcher hands cuBLASLt alpha and beta from the params (host pointer mode), so the alpha2
   // relation, which doubles them in the device scalars, cannot reach it: outside its contract.

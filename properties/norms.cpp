@@ -726,14 +726,14 @@ OpDef make(Which w) {
       op.bound = [w](const Case& c, const Arithmetic& a, const std::vector<HostTensor>& t, std::vector<OutputRef>& o) {
         return bound_bwd(w, c, a, t, o);
       };
-      op.device_reference = {.when = rowwise_device_when,
-                             .scratch = device_scratch_bwd,
-                             .prepare = [w](const Case& c, const std::vector<DevTensor>& t,
-                                            const DeviceContext& ctx) { return device_prepare_bwd(w, c, t, ctx); },
-                             .compute = [w](const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
-                                            std::vector<DeviceOutput>& o, const DeviceContext& ctx) {
-                               return device_compute_bwd(w, c, a, t, o, ctx);
-                             }};
+      op.device_reference = {
+          .when = rowwise_device_when,
+          .scratch = device_scratch_bwd,
+          .prepare = [w](const Case& c, const std::vector<DevTensor>& t,
+                         const DeviceContext& ctx) { return device_prepare_bwd(w, c, t, ctx); },
+          .compute = [w](const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
+                         std::vector<DeviceOutput>& o,
+                         const DeviceContext& ctx) { return device_compute_bwd(w, c, a, t, o, ctx); }};
   }
   if (is_ln(w))
     op.transform = [w](const Case& c, std::vector<unsigned char*>& img) {

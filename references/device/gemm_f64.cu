@@ -169,10 +169,8 @@ Status gemm_f64_products(cublasHandle_t handle, cudaStream_t stream, const vendo
   }
   // Gap elements hold NaN canaries; they widen to NaN and are never read by a
   // correct GEMM, so they cannot reach ref.
-  if (x.extent_a > 0)
-    widen<<<blocks_for(x.extent_a), 256, 0, stream>>>(x.a, x.in, x.extent_a, x.nominal, a64, a_abs);
-  if (x.extent_b > 0)
-    widen<<<blocks_for(x.extent_b), 256, 0, stream>>>(x.b, x.in, x.extent_b, x.nominal, b64, b_abs);
+  if (x.extent_a > 0) widen<<<blocks_for(x.extent_a), 256, 0, stream>>>(x.a, x.in, x.extent_a, x.nominal, a64, a_abs);
+  if (x.extent_b > 0) widen<<<blocks_for(x.extent_b), 256, 0, stream>>>(x.b, x.in, x.extent_b, x.nominal, b64, b_abs);
   CUDA_CHECK(cudaGetLastError());
   vendor::RowMajorGemm out = g;
   out.ldc = g.n;

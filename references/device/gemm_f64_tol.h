@@ -63,7 +63,7 @@ ASSAY_HD inline double f64_tc_element_tol(const F64TcTol& t, double ref_abs, dou
   const double e32 = t.b.tol(ref_abs, mag) + t.prod.rel_mag * mag + t.prod.floor + slack;
   const double tol = e32 + t.store(ref_abs + e32);
   return ref_abs + tol >= t.top || mag >= t.top32 || dmag >= t.top32 || !finite_hd(mag) || may_overflow ? HUGE_VAL
-                                                                                                      : tol;
+                                                                                                        : tol;
 }
 
 /// A stored value's tolerance: the fp32 result's error e plus the store's rounding at |ref| + e;
@@ -109,8 +109,7 @@ ASSAY_HD inline void f64_epi_element_tol(const F64EpiTol& t, double z, double y,
   }
   if (t.round_sum) e32 += (t.u_dt * (mag + e32) + t.half_sub) * (1 + 0x1p-20);
   *tol_z = f64_stored_tol(az, e32, t.store, t.top);
-  const double ey =
-      t.gelu ? t.lipschitz * e32 + f64_gelu_eval_error(az + e32, ay + t.lipschitz * e32, t.tanh_dt) : e32;
+  const double ey = t.gelu ? t.lipschitz * e32 + f64_gelu_eval_error(az + e32, ay + t.lipschitz * e32, t.tanh_dt) : e32;
   *tol_y = f64_stored_tol(ay, ey, t.store, t.top);
 }
 

@@ -366,8 +366,8 @@ TEST(GemmTcDeviceRefGpu, MatchesTheHostReferenceAndBound) {
     const Params p(c.params);
     for (const auto& [what, k] : {std::pair<const char*, Contract>{"plain", Contract()},
                                   std::pair<const char*, Contract>{"narrow", Contract().narrow_intermediates()}}) {
-      ASSERT_NO_FATAL_FAILURE(test_util::check_device_reference(op, c, k, static_cast<double>(p.i("k") + 2), mag,
-                                                                1e-9, st))
+      ASSERT_NO_FATAL_FAILURE(
+          test_util::check_device_reference(op, c, k, static_cast<double>(p.i("k") + 2), mag, 1e-9, st))
           << what;
       if (HasFailure()) break;
     }
@@ -380,10 +380,11 @@ TEST(GemmTcDeviceRefGpu, MatchesTheHostReferenceAndBound) {
   EXPECT_GT(by_in[0], 0) << "no fp16 case";
   EXPECT_GT(by_in[1], 0) << "no bf16 case";
   EXPECT_GT(alpha_rule, 0) << "no case with the alpha-scaled operand rule";
-  std::printf("[ measured ] %s; fp16 %lld, bf16 %lld cases, %lld with a relation, %lld with |alpha| not 0 or 1, %lld "
-              "with beta 0\n",
-              st.summary("gemm_tc").c_str(), static_cast<long long>(by_in[0]), static_cast<long long>(by_in[1]),
-              static_cast<long long>(relations), static_cast<long long>(alpha_rule), static_cast<long long>(beta0));
+  std::printf(
+      "[ measured ] %s; fp16 %lld, bf16 %lld cases, %lld with a relation, %lld with |alpha| not 0 or 1, %lld "
+      "with beta 0\n",
+      st.summary("gemm_tc").c_str(), static_cast<long long>(by_in[0]), static_cast<long long>(by_in[1]),
+      static_cast<long long>(relations), static_cast<long long>(alpha_rule), static_cast<long long>(beta0));
 }
 
 // The engine on device-path cases: the device prepare writes the scalars the kernels read, the
@@ -454,8 +455,8 @@ TEST(GemmEpiDeviceRefGpu, MatchesTheHostReferenceAndBound) {
     for (const auto& [what, k] : {std::pair<const char*, Contract>{"plain", Contract()},
                                   std::pair<const char*, Contract>{"narrow", Contract().narrow_intermediates()},
                                   std::pair<const char*, Contract>{"fast", Contract().fast_math()}}) {
-      ASSERT_NO_FATAL_FAILURE(test_util::check_device_reference(op, c, k, 2.0 * static_cast<double>(p.i("k") + 8),
-                                                                mag, 1e-9, st))
+      ASSERT_NO_FATAL_FAILURE(
+          test_util::check_device_reference(op, c, k, 2.0 * static_cast<double>(p.i("k") + 8), mag, 1e-9, st))
           << what;
       if (HasFailure()) break;
     }
