@@ -69,9 +69,9 @@
 // references/device/attention_f64.cu: one block per query row runs steps 1 to 5 through
 // references/host/attention.h, the functions fwd_ref and fwd_tol call here, in the same order
 // (only exp and log are CUDA's), O's store rounding included. Backward (up to 2^20 (row, key)
-// pairs): its device compute first does prepare_bwd's work on the device (the masked rows, that
+// pairs): its device prepare does prepare_bwd's work on the device (the masked rows, that
 // forward reference's O and LSE, rounded into O's dtype and fp32 as store_as rounds them, dO's
-// row scaling), writing the snapshot every launch restores from, then
+// row scaling), writing the snapshot every launch restores from; then compute:
 // references/device/attention_bwd_f64.cu runs bwd_pass's per-pair step and finish
 // (references/host/attention.h) with each output element's sum in the host's order. A gradcheck
 // case's relation stays on the device too: the differences of the forward

@@ -5,7 +5,7 @@
 // fast math. Both run backward.h's steps with every sum in the same order and bound_bwd's
 // formulas with its constants (bwd_constants), IEEE operations only: the references and
 // tolerances are expected to have the host's bits, and are held to 1 fp64 ulp of the magnitude
-// and 1e-14 relative. compute writes prepare's saved statistics into the snapshot: from
+// and 1e-14 relative. The device prepare writes the saved statistics into the snapshot: from
 // unprepared images they must be the host prepare's, bit for bit. Then the engine: the correct
 // kernels pass with the verdict naming the device reference, both paths timed; the planted bugs
 // are caught on this path; a variant that accumulates dgamma takes the host path.
