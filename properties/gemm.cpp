@@ -88,10 +88,6 @@ constexpr int64_t kGenWork = int64_t{1} << 31;  // generated cases stay under 2^
 constexpr const char* kReadsC = "reads_c_when_beta0";
 constexpr const char* kSkipsProduct = "skips_product_when_alpha0";
 
-int64_t work(const Params& p) {
-  return p.i("m") * p.i("n") * std::max<int64_t>(p.i("k"), 1);
-}
-
 bool reads_c_when_beta0(const Params& p) {
   return p.convention(kReadsC);
 }
@@ -142,14 +138,9 @@ void couple(nlohmann::json& j, std::vector<ValueRecipe>& r) {
   } else if (std::any_of(r.begin(), r.end(), [](const ValueRecipe& x) { return x.cls == ValueClass::kNearOverflow; })) {
     j["alpha"] = *rc::gen::elementOf(std::vector<double>{1, -1, 1.5});
   }
-  if (j.contains("relation") && j["relation"] == "transpose") j["n"] = j["m"];
-  auto at = [&](const char* key) { return j[key].get<int64_t>(); };
-  while (at("m") * at("n") * std::max<int64_t>(at("k"), 1) > kGenWork) {
-    const bool square = j.contains("relation") && j["relation"] == "transpose";
-    const char* big = at("m") >= at("n") && at("m") >= at("k") ? "m" : (at("n") >= at("k") ? "n" : "k");
-    j[big] = at(big) / 2;
-    if (square && std::string(big) != "k") j["m"] = j["n"] = at(big);
-  }
+  const bool square = j.contains("relation") && j["relation"] == "transpose";
+  if (square) j["n"] = j["m"];
+  gemm_common::halve_to_work(j, kGenWork, square);
 }
 
 Status check(const Params& p) {
@@ -445,9 +436,11 @@ OpDef make() {
   op.self_check = self_check;
   // alpha = 0 under the BLAS rule is an O(m n) host reference (C = beta*C); cuBLAS's fp64
   // reads A and B all the same.
-  op.device_reference = {.when = [](const Params& p) {
-                           return work(p) > kDeviceRefWork && !(p.r("alpha", 1) == 0 && p.convention(kSkipsProduct));
-                         },
+  op.device_reference = {.when =
+                             [](const Params& p) {
+                               const bool blas_rule = p.r("alpha", 1) == 0 && p.convention(kSkipsProduct);
+                               return gemm_common::gemm_work(p) > kDeviceRefWork && !blas_rule;
+                             },
                          .scratch = device_scratch,
                          .compute = device_reference,
                          .name = "device-f64"};
@@ -555,7 +548,7 @@ bool gemm_inputs_on_device(const GemmParams& g) {
 
 bool gemm_runs_every_check(const Case& c) {
   const Params p(c.params);
-  if (work(p) <= kSampledChecksWork) return true;
+  if (gemm_common::gemm_work(p) <= kSampledChecksWork) return true;
   Case key = c;
   key.variant.clear();  // the same case sampled alike whichever variant it was stored for
   return std::stoull(key.id(), nullptr, 16) % 4 == 0;

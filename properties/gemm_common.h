@@ -179,6 +179,23 @@ inline std::map<std::string, std::string> blas_conventions() {
            "with beta = 0 the kernel may read C (computes 0 * C): C then holds finite values, not NaN"}};
 }
 
+/// m n max(k, 1), a GEMM case's multiply-adds (k == 0 still reads C and writes D): what the
+/// device-reference thresholds and the generated size limits count.
+inline int64_t gemm_work(const Params& p) {
+  return p.i("m") * p.i("n") * std::max<int64_t>(p.i("k"), 1);
+}
+
+/// For an op's couple: halves the largest of params m, n and k until m n max(k, 1) <= limit;
+/// `square` (a relation that needs m == n) keeps m and n equal.
+inline void halve_to_work(nlohmann::json& j, int64_t limit, bool square = false) {
+  auto at = [&](const char* key) { return j[key].get<int64_t>(); };
+  while (at("m") * at("n") * std::max<int64_t>(at("k"), 1) > limit) {
+    const char* big = at("m") >= at("n") && at("m") >= at("k") ? "m" : (at("n") >= at("k") ? "n" : "k");
+    j[big] = at(big) / 2;
+    if (square && std::string(big) != "k") j["m"] = j["n"] = at(big);
+  }
+}
+
 /// Elements from tensor t's view pointer (its leading offset applied) to the end of its
 /// allocation: what a device reference widens of an operand.
 inline int64_t extent_from_view(const Case& c, size_t t) {

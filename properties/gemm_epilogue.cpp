@@ -349,7 +349,7 @@ Status bound(EpiPass pass, const Case& c, const Arithmetic& a, std::vector<Outpu
 // ---- device reference (forward) ---------------------------------------------------------------------
 
 bool device_when(const Params& p) {
-  return p.i("m") * p.i("n") * std::max<int64_t>(p.i("k"), 1) > kDeviceRefWork;
+  return gemm_common::gemm_work(p) > kDeviceRefWork;
 }
 
 int64_t device_scratch(const Case& c) {
@@ -569,12 +569,7 @@ void couple(EpiPass pass, nlohmann::json& p, std::vector<ValueRecipe>& r) {
   if (*gen_weighted_index({11, 1}) == 1) p["k"] = 0;
   if (pass == EpiPass::kFwd && p.value("relation", std::string()) == "scale2" && p["act"] == "gelu")
     p["relation"] = "permute_rows";
-  // The forward's largest extent halved until the case is under kFwdGenMacs multiply-adds.
-  auto at = [&](const char* key) { return p[key].get<int64_t>(); };
-  while (pass == EpiPass::kFwd && at("m") * at("n") * std::max<int64_t>(at("k"), 1) > kFwdGenMacs) {
-    const char* big = at("m") >= at("n") && at("m") >= at("k") ? "m" : (at("n") >= at("k") ? "n" : "k");
-    p[big] = at(big) / 2;
-  }
+  if (pass == EpiPass::kFwd) gemm_common::halve_to_work(p, kFwdGenMacs);
 }
 
 /// The host references against long double on a small case (forward: Z and GELU(Z); backward,

@@ -259,7 +259,7 @@ void prepare(const Case& c, std::vector<unsigned char*>& img) {
 // ---- device reference -----------------------------------------------------------------------------------
 
 bool device_when(const Params& p) {
-  return p.i("m") * p.i("n") * std::max<int64_t>(p.i("k"), 1) > kDeviceRefWork;
+  return gemm_common::gemm_work(p) > kDeviceRefWork;
 }
 
 int64_t device_scratch(const Case& c) {
@@ -439,13 +439,9 @@ void couple(nlohmann::json& p, std::vector<ValueRecipe>& r) {
   } else if (rel.empty() && *gen_weighted_index({9, 1}) == 1) {
     p["k"] = 0;
   }
-  // The largest extent halved until the case is under kGenMacs multiply-adds.
-  auto at = [&](const char* key) { return p[key].get<int64_t>(); };
-  while (at("m") * at("n") * std::max<int64_t>(at("k"), 1) > kGenMacs) {
-    const char* big = at("m") >= at("n") && at("m") >= at("k") ? "m" : (at("n") >= at("k") ? "n" : "k");
-    p[big] = at(big) / 2;
-  }
-  if (p.contains("shift")) p["shift"] = std::min(p["shift"].get<int64_t>(), std::max<int64_t>(at("m") - 1, 0));
+  gemm_common::halve_to_work(p, kGenMacs);
+  if (p.contains("shift"))
+    p["shift"] = std::min(p["shift"].get<int64_t>(), std::max<int64_t>(p["m"].get<int64_t>() - 1, 0));
 }
 
 /// The host reference against a long-double evaluation, and the ceiling against an fp32 FMA

@@ -298,7 +298,7 @@ Status device_prepare_bwd(const Case& c, const std::vector<DevTensor>& t, const 
   if (!device_ref::input_rows_support(dt) || t.size() != 3 || t[0].dtype != dt)
     return invalid_argument("softmax_bwd: no device reference for this case (fp32, fp16 or bf16 Y and dY)");
   const View2D& yv = t[0].v;
-  if (ctx.scratch == nullptr || ctx.scratch_bytes < 16 * yv.rows * yv.cols)
+  if (ctx.scratch == nullptr || ctx.scratch_bytes < device_scratch_bwd(c))
     return invalid_argument("softmax_bwd: device reference scratch missing or too small");
   auto* scratch = reinterpret_cast<double*>(ctx.scratch);
   return device_ref::softmax_prepare_saved(p.b("log"), t[0].ptr, dt, yv.rows, yv.cols, yv.ld, scratch,
