@@ -280,6 +280,8 @@ __device__ void check_relation(const DevCompare& c, CompareResult* out) {
   }
 }
 
+// Four blocks a multiprocessor (64 registers; 77 unbounded allowed three): the check streams
+// memory, and more resident warps keep more loads in flight.
 __global__ void __launch_bounds__(256, 4) check_kernel(const CheckParams p, CheckResult* result) {
   const int task = static_cast<int>(blockIdx.y);
   if (task < p.nregions) {
