@@ -330,6 +330,18 @@ StatusOr<std::string> relation_detail(const OpDef& op, const Setup& s, gpu::Lane
                      e.y2, e.y1, op.relate ? " (moved and scaled as the relation says)" : "", e.diff, e.tol);
 }
 
+/// The first launch's outputs into their save areas: the determinism rerun and a relation's
+/// launch compare against them.
+Status save_outputs(const Setup& s, gpu::Lane& lane) {
+  for (size_t o = 0; o < s.outs.size(); ++o) {
+    const TensorDesc& d = s.c.tensors[static_cast<size_t>(s.outs[o])].desc;
+    CUDA_CHECK(cudaMemcpyAsync(lane.dev_scratch() + s.save_off[o], lane.dev_tensor(s.outs[o]),
+                               d.extent() * static_cast<int64_t>(dtype_size(d.dtype)), cudaMemcpyDeviceToDevice,
+                               lane.stream()));
+  }
+  return ok_status();
+}
+
 /// The device path of build_setup: inputs drawn into the snapshot, outputs poisoned there,
 /// the op's device reference into scratch after the save areas.
 Status build_device_setup(const OpDef& op, const Contract& k, gpu::Lane& lane, const std::vector<gpu::ArenaTensor>& at,
@@ -932,11 +944,7 @@ StatusOr<std::vector<Verdict>> run_model(const OpDef& op, const std::vector<cons
       cp.ncompares = static_cast<int32_t>(s.cmp.size());
       ASSAY_RETURN_IF_ERROR(lane.check(cp, run));
       checks.push_back(cp);
-      if (run == 0)
-        for (size_t o = 0; o < outs.size(); ++o)
-          CUDA_CHECK(cudaMemcpyAsync(lane.dev_scratch() + s.save_off[o], lane.dev_tensor(outs[o]),
-                                     T[outs[o]].desc.extent() * static_cast<int64_t>(dtype_size(T[outs[o]].desc.dtype)),
-                                     cudaMemcpyDeviceToDevice, lane.stream()));
+      if (run == 0) ASSAY_RETURN_IF_ERROR(save_outputs(s, lane));
     }
     // The metamorphic relation's launch on the transformed inputs, compared on the device with
     // the first launch's saved outputs; its check comes back with the others.
@@ -1248,7 +1256,8 @@ StatusOr<nlohmann::json> time_model(const OpDef& op, const VariantDef& v, gpu::L
     passed = passed && verdicts->front().passed();
   }
   out["passed"] = passed;
-  out["case_runs_every_check"] = !op.every_check || op.every_check(c);
+  const bool every = !op.every_check || op.every_check(c);
+  out["case_runs_every_check"] = every;
   Setup s;
   const auto tp = Clock::now();
   ASSAY_RETURN_IF_ERROR(build_setup(op, v, c, lane, s));
@@ -1300,16 +1309,10 @@ StatusOr<nlohmann::json> time_model(const OpDef& op, const VariantDef& v, gpu::L
   // The rerun's check compares against the first launch's saved outputs and reads the reference
   // only where the bits differ: less than the first check, so timed on its own.
   // A variant not declared deterministic has its second launch checked in full.
-  const bool every = !op.every_check || op.every_check(c);
   double check_rerun_ms = every ? check_ms : 0;
   if (every && v.deterministic) {
-    for (size_t o = 0; o < s.outs.size(); ++o) {
-      const auto& d = s.c.tensors[static_cast<size_t>(s.outs[o])].desc;
-      CUDA_CHECK(cudaMemcpyAsync(lane.dev_scratch() + s.save_off[o], lane.dev_tensor(s.outs[o]),
-                                 d.extent() * static_cast<int64_t>(dtype_size(d.dtype)), cudaMemcpyDeviceToDevice,
-                                 lane.stream()));
-      cp.compares[o].prev = lane.dev_scratch() + s.save_off[o];
-    }
+    ASSAY_RETURN_IF_ERROR(save_outputs(s, lane));
+    for (size_t o = 0; o < s.outs.size(); ++o) cp.compares[o].prev = lane.dev_scratch() + s.save_off[o];
     ASSAY_ASSIGN_OR_RETURN(check_rerun_ms, median3([&]() { return lane.check(cp, 1); }));
   }
   double inputs_ms = 0;
@@ -1325,7 +1328,7 @@ StatusOr<nlohmann::json> time_model(const OpDef& op, const VariantDef& v, gpu::L
                            }));
   }
   double vendor_ms = 0;
-  if (op.vendor.defined() && out["case_runs_every_check"].get<bool>()) {
+  if (op.vendor.defined() && every) {
     ASSAY_ASSIGN_OR_RETURN(vendor_ms, median3([&]() {
                              return call_vendor(op, Params(s.c.params), dev_views(s.c, s.views, lane), lane.stream());
                            }));
@@ -1342,7 +1345,7 @@ StatusOr<nlohmann::json> time_model(const OpDef& op, const VariantDef& v, gpu::L
   out["vendor_ms"] = vendor_ms;
   // Every check needs each of these steps once (the kernel and its restore twice with the
   // determinism rerun, which has its own check); the vendor column comes on top where it runs.
-  const int runs = out["case_runs_every_check"].get<bool>() ? 2 : 1;
+  const int runs = every ? 2 : 1;
   const double floor_ms = inputs_ms + ref_ms + runs * (restore_ms + kernel_ms) + check_ms + check_rerun_ms;
   out["floor_ms"] = floor_ms;
   out["floor_ratio"] = floor_ms / (kernel_ms + ref_ms);

@@ -189,24 +189,31 @@ Status bound_fwd(const Case& c, const Arithmetic& a, const std::vector<HostTenso
 // included: the engine reads the device reference's values and tolerances back for rowsum, and
 // runs compute again on shift's transformed copy of the prepared snapshot.
 
-/// prepare on the device: the fully masked rows in the snapshot.
-Status device_prepare(const Case& c, const std::vector<DevTensor>& t, const DeviceContext& ctx) {
-  const Params p(c.params);
-  const DType dt = p.dt("dtype");
+/// The device path's inputs of the forward, or a clear error.
+Status device_fits(const Case& c, const std::vector<DevTensor>& t) {
+  const DType dt = Params(c.params).dt("dtype");
   if (!device_ref::input_rows_support(dt) || t.size() != 2 || t[0].dtype != dt)
     return invalid_argument("softmax: no device reference for this case (fp32, fp16 or bf16 X)");
+  return ok_status();
+}
+
+/// prepare on the device: the fully masked rows in the snapshot.
+Status device_prepare(const Case& c, const std::vector<DevTensor>& t, const DeviceContext& ctx) {
+  ASSAY_RETURN_IF_ERROR(device_fits(c, t));
+  const Params p(c.params);
   const View2D& v = t[0].v;
-  return device_ref::softmax_mask_rows(t[0].ptr, dt, v.rows, v.cols, v.ld, p.i("masked_every", 0), ctx.stream);
+  return device_ref::softmax_mask_rows(t[0].ptr, p.dt("dtype"), v.rows, v.cols, v.ld, p.i("masked_every", 0),
+                                       ctx.stream);
 }
 
 /// y (or log y) and its ceiling: the tolerance itself in mag (DeviceOutput's defaults: a bound
 /// computed outright, as the host path uploads it).
 Status device_compute(const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
                       std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
+  ASSAY_RETURN_IF_ERROR(device_fits(c, t));
+  if (out.size() != 1) return invalid_argument("softmax: the device reference has one output");
   const Params p(c.params);
   const DType dt = p.dt("dtype");
-  if (!device_ref::input_rows_support(dt) || t.size() != 2 || out.size() != 1 || t[0].dtype != dt)
-    return invalid_argument("softmax: no device reference for this case (fp32, fp16 or bf16 X)");
   const View2D& v = t[0].v;
   const bool log = p.b("log");
   const SoftmaxModel m = model_of(dt, v.cols, a);
@@ -282,38 +289,44 @@ Status bound_bwd(const Case& c, const Arithmetic& a, const std::vector<HostTenso
   return ok_status();
 }
 
-/// The backward on the device from the same threshold, relations included (shift transforms
-/// copies of the prepared snapshot, as on the host path).
+// The backward takes the device path from the same threshold, relations included (shift
+// transforms copies of the prepared snapshot, as on the host path).
+
+/// device_prepare_bwd's scratch: two doubles per element of Y.
 int64_t device_scratch_bwd(const Case& c) {
   const View2D v = view_of(c.tensors[0].desc);
   return 16 * v.rows * v.cols;
 }
 
+/// The device path's inputs of the backward, or a clear error.
+Status device_bwd_fits(const Case& c, const std::vector<DevTensor>& t) {
+  const DType dt = Params(c.params).dt("dtype");
+  if (!device_ref::input_rows_support(dt) || t.size() != 3 || t[0].dtype != dt || t[1].dtype != dt)
+    return invalid_argument("softmax_bwd: no device reference for this case (fp32, fp16 or bf16 Y and dY)");
+  return ok_status();
+}
+
 /// prepare_bwd on the device: the drawn logits turned into the saved (log-)softmax rounded into
-/// the dtype, in the snapshot every launch restores from; two doubles per element of scratch.
+/// the dtype, in the snapshot every launch restores from, with the scratch as its workspace.
 /// Once per draw: a second call would take the saved output for logits.
 Status device_prepare_bwd(const Case& c, const std::vector<DevTensor>& t, const DeviceContext& ctx) {
-  const Params p(c.params);
-  const DType dt = p.dt("dtype");
-  if (!device_ref::input_rows_support(dt) || t.size() != 3 || t[0].dtype != dt)
-    return invalid_argument("softmax_bwd: no device reference for this case (fp32, fp16 or bf16 Y and dY)");
-  const View2D& yv = t[0].v;
+  ASSAY_RETURN_IF_ERROR(device_bwd_fits(c, t));
   if (ctx.scratch == nullptr || ctx.scratch_bytes < device_scratch_bwd(c))
     return invalid_argument("softmax_bwd: device reference scratch missing or too small");
+  const Params p(c.params);
+  const View2D& yv = t[0].v;
   auto* scratch = reinterpret_cast<double*>(ctx.scratch);
-  return device_ref::softmax_prepare_saved(p.b("log"), t[0].ptr, dt, yv.rows, yv.cols, yv.ld, scratch,
+  return device_ref::softmax_prepare_saved(p.b("log"), t[0].ptr, p.dt("dtype"), yv.rows, yv.cols, yv.ld, scratch,
                                            scratch + yv.rows * yv.cols, ctx.stream);
 }
 
 /// dx and its ceiling on the saved output device_prepare_bwd left.
-
 Status device_compute_bwd(const Case& c, const Arithmetic& a, const std::vector<DevTensor>& t,
                           std::vector<DeviceOutput>& out, const DeviceContext& ctx) {
+  ASSAY_RETURN_IF_ERROR(device_bwd_fits(c, t));
+  if (out.size() != 1) return invalid_argument("softmax_bwd: the device reference has one output");
   const Params p(c.params);
   const DType dt = p.dt("dtype");
-  if (!device_ref::input_rows_support(dt) || t.size() != 3 || out.size() != 1 || t[0].dtype != dt ||
-      t[1].dtype != dt)
-    return invalid_argument("softmax_bwd: no device reference for this case (fp32, fp16 or bf16 Y and dY)");
   const View2D &yv = t[0].v, &gv = t[1].v;
   const bool log = p.b("log");
   const BwdCoeffs k = bwd_coeffs(yv.cols, log, a.fast_math);

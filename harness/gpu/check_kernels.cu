@@ -71,31 +71,25 @@ __device__ bool same_bits(const void* a, const void* b, int64_t i, int es) {
   }
 }
 
-// Counter + first index, aggregated per warp to keep atomics off the hot path.
-__device__ void note(bool hit, int64_t index, unsigned long long* count, unsigned long long* first) {
-  const unsigned mask = __ballot_sync(0xffffffffu, hit);
-  if (mask == 0) return;
-  // Smallest index among the warp's hits: indices rise with lane id in every
-  // loop below, so the lowest set lane holds it.
-  const int leader = __ffs(mask) - 1;
-  const long long first_idx = __shfl_sync(0xffffffffu, static_cast<long long>(index), leader);
-  if ((threadIdx.x & 31) == leader) {
-    atomicAdd(count, static_cast<unsigned long long>(__popc(mask)));
-    atomicMax(first, ~static_cast<unsigned long long>(first_idx));
-  }
-}
-
-// note() for `hits` counted items of this lane, the first of them at `index`.
+// Counter + first index, aggregated per warp to keep atomics off the hot path: `hits` items of
+// this lane counted, the first of them at `index`.
 __device__ void note_count(unsigned hits, int64_t index, unsigned long long* count, unsigned long long* first) {
   const unsigned mask = __ballot_sync(0xffffffffu, hits != 0);
   if (mask == 0) return;
   const unsigned total = __reduce_add_sync(0xffffffffu, hits);
+  // Smallest index among the warp's hits: indices rise with lane id in every
+  // loop below, so the lowest set lane holds it.
   const int leader = __ffs(mask) - 1;
   const long long first_idx = __shfl_sync(0xffffffffu, static_cast<long long>(index), leader);
   if ((threadIdx.x & 31) == leader) {
     atomicAdd(count, static_cast<unsigned long long>(total));
     atomicMax(first, ~static_cast<unsigned long long>(first_idx));
   }
+}
+
+// One item per hit.
+__device__ void note(bool hit, int64_t index, unsigned long long* count, unsigned long long* first) {
+  note_count(hit ? 1u : 0u, index, count, first);
 }
 
 // Bytes that must not change, counted in 4-byte words: 16 bytes a load where both sides are
