@@ -75,10 +75,17 @@ ASSAY_HD inline void philox_rounds(uint32_t ctr[4], const uint32_t key_in[2]) {
   constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
   uint32_t key[2] = {key_in[0], key_in[1]};
   for (int round = 0; round < 10; ++round) {
+#if defined(__CUDA_ARCH__)
+    // nvcc kept the 64-bit products below as 64-bit multiplies, shifts and masks (most of a
+    // device draw's instructions); the same bits from 32-bit high and low halves.
+    const uint32_t hi0 = __umulhi(kM0, ctr[0]), lo0 = kM0 * ctr[0];
+    const uint32_t hi1 = __umulhi(kM1, ctr[2]), lo1 = kM1 * ctr[2];
+#else
     const uint64_t p0 = uint64_t{kM0} * ctr[0];
     const uint64_t p1 = uint64_t{kM1} * ctr[2];
     const uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
     const uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
+#endif
     const uint32_t n0 = hi1 ^ ctr[1] ^ key[0];
     const uint32_t n2 = hi0 ^ ctr[3] ^ key[1];
     ctr[0] = n0;
@@ -308,8 +315,86 @@ ASSAY_HD inline double base_value(const Recipe& r, const Shape& s, uint64_t stre
   return 0;
 }
 
-/// Overwrites x with a special value where the recipe's injection hits element `index`.
-ASSAY_HD inline void inject(const Recipe& r, const Shape& s, uint64_t stream, uint64_t index, double& x) {
+// The normal class evaluated cheaply, for a store that rounds to fp32 or narrower: the same
+// truncated series as det_log and det_cos_2pi (14 odd terms, 12 terms), by Horner's rule with
+// fused multiply-adds on precomputed coefficients, where those spend 38 IEEE divisions an
+// element (most of a large draw's time). Its bits are not base_value's; `err` bounds the
+// difference, and a store may use x only where every value within err of it rounds alike
+// (materialize_device.cu). Why err holds, with room to spare:
+//   log: both sum the same 14 terms, all of one sign (s <= 0), to within about 30 roundings of
+//     the sum each; e ln 2 has the sum's sign for u < 1, so the paths differ by < 2^-46
+//     relative, and sqrt(-2 log u) by < 2^-46 relative;
+//   cos, sin: both sum the same 12 terms, of absolute sum at most cosh(pi/2) < 2.6, each to
+//     within about 100 roundings of unit size: they differ by < 2^-44 absolutely;
+//   so |x - base_value| < |scale sqrt(-2 log u)| (2^-44 + 2^-46 + 2^-52), and err is 2^-40 of
+//     that factor: 12 times the sum, and the roundings of x +- err (2^-53 of |x|) stay inside
+//     it. A subnormal fp64 product adds at most 2^-1074. ValuesApprox.NormalWithinItsBound
+//     measures the ratio over 2^22 draws and stress points.
+constexpr double inv_factorial(int n) {
+  double f = 1;
+  for (int i = 2; i <= n; ++i) f *= i;
+  return 1.0 / f;
+}
+
+// Horner steps as templates rather than loops: each coefficient a constant of the code whether
+// or not a compiler unrolls.
+template <int K>
+ASSAY_HD inline double log_horner(double h, double s2) {
+  if constexpr (K < 1) {
+    return h;
+  } else {
+    return log_horner<K - 2>(fma(h, s2, 1.0 / K), s2);
+  }
+}
+
+template <int K>
+ASSAY_HD inline void cos_sin_horner(double p2, double& hc, double& hs) {
+  if constexpr (K >= 0) {
+    constexpr double kC = (K % 2 == 0 ? 1.0 : -1.0) * inv_factorial(2 * K);
+    constexpr double kS = (K % 2 == 0 ? 1.0 : -1.0) * inv_factorial(2 * K + 1);
+    hc = fma(hc, p2, kC);
+    hs = fma(hs, p2, kS);
+    cos_sin_horner<K - 1>(p2, hc, hs);
+  }
+}
+
+/// det_log(u) for u in (0, 1), evaluated as described above.
+ASSAY_HD inline double log_approx(double u) {
+  int e = 0;
+  const double m = frexp(u, &e);
+  const double s = (m - 1.0) / (m + 1.0);
+  const double h = log_horner<25>(1.0 / 27, s * s);
+  return fma(2.0 * s, h, static_cast<double>(e) * kLn2);
+}
+
+/// cos_sin_series's c and sn, evaluated as described above.
+ASSAY_HD inline void cos_sin_approx(double phi, double& c, double& sn) {
+  double hc = -inv_factorial(22), hs = -inv_factorial(23);  // the terms of p2^11
+  cos_sin_horner<10>(phi * phi, hc, hs);
+  c = hc;
+  sn = phi * hs;
+}
+
+struct Approx {
+  double x, err;
+};
+
+/// The normal class's element `index` (base_value's kNormal, before injection), within err.
+ASSAY_HD inline Approx normal_approx(const Recipe& r, uint64_t stream, uint64_t index) {
+  const Block b = philox(r.seed, index, stream);
+  const double u1 = unit_open(b.w[0], b.w[1]), u2 = unit_open(b.w[2], b.w[3]);
+  const double radius = r.scale * sqrt(-2.0 * log_approx(u1));
+  const double t = u2 * 4.0;
+  const int q = static_cast<int>(t);
+  double c, sn;
+  cos_sin_approx((t - q) * 1.57079632679489661923, c, sn);
+  const double w = (q & 1) != 0 ? sn : c;
+  return {radius * ((q + 1) & 2 ? -w : w), 0x1p-40 * fabs(radius) + 0x1p-1070};
+}
+
+/// Overwrites x with a special value where the recipe's injection hits element `index`, and
+/// says whether it did.
+ASSAY_HD inline bool inject(const Recipe& r, const Shape& s, uint64_t stream, uint64_t index, double& x) {
   const uint64_t col = index % s.cols, row = (index / s.cols) % s.rows;
   const uint64_t t = static_cast<uint64_t>(r.inject_tile);
   const bool tile = (r.inject_at & kAtTile) != 0 && r.inject_tile >= 1 &&
@@ -317,7 +402,7 @@ ASSAY_HD inline void inject(const Recipe& r, const Shape& s, uint64_t stream, ui
   const bool structured = ((r.inject_at & kAtFirst) != 0 && index == 0) ||
                           ((r.inject_at & kAtLast) != 0 && s.numel != 0 && index == s.numel - 1) || tile;
   const Block b = philox(r.seed ^ kInjectTweak, index, stream);
-  if (!structured && !(unit_open(b.w[0], b.w[1]) < r.inject_rate)) return;
+  if (!structured && !(unit_open(b.w[0], b.w[1]) < r.inject_rate)) return false;
   // The k-th set bit of kinds, k uniform.
   int n = 0;
   for (uint32_t v = r.inject_kinds; v != 0; v >>= 1) n += static_cast<int>(v & 1u);
@@ -340,6 +425,7 @@ ASSAY_HD inline void inject(const Recipe& r, const Shape& s, uint64_t stream, ui
       x = -0.0;
       break;
   }
+  return true;
 }
 
 }  // namespace assay::value_core

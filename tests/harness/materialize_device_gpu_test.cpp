@@ -131,21 +131,35 @@ TEST_F(MaterializeDeviceGpu, HalfAndFp32ImagesAreTheHostsBytes) {
 }
 
 // The classes built on the series (value_core.h) at a large case's size, where the device draws
-// instead of the host: 2^22 fp32 elements each, the host's bytes.
+// instead of the host: 2^22 elements each, the host's bytes. The normal class also in the narrow
+// formats and at scales past fp32's largest value and among its subnormals: the device settles
+// it from value_core::normal_approx where that decides the stored bits, and from base_value
+// where it does not (some hundreds of the fp32 elements here).
 TEST_F(MaterializeDeviceGpu, SeriesClassesAtLargeSizeAreTheHostsBytes) {
-  const TensorDesc d = TensorDesc::contiguous(DType::kF32, {2048, 2048});
+  struct Draw {
+    ValueClass c;
+    DType t;
+    double scale;
+  };
+  const Draw draws[] = {{ValueClass::kNormal, DType::kF32, 3.0},      {ValueClass::kLogUniform, DType::kF32, 3.0},
+                        {ValueClass::kPareto, DType::kF32, 3.0},      {ValueClass::kNearOverflow, DType::kF32, 3.0},
+                        {ValueClass::kNormal, DType::kBF16, 3.0},     {ValueClass::kNormal, DType::kF16, 3e4},
+                        {ValueClass::kNormal, DType::kE4M3, 300.0},   {ValueClass::kNormal, DType::kI8, 100.0},
+                        {ValueClass::kNormal, DType::kF32, 1.5e38},   {ValueClass::kNormal, DType::kF32, 1e-41}};
   int64_t elements = 0;
-  for (ValueClass c : {ValueClass::kNormal, ValueClass::kLogUniform, ValueClass::kPareto, ValueClass::kNearOverflow}) {
+  for (const Draw& w : draws) {
+    const TensorDesc d = TensorDesc::contiguous(w.t, {2048, 2048});
     ValueRecipe r;
-    r.cls = c, r.seed = 17, r.scale = 3.0;
-    if (c == ValueClass::kLogUniform) r.exp_min = -120, r.exp_max = 100;
+    r.cls = w.c, r.seed = 17, r.scale = w.scale;
+    if (w.c == ValueClass::kLogUniform) r.exp_min = -120, r.exp_max = 100;
     const std::vector<unsigned char> dev = draw(d, &r);
     std::vector<unsigned char> host(dev.size());
     materialize(d, r, fnv1a64("X", 1), host.data());
-    ASSERT_EQ(differing(d, dev, host), 0) << value_class_name(c) << ": device image differs from the host's";
+    ASSERT_EQ(differing(d, dev, host), 0)
+        << value_class_name(w.c) << " " << dtype_name(w.t) << " scale " << w.scale << ": device image differs from the host's";
     elements += d.numel();
   }
-  std::printf("[ measured ] materialize_device: %lld series-class fp32 elements byte for byte the host's\n",
+  std::printf("[ measured ] materialize_device: %lld series-class elements byte for byte the host's\n",
               static_cast<long long>(elements));
 }
 
