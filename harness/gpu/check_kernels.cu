@@ -120,6 +120,66 @@ __device__ void check_bytes_equal(const unsigned char* a, const unsigned char* s
   }
 }
 
+// An output region's elements [from, n) one a step: element e covered where covered(e), which
+// must differ from the snapshot (poison) where r.check_unwritten, and equal it elsewhere.
+template <typename Covered>
+__device__ void check_output_elements(const unsigned char* a, const unsigned char* s, const DevRegion& r, int64_t from,
+                                      int64_t n, Covered covered, RegionResult* out) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t limit = from + (n - from + 31) / 32 * 32;
+  for (int64_t e = from + tid; e < limit; e += stride) {
+    bool unwritten = false, changed = false;
+    if (e < n) {
+      const bool same = same_bits(a, s, e, r.elem_size), cov = covered(e);
+      unwritten = cov && same && r.check_unwritten;
+      changed = !cov && !same;
+    }
+    if (__any_sync(0xffffffffu, unwritten || changed)) {
+      note(unwritten, e, &out->unwritten, &out->unwritten_first);
+      note(changed, e, &out->changed, &out->changed_first);
+    }
+  }
+}
+
+// An output region covered by one run of elements [cb, ce) (a dense view, or nothing), 16 bytes
+// a load as check_bytes_equal: the region is the output's bytes again, beside the compare's.
+template <int ES>
+__device__ void check_output_run(const unsigned char* a, const unsigned char* s, const DevRegion& r, int64_t n,
+                                 int64_t cb, int64_t ce, RegionResult* out) {
+  constexpr int kPer = 16 / ES;
+  constexpr unsigned kMask = ES >= 4 ? 0xffffffffu : (1u << (8 * ES)) - 1;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t quads = n / kPer;
+  const int64_t qlimit = (quads + 31) / 32 * 32;
+  for (int64_t q = tid; q < qlimit; q += stride) {
+    unsigned unwritten = 0, changed = 0;
+    int64_t first_u = 0, first_c = 0;
+    if (q < quads) {
+      const uint4 x = __ldcs(reinterpret_cast<const uint4*>(a) + q), y = __ldcs(reinterpret_cast<const uint4*>(s) + q);
+      const unsigned d[4] = {x.x ^ y.x, x.y ^ y.y, x.z ^ y.z, x.w ^ y.w};
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        bool same;
+        if constexpr (ES == 8)
+          same = (d[2 * j] | d[2 * j + 1]) == 0;
+        else
+          same = ((d[j * ES / 4] >> (8 * (j * ES % 4))) & kMask) == 0;
+        const int64_t e = q * kPer + j;
+        const bool cov = e >= cb && e < ce;
+        if (cov && same && r.check_unwritten) first_u = unwritten++ == 0 ? e : first_u;
+        if (!cov && !same) first_c = changed++ == 0 ? e : first_c;
+      }
+    }
+    if (__any_sync(0xffffffffu, unwritten != 0 || changed != 0)) {
+      note_count(unwritten, first_u, &out->unwritten, &out->unwritten_first);
+      note_count(changed, first_c, &out->changed, &out->changed_first);
+    }
+  }
+  check_output_elements(a, s, r, quads * kPer, n, [&](int64_t e) { return e >= cb && e < ce; }, out);
+}
+
 __device__ void check_region(const CheckParams& p, const DevRegion& r, RegionResult* out) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -130,24 +190,43 @@ __device__ void check_region(const CheckParams& p, const DevRegion& r, RegionRes
     return;
   }
   const int64_t n = (r.byte_end - r.byte_begin) / r.elem_size;
-  const int64_t limit = (n + 31) / 32 * 32;
+  const bool aligned = ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(s)) & 15) == 0;
+  // Coverage as one run: no view, or a view whose rows follow each other (ld == cols, or one row).
+  if (r.mask == nullptr && aligned && (r.ld <= 0 || r.ld == r.cols || r.rows <= 1)) {
+    const int64_t cb = r.ld > 0 ? r.off : 0, ce = r.ld > 0 ? r.off + r.rows * r.cols : 0;
+    switch (r.elem_size) {
+      case 8:
+        return check_output_run<8>(a, s, r, n, cb, ce, out);
+      case 4:
+        return check_output_run<4>(a, s, r, n, cb, ce, out);
+      case 2:
+        return check_output_run<2>(a, s, r, n, cb, ce, out);
+      case 1:
+        return check_output_run<1>(a, s, r, n, cb, ce, out);
+    }
+  }
+  if (r.mask != nullptr || r.ld <= 0) {
+    check_output_elements(a, s, r, 0, n, [&](int64_t e) { return r.mask != nullptr && r.mask[e] != 0; }, out);
+    return;
+  }
   // Element e = q*ld + c of the allocation against the view's start off = off_q*ld + off_c.
-  const int64_t ld = r.ld > 0 ? r.ld : 1, off_q = r.off / ld, off_c = r.off % ld;
+  const int64_t ld = r.ld, off_q = r.off / ld, off_c = r.off % ld;
+  const int64_t limit = (n + 31) / 32 * 32;
   DivCursor at(tid, stride, ld);
   for (int64_t e = tid; e < limit; e += stride, at.advance()) {
-    bool covered = false, same = true;
+    bool unwritten = false, changed = false;
     if (e < n) {
-      if (r.mask != nullptr) {
-        covered = r.mask[e] != 0;
-      } else if (r.ld > 0) {
-        const bool borrow = at.r < off_c;
-        const int64_t row = at.q - off_q - (borrow ? 1 : 0), col = at.r - off_c + (borrow ? ld : 0);
-        covered = row >= 0 && row < r.rows && col < r.cols;
-      }
-      same = same_bits(a, s, e, r.elem_size);
+      const bool borrow = at.r < off_c;
+      const int64_t row = at.q - off_q - (borrow ? 1 : 0), col = at.r - off_c + (borrow ? ld : 0);
+      const bool covered = row >= 0 && row < r.rows && col < r.cols;
+      const bool same = same_bits(a, s, e, r.elem_size);
+      unwritten = covered && same && r.check_unwritten;
+      changed = !covered && !same;
     }
-    note(e < n && covered && same && r.check_unwritten, e, &out->unwritten, &out->unwritten_first);
-    note(e < n && !covered && !same, e, &out->changed, &out->changed_first);
+    if (__any_sync(0xffffffffu, unwritten || changed)) {
+      note(unwritten, e, &out->unwritten, &out->unwritten_first);
+      note(changed, e, &out->changed, &out->changed_first);
+    }
   }
 }
 
@@ -159,92 +238,169 @@ __device__ double vendor_floor_dev(const DevCompare& c, double r) {
   return ulp + 0.5 * c.vr_min_sub;
 }
 
-__device__ void check_compare(const DevCompare& c, CompareResult* out) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t n = c.rows * c.cols;
-  const int64_t limit = (n + 31) / 32 * 32;
-  const int es = elem_size_of(c.out_dtype);
+// A thread's running maxima of a compare (check_compare): the worst element as a key (its
+// error / tolerance ratio as float bits, then ~index: the lowest index wins a tie) and that
+// ratio, and the vendor-relative ones.
+struct CompareAcc {
   unsigned long long worst = 0, vworst = 0, kmax = 0, vmax = 0;
-  double max_abs = 0;
-  DivCursor at(tid, stride, c.cols > 0 ? c.cols : 1);
-  for (int64_t idx = tid; idx < limit; idx += stride, at.advance()) {
-    bool bad_bound = false, bad_naninf = false, bad_exact = false, bad_det = false, over = false;
-    const int64_t e = c.off + at.q * c.ld + at.r;
-    if (idx < n && c.prev != nullptr) bad_det = !same_bits(c.out, c.prev, e, es);
-    // The rerun's element with the first launch's bits: every test below is a function of them
-    // and already ran on them, so the reference and bound stay unread (half the rerun's bytes).
-    if (idx < n && (c.prev == nullptr || bad_det)) {
-      const double o = load_elem(c.out_dtype, c.out, e);
-      const double r = c.ref[idx];
-      const double m = c.mag != nullptr ? c.mag[idx] : 0.0;
-      const double tol = c.rel_out * fabs(r) + c.rel_mag * m + c.floor;
-      // Partial sums are bounded by the magnitude term; where it can pass the
-      // largest finite output (or is itself Inf/NaN), a correct kernel may
-      // overflow in the middle of its reduction in some order: Inf, or
-      // Inf - Inf = NaN, also where the exact result is an Inf of one sign.
-      const double limit = c.overflow_mag > 0 ? c.overflow_mag : c.out_max;
-      const bool may_overflow = !(m * (1.0 + c.rel_mag) + c.floor < limit);
-      if (isnan(r)) {
-        bad_naninf = !isnan(o);
-      } else if (isinf(r)) {
-        bad_naninf = !((isinf(o) && signbit(o) == signbit(r)) || (isnan(o) && may_overflow));
+  double worst_ratio = 0, max_abs = 0;
+};
+
+// One element of a compare: o the output, r and m its reference and magnitude, read where
+// `judged` (in range, and on a rerun with bits unlike the first launch's); bad_det: unlike them.
+// Every lane of the warp calls it, in or out of range (the ballots).
+template <bool kVendor>
+__device__ __forceinline__ void judge(const DevCompare& c, int64_t idx, int64_t e, bool judged, bool bad_det, double o,
+                                      double r, double m, CompareAcc& acc, CompareResult* out) {
+  bool bad_bound = false, bad_naninf = false, bad_exact = false, over = false;
+  if (judged) {
+    const double tol = c.rel_out * fabs(r) + c.rel_mag * m + c.floor;
+    // Partial sums are bounded by the magnitude term; where it can pass the
+    // largest finite output (or is itself Inf/NaN), a correct kernel may
+    // overflow in the middle of its reduction in some order: Inf, or
+    // Inf - Inf = NaN, also where the exact result is an Inf of one sign.
+    const double limit = c.overflow_mag > 0 ? c.overflow_mag : c.out_max;
+    const bool may_overflow = !(m * (1.0 + c.rel_mag) + c.floor < limit);
+    if (isnan(r)) {
+      bad_naninf = !isnan(o);
+    } else if (isinf(r)) {
+      bad_naninf = !((isinf(o) && signbit(o) == signbit(r)) || (isnan(o) && may_overflow));
+    } else {
+      if ((isnan(o) || isinf(o)) && may_overflow) {
+        // accepted; finite outputs are still held to the bound below
+      } else if (isnan(o)) {
+        bad_naninf = true;
+      } else if (isinf(o)) {
+        // Overflow is correct only where the exact result may round past the
+        // largest finite value, and only with the reference's sign.
+        bad_naninf = !(fabs(r) + tol > c.out_max && signbit(o) == signbit(r));
       } else {
-        if ((isnan(o) || isinf(o)) && may_overflow) {
-          // accepted; finite outputs are still held to the bound below
-        } else if (isnan(o)) {
-          bad_naninf = true;
-        } else if (isinf(o)) {
-          // Overflow is correct only where the exact result may round past the
-          // largest finite value, and only with the reference's sign.
-          bad_naninf = !(fabs(r) + tol > c.out_max && signbit(o) == signbit(r));
-        } else {
-          const double err = fabs(o - r);
-          if (c.check_bound) bad_bound = err > tol;
-          if (c.exact) bad_exact = o != r;
-          max_abs = fmax(max_abs, err);
+        const double err = fabs(o - r);
+        if (c.check_bound) bad_bound = err > tol;
+        if (c.exact) bad_exact = o != r;
+        acc.max_abs = fmax(acc.max_abs, err);
+        // The ratio (a division) only where it may beat the thread's worst: err <= worst * tol,
+        // shrunk by more than that product's rounding, means err / tol < worst, so its float is
+        // at most worst's and its index later: no new key.
+        if (acc.worst == 0 || !(err <= acc.worst_ratio * tol * (1.0 - 0x1p-50))) {
           const float ratio = static_cast<float>(tol > 0 ? err / tol : (err > 0 ? INFINITY : 0.0));
           const unsigned long long key = (static_cast<unsigned long long>(__float_as_uint(ratio)) << 32) |
                                          (~static_cast<unsigned>(idx) & 0xffffffffull);
-          if (key > worst) worst = key;
-          // The vendor-relative ratio: errors as fractions of the element's tolerance, so that an
-          // element whose reference cancels (a large bound, few significant bits) weighs what its
-          // bound says rather than its ulp count; the vendor's error counts at least one ulp.
-          if (c.vendor != nullptr && isfinite(tol) && tol > 0) {
+          if (key > acc.worst) acc.worst = key, acc.worst_ratio = ratio;
+        }
+        // The vendor-relative ratio: errors as fractions of the element's tolerance, so that an
+        // element whose reference cancels (a large bound, few significant bits) weighs what its
+        // bound says rather than its ulp count; the vendor's error counts at least one ulp.
+        if constexpr (kVendor) {
+          if (isfinite(tol) && tol > 0) {
             const double v = load_elem(c.out_dtype, c.vendor, e);
             if (isfinite(v)) {
               const double f = vendor_floor_dev(c, r);
               const double a = err / tol, b = fmax(fabs(v - r), f) / tol, q = a / b;
               over = q > c.vr_alpha;
               const unsigned long long low = ~static_cast<unsigned>(idx) & 0xffffffffull;
-              vworst = max(vworst, (static_cast<unsigned long long>(__float_as_uint(static_cast<float>(q))) << 32) | low);
-              kmax = max(kmax, (static_cast<unsigned long long>(__float_as_uint(static_cast<float>(a))) << 32) | low);
-              vmax = max(vmax, static_cast<unsigned long long>(__float_as_uint(static_cast<float>(b))));
+              acc.vworst =
+                  max(acc.vworst, (static_cast<unsigned long long>(__float_as_uint(static_cast<float>(q))) << 32) | low);
+              acc.kmax =
+                  max(acc.kmax, (static_cast<unsigned long long>(__float_as_uint(static_cast<float>(a))) << 32) | low);
+              acc.vmax = max(acc.vmax, static_cast<unsigned long long>(__float_as_uint(static_cast<float>(b))));
             }
           }
         }
       }
     }
+  }
+  // One ballot for the common case, no failure in the warp.
+  if (__any_sync(0xffffffffu, bad_bound || bad_naninf || bad_exact || bad_det || over)) {
     note(bad_bound, idx, &out->bound, &out->bound_first);
     note(bad_naninf, idx, &out->naninf, &out->naninf_first);
     note(bad_exact, idx, &out->exact, &out->exact_first);
     note(bad_det, idx, &out->nondet, &out->nondet_first);
     note(over, idx, &out->vrel_over, &out->vrel_over_first);
   }
+}
+
+// Output, reference and magnitude of element idx (at e in the output) where it is judged; on a
+// rerun (prev set) only where its bits differ from the first launch's: an element with the
+// first launch's bits had every test already, so the reference and bound stay unread (half the
+// rerun's bytes).
+struct Loaded {
+  bool judged = false, bad_det = false;
+  double o = 0, r = 0, m = 0;
+};
+__device__ __forceinline__ Loaded load_compared(const DevCompare& c, int es, bool in, int64_t idx, int64_t e) {
+  Loaded l;
+  if (in && c.prev != nullptr) l.bad_det = !same_bits(c.out, c.prev, e, es);
+  l.judged = in && (c.prev == nullptr || l.bad_det);
+  if (l.judged) {
+    l.o = load_elem(c.out_dtype, c.out, e);
+    l.r = c.ref[idx];
+    l.m = c.mag != nullptr ? c.mag[idx] : 0.0;
+  }
+  return l;
+}
+
+// Every element of the output against its reference. A dense output (rows ld apart with ld ==
+// cols) takes two elements a step with both loaded before either is judged: the check streams
+// three arrays, and one element's loads in flight per thread left it waiting on memory (a third
+// of the bandwidth). The vendor-relative part is compiled only where the vendor's output is
+// read, so the common path keeps its registers.
+template <bool kVendor, bool kDense>
+__device__ void compare_all(const DevCompare& c, CompareResult* out) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t n = c.rows * c.cols;
+  const int64_t limit = (n + 31) / 32 * 32;
+  const int es = elem_size_of(c.out_dtype);
+  CompareAcc acc;
+  if constexpr (kDense) {
+    // i1 = i0 + stride lies in a whole warp too: stride and limit are multiples of 32.
+    for (int64_t i0 = tid; i0 < limit; i0 += 2 * stride) {
+      const int64_t i1 = i0 + stride;
+      const Loaded l0 = load_compared(c, es, i0 < n, i0, c.off + i0);
+      const Loaded l1 = load_compared(c, es, i1 < n, i1, c.off + i1);
+      judge<kVendor>(c, i0, c.off + i0, l0.judged, l0.bad_det, l0.o, l0.r, l0.m, acc, out);
+      judge<kVendor>(c, i1, c.off + i1, l1.judged, l1.bad_det, l1.o, l1.r, l1.m, acc, out);
+    }
+  } else {
+    DivCursor at(tid, stride, c.cols > 0 ? c.cols : 1);
+    for (int64_t idx = tid; idx < limit; idx += stride, at.advance()) {
+      const int64_t e = c.off + at.q * c.ld + at.r;
+      const Loaded l = load_compared(c, es, idx < n, idx, e);
+      judge<kVendor>(c, idx, e, l.judged, l.bad_det, l.o, l.r, l.m, acc, out);
+    }
+  }
   // Non-negative floats and doubles order like their bit patterns.
   for (int o = 16; o > 0; o >>= 1) {
-    worst = max(worst, __shfl_xor_sync(0xffffffffu, worst, o));
-    vworst = max(vworst, __shfl_xor_sync(0xffffffffu, vworst, o));
-    kmax = max(kmax, __shfl_xor_sync(0xffffffffu, kmax, o));
-    vmax = max(vmax, __shfl_xor_sync(0xffffffffu, vmax, o));
-    max_abs = fmax(max_abs, __shfl_xor_sync(0xffffffffu, max_abs, o));
+    acc.worst = max(acc.worst, __shfl_xor_sync(0xffffffffu, acc.worst, o));
+    acc.max_abs = fmax(acc.max_abs, __shfl_xor_sync(0xffffffffu, acc.max_abs, o));
+    if constexpr (kVendor) {
+      acc.vworst = max(acc.vworst, __shfl_xor_sync(0xffffffffu, acc.vworst, o));
+      acc.kmax = max(acc.kmax, __shfl_xor_sync(0xffffffffu, acc.kmax, o));
+      acc.vmax = max(acc.vmax, __shfl_xor_sync(0xffffffffu, acc.vmax, o));
+    }
   }
   if ((threadIdx.x & 31) == 0) {
-    if (worst != 0) atomicMax(&out->worst_key, worst);
-    if (vworst != 0) atomicMax(&out->vrel_key, vworst);
-    if (kmax != 0) atomicMax(&out->vrel_kernel, kmax);
-    if (vmax != 0) atomicMax(&out->vrel_vendor, vmax);
-    if (max_abs > 0) atomicMax(&out->max_abs_bits, static_cast<unsigned long long>(__double_as_longlong(max_abs)));
+    if (acc.worst != 0) atomicMax(&out->worst_key, acc.worst);
+    if (acc.vworst != 0) atomicMax(&out->vrel_key, acc.vworst);
+    if (acc.kmax != 0) atomicMax(&out->vrel_kernel, acc.kmax);
+    if (acc.vmax != 0) atomicMax(&out->vrel_vendor, acc.vmax);
+    if (acc.max_abs > 0)
+      atomicMax(&out->max_abs_bits, static_cast<unsigned long long>(__double_as_longlong(acc.max_abs)));
+  }
+}
+
+__device__ void check_compare(const DevCompare& c, CompareResult* out) {
+  const bool dense = c.ld == c.cols || c.rows <= 1;
+  if (c.vendor != nullptr) {
+    if (dense)
+      compare_all<true, true>(c, out);
+    else
+      compare_all<true, false>(c, out);
+  } else if (dense) {
+    compare_all<false, true>(c, out);
+  } else {
+    compare_all<false, false>(c, out);
   }
 }
 
