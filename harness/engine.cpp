@@ -1245,15 +1245,25 @@ StatusOr<nlohmann::json> time_model(const OpDef& op, const VariantDef& v, gpu::L
     passed = passed && verdicts.front().passed();
   }
   {
-    // The same without the vendor column (a campaign holds it to a share of the lane's time).
+    // The same without the vendor column (a campaign holds it to a share of the lane's time):
+    // the median of three, as the steps below, since the ratio to the floor rests on it.
     const double share = lane.options.vendor_share;
     lane.options.vendor_share = 0;
-    const auto t = Clock::now();
-    auto verdicts = run_model(op, {&v}, c, lane, false);
+    std::vector<double> t3;
+    for (int i = 0; i < 3; ++i) {
+      const auto t = Clock::now();
+      auto verdicts = run_model(op, {&v}, c, lane, false);
+      if (!verdicts.ok()) {
+        lane.options.vendor_share = share;
+        return verdicts.status();
+      }
+      t3.push_back(ms_since(t));
+      passed = passed && verdicts->front().passed();
+    }
     lane.options.vendor_share = share;
-    if (!verdicts.ok()) return verdicts.status();
-    out["full_run_without_vendor_ms"] = ms_since(t);
-    passed = passed && verdicts->front().passed();
+    std::sort(t3.begin(), t3.end());
+    out["full_run_without_vendor_ms"] = t3[1];
+    out["full_run_without_vendor_runs_ms"] = t3;
   }
   out["passed"] = passed;
   const bool every = !op.every_check || op.every_check(c);

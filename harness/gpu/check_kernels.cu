@@ -95,7 +95,9 @@ __device__ void note(bool hit, int64_t index, unsigned long long* count, unsigne
 // Bytes that must not change, counted in 4-byte words: 16 bytes a load where both sides are
 // 16-byte aligned (the arena's tensors and guard bands are), the rest a word at a time. Inputs
 // and guards are most of the bytes a check reads, and a word a load left it latency-bound.
-__device__ void check_bytes_equal(const unsigned char* a, const unsigned char* s, int64_t bytes, RegionResult* out) {
+// A constant region (guard bands and moats: the canary) is compared with its words, not read.
+__device__ void check_bytes_equal(const unsigned char* a, const unsigned char* s, int64_t bytes, const DevRegion& r,
+                                  RegionResult* out) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const bool aligned = ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(s)) & 15) == 0;
@@ -105,7 +107,9 @@ __device__ void check_bytes_equal(const unsigned char* a, const unsigned char* s
     unsigned hits = 0;
     int64_t first = 0;
     if (q < quads) {
-      const uint4 x = __ldcs(reinterpret_cast<const uint4*>(a) + q), y = __ldcs(reinterpret_cast<const uint4*>(s) + q);
+      const uint4 x = __ldcs(reinterpret_cast<const uint4*>(a) + q);
+      const uint4 y = r.constant ? make_uint4(r.poison[0], r.poison[1], r.poison[2], r.poison[3])
+                                 : __ldcs(reinterpret_cast<const uint4*>(s) + q);
       const bool d0 = x.x != y.x, d1 = x.y != y.y, d2 = x.z != y.z, d3 = x.w != y.w;
       hits = d0 + d1 + d2 + d3;
       first = 4 * q + (d0 ? 0 : d1 ? 1 : d2 ? 2 : 3);
@@ -115,7 +119,8 @@ __device__ void check_bytes_equal(const unsigned char* a, const unsigned char* s
   const int64_t words = bytes / 4, w0 = quads * 4;
   const int64_t limit = w0 + (words - w0 + 31) / 32 * 32;
   for (int64_t w = w0 + tid; w < limit; w += stride) {
-    const bool hit = w < words && reinterpret_cast<const unsigned*>(a)[w] != reinterpret_cast<const unsigned*>(s)[w];
+    const bool hit = w < words && reinterpret_cast<const unsigned*>(a)[w] !=
+                                      (r.constant ? r.poison[w % 4] : reinterpret_cast<const unsigned*>(s)[w]);
     note(hit, w, &out->changed, &out->changed_first);
   }
 }
@@ -143,7 +148,10 @@ __device__ void check_output_elements(const unsigned char* a, const unsigned cha
 }
 
 // An output region covered by one run of elements [cb, ce) (a dense view, or nothing), 16 bytes
-// a load as check_bytes_equal: the region is the output's bytes again, beside the compare's.
+// a load as check_bytes_equal. A quad of covered elements alone needs no snapshot: with
+// check_unwritten its elements are held against the poison (the snapshot's bytes there), and
+// without it they are not checked at all. The output is read here besides the compare, so the
+// snapshot's half was a third of a dense output's check traffic.
 template <int ES>
 __device__ void check_output_run(const unsigned char* a, const unsigned char* s, const DevRegion& r, int64_t n,
                                  int64_t cb, int64_t ce, RegionResult* out) {
@@ -156,8 +164,11 @@ __device__ void check_output_run(const unsigned char* a, const unsigned char* s,
   for (int64_t q = tid; q < qlimit; q += stride) {
     unsigned unwritten = 0, changed = 0;
     int64_t first_u = 0, first_c = 0;
-    if (q < quads) {
-      const uint4 x = __ldcs(reinterpret_cast<const uint4*>(a) + q), y = __ldcs(reinterpret_cast<const uint4*>(s) + q);
+    const bool covered = q * kPer >= cb && (q + 1) * kPer <= ce;
+    if (q < quads && (!covered || r.check_unwritten)) {
+      const uint4 x = __ldcs(reinterpret_cast<const uint4*>(a) + q);
+      const uint4 y = covered ? make_uint4(r.poison[0], r.poison[1], r.poison[2], r.poison[3])
+                              : __ldcs(reinterpret_cast<const uint4*>(s) + q);
       const unsigned d[4] = {x.x ^ y.x, x.y ^ y.y, x.z ^ y.z, x.w ^ y.w};
 #pragma unroll
       for (int j = 0; j < kPer; ++j) {
@@ -186,7 +197,7 @@ __device__ void check_region(const CheckParams& p, const DevRegion& r, RegionRes
   const unsigned char* a = p.arena + r.byte_begin;
   const unsigned char* s = p.snapshot + r.byte_begin;
   if (r.kind == DevRegion::kBytesEqual) {
-    check_bytes_equal(a, s, r.byte_end - r.byte_begin, out);
+    check_bytes_equal(a, s, r.byte_end - r.byte_begin, r, out);
     return;
   }
   const int64_t n = (r.byte_end - r.byte_begin) / r.elem_size;

@@ -23,7 +23,12 @@ struct DevRegion {
   int32_t kind = 0;             ///< kBytesEqual or kOutput
   int32_t elem_size = 4;        ///< for kOutput
   int32_t check_unwritten = 0;  ///< kOutput: covered elements must differ from the snapshot (poison)
-  int32_t pad_ = 0;
+  int32_t constant = 0;         ///< kBytesEqual: the snapshot is `poison` repeated (guard bands, moats): not read
+  /// kOutput with check_unwritten: 16 bytes of the dtype's output poison, the snapshot's every
+  /// covered element (harness/values.h write_output_poison), so that a dense output's covered
+  /// elements are compared with it rather than read twice. kBytesEqual with `constant`: the
+  /// canary words.
+  uint32_t poison[4] = {0, 0, 0, 0};
   // kOutput coverage: a dense 2-D view (row stride ld, column stride 1) or,
   // when mask != nullptr, one byte per element (1 = covered).
   int64_t off = 0, rows = 0, cols = 0, ld = 0;

@@ -10,6 +10,7 @@
 #include "harness/gpu/cuda_check.h"
 #include "harness/gpu/materialize_device.h"
 #include "harness/op.h"
+#include "harness/values.h"
 
 namespace assay::gpu {
 
@@ -119,7 +120,48 @@ Status Lane::place(const std::vector<ArenaTensor>& tensors) {
   }
   if (tensors.empty()) at += moat;
   arena_bytes_ = at;
+  plan_restore();
   return ok_status();
+}
+
+// Below this the arena is restored by one copy: a small case's restore is one operation's
+// latency, not its bytes.
+constexpr int64_t kSpanRestoreBytes = int64_t{16} << 20;
+
+void Lane::plan_restore() {
+  restore_spans_.clear();
+  if (arena_bytes_ < kSpanRestoreBytes || 2 * tensors_.size() + 1 > static_cast<size_t>(detail::kMaxRestoreJobs))
+    return;
+  auto span = [&](int64_t b, int64_t e, bool copy, const uint32_t* pattern) {
+    if (e <= b) return;
+    RestoreSpan r;
+    r.begin = b, r.end = e, r.copy = copy;
+    if (!copy) std::memcpy(r.pattern, pattern, sizeof r.pattern);
+    restore_spans_.push_back(r);
+  };
+  const uint32_t guard[4] = {kGuardWord, kGuardWord, kGuardWord, kGuardWord};
+  const uint32_t pad[4] = {0xA5A5A5A5u, 0xA5A5A5A5u, 0xA5A5A5A5u, 0xA5A5A5A5u};
+  int64_t prev = 0;
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    span(prev, offsets_[i], false, guard);
+    const auto& t = tensors_[i];
+    const int64_t end = offsets_[i] + scratch_round_up(sizes_[i]);
+    // A poisoned output laid out densely is its poison throughout (materialize_output), its
+    // padding 0xA5 (layout); anything else is copied.
+    const bool dense = t.desc.offset == 0 && t.desc.extent() == t.desc.numel();
+    if (t.role == Role::kOut && dense && sizes_[i] % 16 == 0 && dtype_size(t.desc.dtype) <= 16) {
+      DevRegion poison;
+      set_poison(poison, t.desc.dtype);
+      span(offsets_[i], offsets_[i] + sizes_[i], false, poison.poison);
+      span(offsets_[i] + sizes_[i], end, false, pad);
+    } else {
+      span(offsets_[i], end, true, nullptr);
+    }
+    prev = end;
+  }
+  span(prev, arena_bytes_, false, guard);
+  for (const auto& r : restore_spans_)
+    if (r.begin % 16 != 0 || r.end % 16 != 0) return restore_spans_.clear();
 }
 
 Status Lane::layout(const std::vector<ArenaTensor>& tensors, int64_t extra_bytes, int64_t scratch_bytes) {
@@ -169,8 +211,20 @@ Status Lane::upload() {
 }
 
 Status Lane::restore() {
-  CUDA_CHECK(cudaMemcpyAsync(dev_arena(), dev_snapshot(), static_cast<size_t>(arena_bytes_), cudaMemcpyDeviceToDevice,
-                             stream_));
+  if (restore_spans_.empty()) {
+    CUDA_CHECK(cudaMemcpyAsync(dev_arena(), dev_snapshot(), static_cast<size_t>(arena_bytes_), cudaMemcpyDeviceToDevice,
+                               stream_));
+    return ok_status();
+  }
+  detail::RestoreBatch b;
+  for (const auto& r : restore_spans_) {
+    detail::RestoreJob& j = b.job[b.count++];
+    j.dst = dev_arena() + r.begin;
+    j.src = r.copy ? dev_snapshot() + r.begin : nullptr;
+    j.n16 = (r.end - r.begin) / 16;
+    std::memcpy(j.pattern, r.pattern, sizeof j.pattern);
+  }
+  CUDA_CHECK(detail::launch_restore(b, stream_));
   return ok_status();
 }
 
@@ -179,11 +233,13 @@ CheckParams Lane::check_params() {
   p.arena = dev_arena();
   p.snapshot = dev_snapshot();
   int64_t prev = 0;
-  auto add_bytes = [&](int64_t b, int64_t e) {
+  auto add_bytes = [&](int64_t b, int64_t e) {  // a guard band or moat: the canary throughout
     DevRegion r;
     r.byte_begin = b;
     r.byte_end = e;
     r.kind = DevRegion::kBytesEqual;
+    r.constant = 1;
+    for (uint32_t& w : r.poison) w = kGuardWord;
     p.regions[p.nregions++] = r;
   };
   for (size_t i = 0; i < tensors_.size(); ++i) {
@@ -198,6 +254,7 @@ CheckParams Lane::check_params() {
       r.kind = DevRegion::kOutput;
       r.elem_size = static_cast<int32_t>(dtype_size(t.desc.dtype));
       r.check_unwritten = t.check_unwritten ? 1 : 0;
+      if (t.check_unwritten) set_poison(r, t.desc.dtype);
       // Coverage as a 2-D view, checked analytically: rank N outputs are laid out dense over
       // padded rows (unit innermost stride, every outer stride the next one times its
       // extent), so they are [prod of the leading extents, last extent] with the row
@@ -220,6 +277,13 @@ CheckParams Lane::check_params() {
   }
   add_bytes(prev, arena_bytes_);
   return p;
+}
+
+void set_poison(DevRegion& r, DType t) {
+  unsigned char pattern[sizeof r.poison];
+  const size_t width = dtype_size(t);
+  for (size_t b = 0; b + width <= sizeof pattern; b += width) write_output_poison(t, pattern + b);
+  std::memcpy(r.poison, pattern, sizeof pattern);
 }
 
 Status Lane::check(const CheckParams& p, int k) {

@@ -55,6 +55,9 @@ struct ArenaTensor {
   bool check_unwritten = false;  ///< covered elements start as poison and must be overwritten
 };
 
+/// DevRegion::poison: t's output poison over 16 bytes (t at most 16 bytes wide).
+void set_poison(DevRegion& r, DType t);
+
 class Lane {
  public:
   static StatusOr<std::unique_ptr<Lane>> create(int device);
@@ -90,7 +93,8 @@ class Lane {
 
   /// One H2D copy: host image + extra -> snapshot + extra.
   Status upload();
-  /// Resets the working arena from the snapshot (one D2D copy).
+  /// Resets the working arena to the snapshot: one D2D copy, or for a large arena one launch
+  /// that copies the inputs and writes the guards', moats' and dense outputs' known patterns.
   Status restore();
   /// Region table for the check kernel (guards, inputs, outputs).
   CheckParams check_params();
@@ -110,6 +114,7 @@ class Lane {
   Status reserve(int64_t device_bytes, int64_t host_bytes);
   /// Offsets and sizes of `tensors`; sets arena_bytes_.
   Status place(const std::vector<ArenaTensor>& tensors);
+  void plan_restore();
 
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
@@ -121,6 +126,14 @@ class Lane {
   CheckResult* host_results_ = nullptr;
   std::vector<ArenaTensor> tensors_;
   std::vector<int64_t> offsets_, sizes_;
+  /// restore() of a large arena, span by span: copied from the snapshot, or (guards, moats, a
+  /// dense poisoned output, padding) set to their pattern without reading it. Empty: one copy.
+  struct RestoreSpan {
+    int64_t begin = 0, end = 0;
+    bool copy = true;
+    uint32_t pattern[4] = {0, 0, 0, 0};
+  };
+  std::vector<RestoreSpan> restore_spans_;
   int64_t arena_bytes_ = 0, extra_bytes_ = 0, scratch_bytes_ = 0;
 };
 

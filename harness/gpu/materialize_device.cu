@@ -31,6 +31,16 @@ __global__ void fill_batch_kernel(const __grid_constant__ FillBatch b) {
   }
 }
 
+// Job blockIdx.y of the batch, 16 bytes a step: a copy from the snapshot, or the pattern.
+__global__ void restore_kernel(const __grid_constant__ RestoreBatch b) {
+  const RestoreJob& j = b.job[blockIdx.y];
+  auto* dst = static_cast<uint4*>(j.dst);
+  const auto* src = static_cast<const uint4*>(j.src);
+  const uint4 pattern = make_uint4(j.pattern[0], j.pattern[1], j.pattern[2], j.pattern[3]);
+  const int64_t first = blockIdx.x * int64_t{blockDim.x} + threadIdx.x, step = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t i = first; i < j.n16; i += step) dst[i] = src != nullptr ? __ldcs(src + i) : pattern;
+}
+
 // Linear element of logical (row-major) index `logical` of the view.
 __device__ int64_t linear_of(const DevView& v, int64_t logical) {
   int64_t lin = v.offset;
@@ -148,6 +158,14 @@ int grid_for(int64_t n) {
 }
 
 }  // namespace
+
+cudaError_t launch_restore(const RestoreBatch& b, cudaStream_t stream) {
+  if (b.count <= 0) return cudaSuccess;
+  int64_t most = 0;
+  for (int i = 0; i < b.count; ++i) most = std::max(most, b.job[i].n16);
+  restore_kernel<<<dim3(grid_for(most), b.count), 256, 0, stream>>>(b);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_fills(const FillBatch& b, cudaStream_t stream) {
   if (b.count <= 0) return cudaSuccess;

@@ -65,7 +65,23 @@ struct DrawBatch {
 };
 static_assert(sizeof(FillBatch) <= 4000 && sizeof(DrawBatch) <= 4000, "a kernel's parameters stay within 4 KB");
 
+/// A span of the working arena reset from the snapshot (src set) or to a 16-byte pattern; dst,
+/// src and the span 16-byte aligned (Lane::restore).
+struct RestoreJob {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  int64_t n16 = 0;  ///< 16-byte units
+  uint32_t pattern[4] = {0, 0, 0, 0};
+};
+inline constexpr int kMaxRestoreJobs = 64;
+struct RestoreBatch {
+  int32_t count = 0;
+  RestoreJob job[kMaxRestoreJobs];
+};
+static_assert(sizeof(RestoreBatch) <= 4000, "a kernel's parameters stay within 4 KB");
+
 /// One launch each (none when the batch is empty); the launch's error.
+cudaError_t launch_restore(const RestoreBatch& b, cudaStream_t stream);
 cudaError_t launch_fills(const FillBatch& b, cudaStream_t stream);
 cudaError_t launch_draws(const DrawBatch& b, cudaStream_t stream);
 

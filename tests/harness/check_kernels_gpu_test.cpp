@@ -3,7 +3,10 @@
 // read 16 bytes at a time (aligned) or one at a time (an unaligned start, the tail past the last
 // whole 16 bytes); the determinism rerun's compare counts the elements whose bits changed, holds
 // those to the bound, and leaves the bound of an element with the first launch's bits to the
-// first launch's check. A CPU-only machine skips the suite visibly.
+// first launch's check; a dense output's region finds unwritten elements against the output
+// poison and changed gap elements at every element width; a large arena's span restore gives back
+// the snapshot. A CPU-only machine skips the suite
+// visibly.
 #include <gtest/gtest.h>
 
 #include <cfloat>
@@ -14,6 +17,7 @@
 
 #include "harness/gpu/check_kernels.h"
 #include "harness/gpu/lane.h"
+#include "harness/values.h"
 
 namespace assay {
 namespace {
@@ -113,6 +117,90 @@ TEST_F(CheckKernelsGpu, RerunHoldsOnlyTheElementsWhoseBitsChangedToTheBound) {
   EXPECT_EQ(gpu::first_index(r.compares[0].nondet, r.compares[0].nondet_first), 10);
   EXPECT_EQ(r.compares[0].bound, 1u) << "element 30 has the first launch's bits: its check is that launch's";
   EXPECT_EQ(gpu::first_index(r.compares[0].bound, r.compares[0].bound_first), 20);
+}
+
+// A dense output's region, at every element width: covered elements are held against the
+// output poison (not read from the snapshot), so the planted unwritten ones (the first covered,
+// mid-way, the last) are found whether their 16 bytes are all covered or not, and a changed gap
+// element (before the view, and in the tail past the last whole 16 bytes) against the snapshot.
+TEST_F(CheckKernelsGpu, DenseOutputRegionsCountUnwrittenElementsAndChangedGaps) {
+  for (DType t : {DType::kF64, DType::kF32, DType::kBF16, DType::kE4M3}) {
+    const int64_t es = static_cast<int64_t>(dtype_size(t));
+    const int64_t off = 3, rows = 5, cols = 1000, n = off + rows * cols + 6;  // odd: a tail past the last 16 bytes
+    std::vector<unsigned char> snap(static_cast<size_t>(n * es), 0xA5);       // the gaps' canary
+    for (int64_t e = off; e < off + rows * cols; ++e) write_output_poison(t, snap.data() + e * es);
+    std::vector<unsigned char> arena = snap;
+    for (int64_t e = off; e < off + rows * cols; ++e) arena[static_cast<size_t>(e * es)] ^= 0x01;  // written
+    for (int64_t e : {off, int64_t{2000}, off + rows * cols - 1}) write_output_poison(t, arena.data() + e * es);
+    for (int64_t e : {int64_t{1}, n - 1}) arena[static_cast<size_t>(e * es)] ^= 0x40;  // gap elements changed
+    gpu::CheckParams p;
+    p.arena = upload(arena), p.snapshot = upload(snap);
+    gpu::DevRegion r;
+    r.byte_begin = 0, r.byte_end = n * es, r.kind = gpu::DevRegion::kOutput;
+    r.elem_size = static_cast<int32_t>(es), r.check_unwritten = 1;
+    r.off = off, r.rows = rows, r.cols = cols, r.ld = cols;
+    gpu::set_poison(r, t);
+    p.regions[0] = r;
+    p.nregions = 1;
+    gpu::CheckResult res = run(p);
+    EXPECT_EQ(res.regions[0].unwritten, 3u) << dtype_name(t);
+    EXPECT_EQ(gpu::first_index(res.regions[0].unwritten, res.regions[0].unwritten_first), off) << dtype_name(t);
+    EXPECT_EQ(res.regions[0].changed, 2u) << dtype_name(t);
+    EXPECT_EQ(gpu::first_index(res.regions[0].changed, res.regions[0].changed_first), 1) << dtype_name(t);
+    p.regions[0].check_unwritten = 0;  // a partial output: covered elements are not checked
+    res = run(p);
+    EXPECT_EQ(res.regions[0].unwritten, 0u) << dtype_name(t);
+    EXPECT_EQ(res.regions[0].changed, 2u) << dtype_name(t);
+  }
+}
+
+// A large arena (past the span restore's threshold: inputs copied, guards, moats and dense
+// outputs written from their patterns): after a kernel scribbled over every tensor, a guard
+// band and a moat, restore() gives back the snapshot, as the check kernel sees it: inputs and
+// guards unchanged, outputs all poison (every covered element unwritten), gaps unchanged.
+TEST_F(CheckKernelsGpu, SpanRestoreGivesBackALargeArenasSnapshot) {
+  auto lane = gpu::Lane::create(0);
+  ASSERT_TRUE(lane.ok()) << lane.status().message();
+  gpu::Lane& l = **lane;
+  std::vector<gpu::ArenaTensor> at(4);
+  at[0].desc = TensorDesc::contiguous(DType::kBF16, {2048, 2048});  // input
+  at[1].desc = TensorDesc::contiguous(DType::kBF16, {2047, 1031});  // dense output, odd bytes: copied
+  at[1].role = Role::kOut, at[1].check_unwritten = true;
+  at[2].desc = TensorDesc::contiguous(DType::kF32, {2048, 1024});  // dense output: its poison written
+  at[2].role = Role::kOut, at[2].check_unwritten = true;
+  at[3].desc = TensorDesc::contiguous(DType::kF32, {1000, 1000});  // in-out: copied
+  at[3].role = Role::kInOut;
+  ASSERT_TRUE(l.layout(at, 0, 0).ok());
+  for (int t = 0; t < 4; ++t) {
+    const auto& d = at[static_cast<size_t>(t)].desc;
+    if (at[static_cast<size_t>(t)].role == Role::kOut) {
+      materialize_output(d, l.host_tensor(t));
+    } else {
+      ValueRecipe r;
+      r.seed = static_cast<uint64_t>(t) + 1;
+      materialize(d, r, 7, l.host_tensor(t));
+    }
+  }
+  ASSERT_TRUE(l.upload().ok());
+  for (int t = 0; t < 4; ++t)
+    ASSERT_EQ(cudaMemsetAsync(l.dev_tensor(t), 0x3C, static_cast<size_t>(l.tensor_bytes(t)), l.stream()), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(l.dev_tensor(0) - 4096, 0x11, 4096, l.stream()), cudaSuccess);  // the first moat
+  ASSERT_EQ(cudaMemsetAsync(l.dev_tensor(2) - 512, 0x11, 512, l.stream()), cudaSuccess);    // a guard band
+  const gpu::CheckParams p = l.check_params();
+  ASSERT_TRUE(l.check(p, 0).ok());
+  ASSERT_TRUE(l.restore().ok());
+  ASSERT_TRUE(l.check(p, 1).ok());
+  ASSERT_TRUE(l.fetch_results(2).ok());
+  int64_t scribbled = 0;
+  for (int i = 0; i < p.nregions; ++i) scribbled += static_cast<int64_t>(l.result(0).regions[i].changed);
+  EXPECT_GT(scribbled, 0) << "the scribbles are seen before the restore";
+  for (int i = 0; i < p.nregions; ++i) {
+    const gpu::DevRegion& r = p.regions[i];
+    EXPECT_EQ(l.result(1).regions[i].changed, 0u)
+        << "region " << i << " [" << r.byte_begin << ", " << r.byte_end << ")";
+    if (r.kind == gpu::DevRegion::kOutput && r.check_unwritten)
+      EXPECT_EQ(static_cast<int64_t>(l.result(1).regions[i].unwritten), r.rows * r.cols) << "region " << i;
+  }
 }
 
 }  // namespace
