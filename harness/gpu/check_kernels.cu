@@ -103,18 +103,27 @@ __device__ void check_bytes_equal(const unsigned char* a, const unsigned char* s
   const bool aligned = ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(s)) & 15) == 0;
   const int64_t quads = aligned ? bytes / 16 : 0;
   const int64_t qlimit = (quads + 31) / 32 * 32;  // whole warps stay in the loop for the ballot
-  for (int64_t q = tid; q < qlimit; q += stride) {
-    unsigned hits = 0;
-    int64_t first = 0;
-    if (q < quads) {
-      const uint4 x = __ldcs(reinterpret_cast<const uint4*>(a) + q);
-      const uint4 y = r.constant ? make_uint4(r.poison[0], r.poison[1], r.poison[2], r.poison[3])
-                                 : __ldcs(reinterpret_cast<const uint4*>(s) + q);
-      const bool d0 = x.x != y.x, d1 = x.y != y.y, d2 = x.z != y.z, d3 = x.w != y.w;
-      hits = d0 + d1 + d2 + d3;
-      first = 4 * q + (d0 ? 0 : d1 ? 1 : d2 ? 2 : 3);
+  const uint4 pattern = make_uint4(r.poison[0], r.poison[1], r.poison[2], r.poison[3]);
+  // Two quads a step, all their loads issued before the first compare: one quad's loads then
+  // its compare left each warp waiting on memory (most of the check's stalls).
+  for (int64_t q0 = tid; q0 < qlimit; q0 += 2 * stride) {
+    const int64_t q1 = q0 + stride;  // in a whole warp too: stride and qlimit are multiples of 32
+    uint4 x0 = pattern, y0 = pattern, x1 = pattern, y1 = pattern;
+    if (q0 < quads) {
+      x0 = __ldcs(reinterpret_cast<const uint4*>(a) + q0);
+      if (!r.constant) y0 = __ldcs(reinterpret_cast<const uint4*>(s) + q0);
     }
-    note_count(hits, first, &out->changed, &out->changed_first);
+    if (q1 < quads) {
+      x1 = __ldcs(reinterpret_cast<const uint4*>(a) + q1);
+      if (!r.constant) y1 = __ldcs(reinterpret_cast<const uint4*>(s) + q1);
+    }
+    const bool a0 = x0.x != y0.x, b0 = x0.y != y0.y, c0 = x0.z != y0.z, d0 = x0.w != y0.w;
+    const bool a1 = x1.x != y1.x, b1 = x1.y != y1.y, c1 = x1.z != y1.z, d1 = x1.w != y1.w;
+    const unsigned hits0 = a0 + b0 + c0 + d0, hits1 = a1 + b1 + c1 + d1;
+    if (__any_sync(0xffffffffu, hits0 + hits1 != 0)) {
+      note_count(hits0, 4 * q0 + (a0 ? 0 : b0 ? 1 : c0 ? 2 : 3), &out->changed, &out->changed_first);
+      note_count(hits1, 4 * q1 + (a1 ? 0 : b1 ? 1 : c1 ? 2 : 3), &out->changed, &out->changed_first);
+    }
   }
   const int64_t words = bytes / 4, w0 = quads * 4;
   const int64_t limit = w0 + (words - w0 + 31) / 32 * 32;
@@ -161,31 +170,50 @@ __device__ void check_output_run(const unsigned char* a, const unsigned char* s,
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t quads = n / kPer;
   const int64_t qlimit = (quads + 31) / 32 * 32;
-  for (int64_t q = tid; q < qlimit; q += stride) {
-    unsigned unwritten = 0, changed = 0;
-    int64_t first_u = 0, first_c = 0;
+  const uint4 poison = make_uint4(r.poison[0], r.poison[1], r.poison[2], r.poison[3]);
+  // Quad q's loads: the output's 16 bytes, and the snapshot's where not all covered.
+  auto load = [&](int64_t q, uint4& x, uint4& y) {
     const bool covered = q * kPer >= cb && (q + 1) * kPer <= ce;
+    x = poison, y = poison;
     if (q < quads && (!covered || r.check_unwritten)) {
-      const uint4 x = __ldcs(reinterpret_cast<const uint4*>(a) + q);
-      const uint4 y = covered ? make_uint4(r.poison[0], r.poison[1], r.poison[2], r.poison[3])
-                              : __ldcs(reinterpret_cast<const uint4*>(s) + q);
-      const unsigned d[4] = {x.x ^ y.x, x.y ^ y.y, x.z ^ y.z, x.w ^ y.w};
-#pragma unroll
-      for (int j = 0; j < kPer; ++j) {
-        bool same;
-        if constexpr (ES == 8)
-          same = (d[2 * j] | d[2 * j + 1]) == 0;
-        else
-          same = ((d[j * ES / 4] >> (8 * (j * ES % 4))) & kMask) == 0;
-        const int64_t e = q * kPer + j;
-        const bool cov = e >= cb && e < ce;
-        if (cov && same && r.check_unwritten) first_u = unwritten++ == 0 ? e : first_u;
-        if (!cov && !same) first_c = changed++ == 0 ? e : first_c;
-      }
+      x = __ldcs(reinterpret_cast<const uint4*>(a) + q);
+      if (!covered) y = __ldcs(reinterpret_cast<const uint4*>(s) + q);
     }
-    if (__any_sync(0xffffffffu, unwritten != 0 || changed != 0)) {
-      note_count(unwritten, first_u, &out->unwritten, &out->unwritten_first);
-      note_count(changed, first_c, &out->changed, &out->changed_first);
+  };
+  auto judge_quad = [&](int64_t q, const uint4& x, const uint4& y, unsigned& unwritten, int64_t& first_u,
+                        unsigned& changed, int64_t& first_c) {
+    unwritten = changed = 0;
+    first_u = first_c = 0;
+    if (q >= quads) return;
+    const unsigned d[4] = {x.x ^ y.x, x.y ^ y.y, x.z ^ y.z, x.w ^ y.w};
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      bool same;
+      if constexpr (ES == 8)
+        same = (d[2 * j] | d[2 * j + 1]) == 0;
+      else
+        same = ((d[j * ES / 4] >> (8 * (j * ES % 4))) & kMask) == 0;
+      const int64_t e = q * kPer + j;
+      const bool cov = e >= cb && e < ce;
+      if (cov && same && r.check_unwritten) first_u = unwritten++ == 0 ? e : first_u;
+      if (!cov && !same) first_c = changed++ == 0 ? e : first_c;
+    }
+  };
+  // Two quads a step, both loaded before either is judged (as check_bytes_equal).
+  for (int64_t q0 = tid; q0 < qlimit; q0 += 2 * stride) {
+    const int64_t q1 = q0 + stride;
+    uint4 x0, y0, x1, y1;
+    load(q0, x0, y0);
+    load(q1, x1, y1);
+    unsigned u0, c0, u1, c1;
+    int64_t fu0, fc0, fu1, fc1;
+    judge_quad(q0, x0, y0, u0, fu0, c0, fc0);
+    judge_quad(q1, x1, y1, u1, fu1, c1, fc1);
+    if (__any_sync(0xffffffffu, (u0 | c0 | u1 | c1) != 0)) {
+      note_count(u0, fu0, &out->unwritten, &out->unwritten_first);
+      note_count(c0, fc0, &out->changed, &out->changed_first);
+      note_count(u1, fu1, &out->unwritten, &out->unwritten_first);
+      note_count(c1, fc1, &out->changed, &out->changed_first);
     }
   }
   check_output_elements(a, s, r, quads * kPer, n, [&](int64_t e) { return e >= cb && e < ce; }, out);
@@ -331,6 +359,82 @@ __device__ __forceinline__ void judge(const DevCompare& c, int64_t idx, int64_t 
   }
 }
 
+// A warp's maxima into the result. Non-negative floats and doubles order like their bit patterns.
+template <bool kVendor>
+__device__ void finish_compare(CompareAcc& acc, CompareResult* out) {
+  for (int o = 16; o > 0; o >>= 1) {
+    acc.worst = max(acc.worst, __shfl_xor_sync(0xffffffffu, acc.worst, o));
+    acc.max_abs = fmax(acc.max_abs, __shfl_xor_sync(0xffffffffu, acc.max_abs, o));
+    if constexpr (kVendor) {
+      acc.vworst = max(acc.vworst, __shfl_xor_sync(0xffffffffu, acc.vworst, o));
+      acc.kmax = max(acc.kmax, __shfl_xor_sync(0xffffffffu, acc.kmax, o));
+      acc.vmax = max(acc.vmax, __shfl_xor_sync(0xffffffffu, acc.vmax, o));
+    }
+  }
+  if ((threadIdx.x & 31) == 0) {
+    if (acc.worst != 0) atomicMax(&out->worst_key, acc.worst);
+    if (acc.vworst != 0) atomicMax(&out->vrel_key, acc.vworst);
+    if (acc.kmax != 0) atomicMax(&out->vrel_kernel, acc.kmax);
+    if (acc.vmax != 0) atomicMax(&out->vrel_vendor, acc.vmax);
+    if (acc.max_abs > 0)
+      atomicMax(&out->max_abs_bits, static_cast<unsigned long long>(__double_as_longlong(acc.max_abs)));
+  }
+}
+
+// A 4- or 2-byte output element's value from its bits (load_elem's cases of those widths).
+__device__ __forceinline__ double decode_bits(int dtype, uint32_t b) {
+  if (dtype == 8) return static_cast<double>(static_cast<int32_t>(b));
+  return static_cast<double>(__uint_as_float(b));
+}
+__device__ __forceinline__ double decode_bits(int dtype, uint16_t b) {
+  if (dtype == 3) return static_cast<double>(__half2float(__ushort_as_half(b)));
+  return static_cast<double>(__bfloat162float(__ushort_as_bfloat16(b)));
+}
+
+// A dense output of 4- or 2-byte elements, two a step, every load of both (the output, and the
+// reference and bound, or on a rerun the first launch's output) issued before either is judged:
+// behind load_elem's dtype switch the compiler kept each element's loads with its compare, and
+// the warps waited on memory (most of the check's stalls under ncu).
+template <bool kVendor, typename U>
+__device__ void compare_dense(const DevCompare& c, CompareResult* out) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t n = c.rows * c.cols;
+  const int64_t limit = (n + 31) / 32 * 32;
+  const U* ob = static_cast<const U*>(c.out) + c.off;
+  const U* pb = c.prev != nullptr ? static_cast<const U*>(c.prev) + c.off : nullptr;
+  CompareAcc acc;
+  // i1 = i0 + stride lies in a whole warp too: stride and limit are multiples of 32.
+  for (int64_t i0 = tid; i0 < limit; i0 += 2 * stride) {
+    const int64_t i1 = i0 + stride;
+    const bool in0 = i0 < n, in1 = i1 < n;
+    U o0 = 0, o1 = 0;
+    double r0 = 0, m0 = 0, r1 = 0, m1 = 0;
+    bool det0 = false, det1 = false, j0 = in0, j1 = in1;
+    if (pb != nullptr) {
+      // The rerun: an element with the first launch's bits had every test already, so the
+      // reference and bound are read only where the bits differ (half the rerun's bytes).
+      U p0 = 0, p1 = 0;
+      if (in0) o0 = ob[i0], p0 = pb[i0];
+      if (in1) o1 = ob[i1], p1 = pb[i1];
+      j0 = det0 = in0 && o0 != p0;
+      j1 = det1 = in1 && o1 != p1;
+      if (det0) r0 = c.ref[i0], m0 = c.mag != nullptr ? c.mag[i0] : 0.0;
+      if (det1) r1 = c.ref[i1], m1 = c.mag != nullptr ? c.mag[i1] : 0.0;
+    } else {
+      if (in0) o0 = ob[i0], r0 = c.ref[i0];
+      if (in1) o1 = ob[i1], r1 = c.ref[i1];
+      if (c.mag != nullptr) {
+        if (in0) m0 = c.mag[i0];
+        if (in1) m1 = c.mag[i1];
+      }
+    }
+    judge<kVendor>(c, i0, c.off + i0, j0, det0, decode_bits(c.out_dtype, o0), r0, m0, acc, out);
+    judge<kVendor>(c, i1, c.off + i1, j1, det1, decode_bits(c.out_dtype, o1), r1, m1, acc, out);
+  }
+  finish_compare<kVendor>(acc, out);
+}
+
 // Output, reference and magnitude of element idx (at e in the output) where it is judged; on a
 // rerun (prev set) only where its bits differ from the first launch's: an element with the
 // first launch's bits had every test already, so the reference and bound stay unread (half the
@@ -351,12 +455,10 @@ __device__ __forceinline__ Loaded load_compared(const DevCompare& c, int es, boo
   return l;
 }
 
-// Every element of the output against its reference. A dense output (rows ld apart with ld ==
-// cols) takes two elements a step with both loaded before either is judged: the check streams
-// three arrays, and one element's loads in flight per thread left it waiting on memory (a third
-// of the bandwidth). The vendor-relative part is compiled only where the vendor's output is
-// read, so the common path keeps its registers.
-template <bool kVendor, bool kDense>
+// Every element of the output against its reference, one a step (outputs compare_dense does not
+// take: rows apart, or 8- and 1-byte elements). The vendor-relative part is compiled only where
+// the vendor's output is read, so the common path keeps its registers.
+template <bool kVendor>
 __device__ void compare_all(const DevCompare& c, CompareResult* out) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -364,55 +466,35 @@ __device__ void compare_all(const DevCompare& c, CompareResult* out) {
   const int64_t limit = (n + 31) / 32 * 32;
   const int es = elem_size_of(c.out_dtype);
   CompareAcc acc;
-  if constexpr (kDense) {
-    // i1 = i0 + stride lies in a whole warp too: stride and limit are multiples of 32.
-    for (int64_t i0 = tid; i0 < limit; i0 += 2 * stride) {
-      const int64_t i1 = i0 + stride;
-      const Loaded l0 = load_compared(c, es, i0 < n, i0, c.off + i0);
-      const Loaded l1 = load_compared(c, es, i1 < n, i1, c.off + i1);
-      judge<kVendor>(c, i0, c.off + i0, l0.judged, l0.bad_det, l0.o, l0.r, l0.m, acc, out);
-      judge<kVendor>(c, i1, c.off + i1, l1.judged, l1.bad_det, l1.o, l1.r, l1.m, acc, out);
-    }
-  } else {
-    DivCursor at(tid, stride, c.cols > 0 ? c.cols : 1);
-    for (int64_t idx = tid; idx < limit; idx += stride, at.advance()) {
-      const int64_t e = c.off + at.q * c.ld + at.r;
-      const Loaded l = load_compared(c, es, idx < n, idx, e);
-      judge<kVendor>(c, idx, e, l.judged, l.bad_det, l.o, l.r, l.m, acc, out);
-    }
+  DivCursor at(tid, stride, c.cols > 0 ? c.cols : 1);
+  for (int64_t idx = tid; idx < limit; idx += stride, at.advance()) {
+    const int64_t e = c.off + at.q * c.ld + at.r;
+    const Loaded l = load_compared(c, es, idx < n, idx, e);
+    judge<kVendor>(c, idx, e, l.judged, l.bad_det, l.o, l.r, l.m, acc, out);
   }
-  // Non-negative floats and doubles order like their bit patterns.
-  for (int o = 16; o > 0; o >>= 1) {
-    acc.worst = max(acc.worst, __shfl_xor_sync(0xffffffffu, acc.worst, o));
-    acc.max_abs = fmax(acc.max_abs, __shfl_xor_sync(0xffffffffu, acc.max_abs, o));
-    if constexpr (kVendor) {
-      acc.vworst = max(acc.vworst, __shfl_xor_sync(0xffffffffu, acc.vworst, o));
-      acc.kmax = max(acc.kmax, __shfl_xor_sync(0xffffffffu, acc.kmax, o));
-      acc.vmax = max(acc.vmax, __shfl_xor_sync(0xffffffffu, acc.vmax, o));
-    }
-  }
-  if ((threadIdx.x & 31) == 0) {
-    if (acc.worst != 0) atomicMax(&out->worst_key, acc.worst);
-    if (acc.vworst != 0) atomicMax(&out->vrel_key, acc.vworst);
-    if (acc.kmax != 0) atomicMax(&out->vrel_kernel, acc.kmax);
-    if (acc.vmax != 0) atomicMax(&out->vrel_vendor, acc.vmax);
-    if (acc.max_abs > 0)
-      atomicMax(&out->max_abs_bits, static_cast<unsigned long long>(__double_as_longlong(acc.max_abs)));
-  }
+  finish_compare<kVendor>(acc, out);
 }
 
 __device__ void check_compare(const DevCompare& c, CompareResult* out) {
   const bool dense = c.ld == c.cols || c.rows <= 1;
-  if (c.vendor != nullptr) {
-    if (dense)
-      compare_all<true, true>(c, out);
-    else
-      compare_all<true, false>(c, out);
-  } else if (dense) {
-    compare_all<false, true>(c, out);
-  } else {
-    compare_all<false, false>(c, out);
+  const int es = elem_size_of(c.out_dtype);
+  if (dense && (es == 4 || es == 2)) {
+    if (c.vendor != nullptr) {
+      if (es == 4)
+        compare_dense<true, uint32_t>(c, out);
+      else
+        compare_dense<true, uint16_t>(c, out);
+    } else if (es == 4) {
+      compare_dense<false, uint32_t>(c, out);
+    } else {
+      compare_dense<false, uint16_t>(c, out);
+    }
+    return;
   }
+  if (c.vendor != nullptr)
+    compare_all<true>(c, out);
+  else
+    compare_all<false>(c, out);
 }
 
 // A metamorphic relation: every element of the transformed launch's output against the original
