@@ -1,7 +1,9 @@
 // Device materialisation (see materialize_device.h): the generator arithmetic is
 // harness/value_core.h, the same code the host expander runs; this file is compiled
-// with -fmad=false (CMakeLists.txt) so that no multiply-add is contracted. fp16 / bf16 values
-// are rounded by harness/dtype_encode.h, the functions store_as runs on the host.
+// with -fmad=false (CMakeLists.txt) so that no multiply-add is contracted (the normal class's
+// cheap evaluation fuses its own, explicitly, and stores only bits it proves to be the exact
+// evaluation's: normal_bits). fp16 / bf16 values are rounded by harness/dtype_encode.h, the
+// functions store_as runs on the host.
 #include "harness/gpu/materialize_device_kernels.h"
 
 #include <algorithm>
