@@ -105,7 +105,7 @@ __device__ void check_bytes_equal(const unsigned char* a, const unsigned char* s
   const int64_t qlimit = (quads + 31) / 32 * 32;  // whole warps stay in the loop for the ballot
   const uint4 pattern = make_uint4(r.poison[0], r.poison[1], r.poison[2], r.poison[3]);
   // Two quads a step, all their loads issued before the first compare: one quad's loads then
-  // its compare left each warp waiting on memory (most of the check's stalls).
+  // its compare leave each warp waiting on memory.
   for (int64_t q0 = tid; q0 < qlimit; q0 += 2 * stride) {
     const int64_t q1 = q0 + stride;  // in a whole warp too: stride and qlimit are multiples of 32
     uint4 x0 = pattern, y0 = pattern, x1 = pattern, y1 = pattern;
@@ -159,8 +159,8 @@ __device__ void check_output_elements(const unsigned char* a, const unsigned cha
 // An output region covered by one run of elements [cb, ce) (a dense view, or nothing), 16 bytes
 // a load as check_bytes_equal. A quad of covered elements alone needs no snapshot: with
 // check_unwritten its elements are held against the poison (the snapshot's bytes there), and
-// without it they are not checked at all. The output is read here besides the compare, so the
-// snapshot's half was a third of a dense output's check traffic.
+// without it they are not checked at all. The output is read here besides the compare, so
+// reading the snapshot too would be a third of a dense output's check traffic.
 template <int ES>
 __device__ void check_output_run(const unsigned char* a, const unsigned char* s, const DevRegion& r, int64_t n,
                                  int64_t cb, int64_t ce, RegionResult* out) {
@@ -393,8 +393,8 @@ __device__ __forceinline__ double decode_bits(int dtype, uint16_t b) {
 
 // A dense output of 4- or 2-byte elements, two a step, every load of both (the output, and the
 // reference and bound, or on a rerun the first launch's output) issued before either is judged:
-// behind load_elem's dtype switch the compiler kept each element's loads with its compare, and
-// the warps waited on memory (most of the check's stalls under ncu).
+// behind a per-element dtype switch the compiler keeps each element's loads with its compare,
+// and the warps wait on memory.
 template <bool kVendor, typename U>
 __device__ void compare_dense(const DevCompare& c, CompareResult* out) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
