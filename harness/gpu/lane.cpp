@@ -140,19 +140,20 @@ void Lane::plan_restore() {
     restore_spans_.push_back(r);
   };
   const uint32_t guard[4] = {kGuardWord, kGuardWord, kGuardWord, kGuardWord};
-  const uint32_t pad[4] = {0xA5A5A5A5u, 0xA5A5A5A5u, 0xA5A5A5A5u, 0xA5A5A5A5u};
+  uint32_t pad[4];
+  std::memset(pad, kPadByte, sizeof pad);
   int64_t prev = 0;
   for (size_t i = 0; i < tensors_.size(); ++i) {
     span(prev, offsets_[i], false, guard);
     const auto& t = tensors_[i];
     const int64_t end = offsets_[i] + scratch_round_up(sizes_[i]);
     // A poisoned output laid out densely is its poison throughout (materialize_output), its
-    // padding 0xA5 (layout); anything else is copied.
+    // padding kPadByte (layout); anything else is copied.
     const bool dense = t.desc.offset == 0 && t.desc.extent() == t.desc.numel();
     if (t.role == Role::kOut && dense && sizes_[i] % 16 == 0 && dtype_size(t.desc.dtype) <= 16) {
-      DevRegion poison;
-      set_poison(poison, t.desc.dtype);
-      span(offsets_[i], offsets_[i] + sizes_[i], false, poison.poison);
+      uint32_t poison[4];
+      poison_words(t.desc.dtype, poison);
+      span(offsets_[i], offsets_[i] + sizes_[i], false, poison);
       span(offsets_[i] + sizes_[i], end, false, pad);
     } else {
       span(offsets_[i], end, true, nullptr);
@@ -179,7 +180,7 @@ Status Lane::layout(const std::vector<ArenaTensor>& tensors, int64_t extra_bytes
     fill(prev, offsets_[i]);
     const int64_t pad_begin = offsets_[i] + sizes_[i];
     const int64_t pad_end = offsets_[i] + scratch_round_up(sizes_[i]);
-    std::memset(host_ + pad_begin, 0xA5, static_cast<size_t>(pad_end - pad_begin));
+    std::memset(host_ + pad_begin, kPadByte, static_cast<size_t>(pad_end - pad_begin));
     prev = pad_end;
   }
   fill(prev, arena_bytes_);
@@ -198,7 +199,7 @@ Status Lane::layout_on_device(const std::vector<ArenaTensor>& tensors, int64_t s
     ASSAY_RETURN_IF_ERROR(guard(prev, offsets_[i]));
     const int64_t pad_begin = offsets_[i] + sizes_[i];
     const int64_t pad_end = offsets_[i] + scratch_round_up(sizes_[i]);
-    ASSAY_RETURN_IF_ERROR(draw.fill(dev_snapshot() + pad_begin, 1, 0xA5, pad_end - pad_begin));
+    ASSAY_RETURN_IF_ERROR(draw.fill(dev_snapshot() + pad_begin, 1, kPadByte, pad_end - pad_begin));
     prev = pad_end;
   }
   return guard(prev, arena_bytes_);
@@ -254,7 +255,7 @@ CheckParams Lane::check_params() {
       r.kind = DevRegion::kOutput;
       r.elem_size = static_cast<int32_t>(dtype_size(t.desc.dtype));
       r.check_unwritten = t.check_unwritten ? 1 : 0;
-      if (t.check_unwritten) set_poison(r, t.desc.dtype);
+      if (t.check_unwritten) poison_words(t.desc.dtype, r.poison);
       // Coverage as a 2-D view, checked analytically: rank N outputs are laid out dense over
       // padded rows (unit innermost stride, every outer stride the next one times its
       // extent), so they are [prod of the leading extents, last extent] with the row
@@ -279,11 +280,11 @@ CheckParams Lane::check_params() {
   return p;
 }
 
-void set_poison(DevRegion& r, DType t) {
-  unsigned char pattern[sizeof r.poison];
+void poison_words(DType t, uint32_t (&words)[4]) {
+  unsigned char pattern[sizeof words];
   const size_t width = dtype_size(t);
   for (size_t b = 0; b + width <= sizeof pattern; b += width) write_output_poison(t, pattern + b);
-  std::memcpy(r.poison, pattern, sizeof pattern);
+  std::memcpy(words, pattern, sizeof pattern);
 }
 
 Status Lane::check(const CheckParams& p, int k) {

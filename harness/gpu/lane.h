@@ -32,6 +32,7 @@ namespace assay::gpu {
 
 inline constexpr int64_t kGuardBytes = 1024;         ///< guard band before and after each tensor
 inline constexpr uint32_t kGuardWord = 0x7FF5A5A5u;  ///< canary (a NaN as fp32)
+inline constexpr unsigned char kPadByte = 0xA5;      ///< a tensor's padding up to its 256-byte slot
 inline constexpr int kMaxChecks = 16;                ///< check results per case
 
 /// Asks the CUDA driver for a hardware work queue per stream, up to its 32, where the
@@ -55,8 +56,8 @@ struct ArenaTensor {
   bool check_unwritten = false;  ///< covered elements start as poison and must be overwritten
 };
 
-/// DevRegion::poison: t's output poison over 16 bytes (t at most 16 bytes wide).
-void set_poison(DevRegion& r, DType t);
+/// t's output poison repeated over 16 bytes (t at most 16 bytes wide): DevRegion::poison.
+void poison_words(DType t, uint32_t (&words)[4]);
 
 class Lane {
  public:

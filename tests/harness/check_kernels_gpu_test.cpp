@@ -139,7 +139,7 @@ TEST_F(CheckKernelsGpu, DenseOutputRegionsCountUnwrittenElementsAndChangedGaps) 
     r.byte_begin = 0, r.byte_end = n * es, r.kind = gpu::DevRegion::kOutput;
     r.elem_size = static_cast<int32_t>(es), r.check_unwritten = 1;
     r.off = off, r.rows = rows, r.cols = cols, r.ld = cols;
-    gpu::set_poison(r, t);
+    gpu::poison_words(t, r.poison);
     p.regions[0] = r;
     p.nregions = 1;
     gpu::CheckResult res = run(p);
