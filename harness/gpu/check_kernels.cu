@@ -286,13 +286,30 @@ struct CompareAcc {
 };
 
 // One element of a compare: o the output, r and m its reference and magnitude, read where
-// `judged` (in range, and on a rerun with bits unlike the first launch's); bad_det: unlike them.
-// Every lane of the warp calls it, in or out of range (the ballots).
+// `judged`; bad_det: on a rerun, bits unlike the first launch's.
+struct Loaded {
+  bool judged = false, bad_det = false;
+  double o = 0, r = 0, m = 0;
+};
+
+// The rerun's rule, for both compare paths: an element is judged where it is in range and, on a
+// rerun, only where its bits differ from the first launch's. An element with the first launch's
+// bits had every test already, so its reference and bound stay unread (half the rerun's bytes).
+__device__ __forceinline__ Loaded gate(bool in, bool rerun, bool differs) {
+  Loaded l;
+  l.bad_det = in && rerun && differs;
+  l.judged = in && (!rerun || differs);
+  return l;
+}
+
+// One element of a compare. Every lane of the warp calls it, in or out of range (the ballots).
 template <bool kVendor>
-__device__ __forceinline__ void judge(const DevCompare& c, int64_t idx, int64_t e, bool judged, bool bad_det, double o,
-                                      double r, double m, CompareAcc& acc, CompareResult* out) {
+__device__ __forceinline__ void judge(const DevCompare& c, int64_t idx, int64_t e, const Loaded& l, CompareAcc& acc,
+                                      CompareResult* out) {
+  const double o = l.o, r = l.r, m = l.m;
+  const bool bad_det = l.bad_det;
   bool bad_bound = false, bad_naninf = false, bad_exact = false, over = false;
-  if (judged) {
+  if (l.judged) {
     const double tol = c.rel_out * fabs(r) + c.rel_mag * m + c.floor;
     // Partial sums are bounded by the magnitude term; where it can pass the
     // largest finite output (or is itself Inf/NaN), a correct kernel may
@@ -409,44 +426,39 @@ __device__ void compare_dense(const DevCompare& c, CompareResult* out) {
     const int64_t i1 = i0 + stride;
     const bool in0 = i0 < n, in1 = i1 < n;
     U o0 = 0, o1 = 0;
-    double r0 = 0, m0 = 0, r1 = 0, m1 = 0;
-    bool det0 = false, det1 = false, j0 = in0, j1 = in1;
+    Loaded l0, l1;
+    // Two copies of the loads, so that on a first launch the reference's loads do not wait on
+    // the output's (the gate depends on the output's bits only on a rerun).
     if (pb != nullptr) {
-      // The rerun: an element with the first launch's bits had every test already, so the
-      // reference and bound are read only where the bits differ (half the rerun's bytes).
       U p0 = 0, p1 = 0;
       if (in0) o0 = ob[i0], p0 = pb[i0];
       if (in1) o1 = ob[i1], p1 = pb[i1];
-      j0 = det0 = in0 && o0 != p0;
-      j1 = det1 = in1 && o1 != p1;
-      if (det0) r0 = c.ref[i0], m0 = c.mag != nullptr ? c.mag[i0] : 0.0;
-      if (det1) r1 = c.ref[i1], m1 = c.mag != nullptr ? c.mag[i1] : 0.0;
+      l0 = gate(in0, true, o0 != p0);
+      l1 = gate(in1, true, o1 != p1);
+      if (l0.judged) l0.r = c.ref[i0], l0.m = c.mag != nullptr ? c.mag[i0] : 0.0;
+      if (l1.judged) l1.r = c.ref[i1], l1.m = c.mag != nullptr ? c.mag[i1] : 0.0;
     } else {
-      if (in0) o0 = ob[i0], r0 = c.ref[i0];
-      if (in1) o1 = ob[i1], r1 = c.ref[i1];
+      l0 = gate(in0, false, false);
+      l1 = gate(in1, false, false);
+      if (in0) o0 = ob[i0], l0.r = c.ref[i0];
+      if (in1) o1 = ob[i1], l1.r = c.ref[i1];
       if (c.mag != nullptr) {
-        if (in0) m0 = c.mag[i0];
-        if (in1) m1 = c.mag[i1];
+        if (in0) l0.m = c.mag[i0];
+        if (in1) l1.m = c.mag[i1];
       }
     }
-    judge<kVendor>(c, i0, c.off + i0, j0, det0, decode_bits(c.out_dtype, o0), r0, m0, acc, out);
-    judge<kVendor>(c, i1, c.off + i1, j1, det1, decode_bits(c.out_dtype, o1), r1, m1, acc, out);
+    l0.o = decode_bits(c.out_dtype, o0);
+    l1.o = decode_bits(c.out_dtype, o1);
+    judge<kVendor>(c, i0, c.off + i0, l0, acc, out);
+    judge<kVendor>(c, i1, c.off + i1, l1, acc, out);
   }
   finish_compare<kVendor>(acc, out);
 }
 
-// Output, reference and magnitude of element idx (at e in the output) where it is judged; on a
-// rerun (prev set) only where its bits differ from the first launch's: an element with the
-// first launch's bits had every test already, so the reference and bound stay unread (half the
-// rerun's bytes).
-struct Loaded {
-  bool judged = false, bad_det = false;
-  double o = 0, r = 0, m = 0;
-};
+// Element idx (at e in the output) where it is judged: its output, reference and magnitude.
 __device__ __forceinline__ Loaded load_compared(const DevCompare& c, int es, bool in, int64_t idx, int64_t e) {
-  Loaded l;
-  if (in && c.prev != nullptr) l.bad_det = !same_bits(c.out, c.prev, e, es);
-  l.judged = in && (c.prev == nullptr || l.bad_det);
+  const bool rerun = c.prev != nullptr;
+  Loaded l = gate(in, rerun, in && rerun && !same_bits(c.out, c.prev, e, es));
   if (l.judged) {
     l.o = load_elem(c.out_dtype, c.out, e);
     l.r = c.ref[idx];
@@ -469,8 +481,7 @@ __device__ void compare_all(const DevCompare& c, CompareResult* out) {
   DivCursor at(tid, stride, c.cols > 0 ? c.cols : 1);
   for (int64_t idx = tid; idx < limit; idx += stride, at.advance()) {
     const int64_t e = c.off + at.q * c.ld + at.r;
-    const Loaded l = load_compared(c, es, idx < n, idx, e);
-    judge<kVendor>(c, idx, e, l.judged, l.bad_det, l.o, l.r, l.m, acc, out);
+    judge<kVendor>(c, idx, e, load_compared(c, es, idx < n, idx, e), acc, out);
   }
   finish_compare<kVendor>(acc, out);
 }

@@ -53,46 +53,10 @@ __device__ int64_t linear_of(const DevView& v, int64_t logical) {
   return lin;
 }
 
-// The bits store_as writes for the float f of a value (to_float): the narrow formats round it
-// (Overflow::kIeee, as materialize()).
-__device__ uint32_t stored_bits(DevElem elem, float f) {
-  switch (elem) {
-    case DevElem::kF32:
-      return __float_as_uint(f);
-    case DevElem::kF16:
-      return encode::f32_to_f16(f);
-    case DevElem::kBF16:
-      return encode::f32_to_bf16(f);
-    case DevElem::kE4M3:
-      return encode::f32_to_e4m3(f, Overflow::kIeee);
-    case DevElem::kE5M2:
-      return encode::f32_to_e5m2(f, Overflow::kIeee);
-    case DevElem::kI8:
-      return static_cast<uint8_t>(encode::f32_to_i8(f));
-    default:  // int32: outputs only, materialize_device turns int32 values away
-      return 0;
-  }
-}
-
 // The host's (float)x keeps a quiet NaN's sign and payload (0x7FC00000 here); cvt.rn.f32.f64
 // would give the canonical 0x7FFFFFFF.
 __device__ float to_float(double x) {
   return isnan(x) ? __int_as_float(0x7FC00000) : __double2float_rn(x);
-}
-
-// The bits of element `i` of a normal draw where value_core::normal_approx settles them: every
-// double within its err stores the same bits. Each step from a double to the stored bits (round
-// to fp32, then to the narrow format, saturating or overflowing) is monotone, so base_value's
-// double, inside that interval, stores them too. Elsewhere (about 1 fp32 element in 6,000, no
-// element of 2^18 in each narrower format: ValuesApprox) the caller evaluates base_value.
-__device__ bool normal_bits(const value_core::Recipe& r, uint64_t stream, uint64_t i, DevElem elem, uint32_t& bits) {
-  const value_core::Approx a = value_core::normal_approx(r, stream, i);
-  const double lo = a.x - a.err, hi = a.x + a.err;
-  if (!isfinite(lo) || !isfinite(hi)) return false;
-  // Mostly one fp32 value: then one encoding serves both ends.
-  const float flo = __double2float_rn(lo), fhi = __double2float_rn(hi);
-  bits = stored_bits(elem, flo);
-  return __float_as_uint(flo) == __float_as_uint(fhi) || bits == stored_bits(elem, fhi);
 }
 
 // Job blockIdx.y of the batch: one thread per logical element, grid-stride; `values` false
@@ -159,30 +123,31 @@ int grid_for(int64_t n) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, kMaxBlocks)));
 }
 
+// One launch for a batch: a block row per job, as many blocks across as its largest job needs.
+template <typename Batch, typename Units>
+cudaError_t launch_batch(void (*kernel)(const Batch), const Batch& b, Units units, cudaStream_t stream) {
+  if (b.count <= 0) return cudaSuccess;
+  int64_t most = 0;
+  for (int i = 0; i < b.count; ++i) most = std::max<int64_t>(most, units(b.job[i]));
+  kernel<<<dim3(grid_for(most), b.count), 256, 0, stream>>>(b);
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 cudaError_t launch_restore(const RestoreBatch& b, cudaStream_t stream) {
-  if (b.count <= 0) return cudaSuccess;
-  int64_t most = 0;
-  for (int i = 0; i < b.count; ++i) most = std::max(most, b.job[i].n16);
-  restore_kernel<<<dim3(grid_for(most), b.count), 256, 0, stream>>>(b);
-  return cudaGetLastError();
+  return launch_batch(
+      restore_kernel, b, [](const RestoreJob& j) { return j.n16; }, stream);
 }
 
 cudaError_t launch_fills(const FillBatch& b, cudaStream_t stream) {
-  if (b.count <= 0) return cudaSuccess;
-  int64_t most = 0;
-  for (int i = 0; i < b.count; ++i) most = std::max(most, b.job[i].n);
-  fill_batch_kernel<<<dim3(grid_for(most), b.count), 256, 0, stream>>>(b);
-  return cudaGetLastError();
+  return launch_batch(
+      fill_batch_kernel, b, [](const FillJob& j) { return j.n; }, stream);
 }
 
 cudaError_t launch_draws(const DrawBatch& b, cudaStream_t stream) {
-  if (b.count <= 0) return cudaSuccess;
-  int64_t most = 0;
-  for (int i = 0; i < b.count; ++i) most = std::max(most, b.job[i].v.numel);
-  draw_batch_kernel<<<dim3(grid_for(most), b.count), 256, 0, stream>>>(b);
-  return cudaGetLastError();
+  return launch_batch(
+      draw_batch_kernel, b, [](const DrawJob& j) { return j.v.numel; }, stream);
 }
 
 }  // namespace assay::gpu::detail

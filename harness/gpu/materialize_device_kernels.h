@@ -2,10 +2,12 @@
 // nvcc (C++17) never sees the harness's C++20 headers.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include <cuda_runtime.h>
 
+#include "harness/dtype_encode.h"
 #include "harness/value_core.h"
 
 namespace assay::gpu::detail {
@@ -18,6 +20,45 @@ enum class DevElem : int32_t { kF32, kF16, kBF16, kE4M3, kE5M2, kI8, kI32 };  //
 
 /// The recipe, in the plain form the shared generator arithmetic takes.
 using DevRecipe = value_core::Recipe;
+
+/// The bits store_as writes for the float f of a value (the host's materialize()): the narrow
+/// formats round it (Overflow::kIeee).
+ASSAY_HD inline uint32_t stored_bits(DevElem elem, float f) {
+  switch (elem) {
+    case DevElem::kF32:
+      return encode::float_bits(f);
+    case DevElem::kF16:
+      return encode::f32_to_f16(f);
+    case DevElem::kBF16:
+      return encode::f32_to_bf16(f);
+    case DevElem::kE4M3:
+      return encode::f32_to_e4m3(f, Overflow::kIeee);
+    case DevElem::kE5M2:
+      return encode::f32_to_e5m2(f, Overflow::kIeee);
+    case DevElem::kI8:
+      return static_cast<uint8_t>(encode::f32_to_i8(f));
+    default:  // int32: outputs only, materialize_device turns int32 values away
+      return 0;
+  }
+}
+
+/// The bits of element `i` of a normal draw where value_core::normal_approx settles them: every
+/// double within its err stores the same bits. Each step from a double to the stored bits (round
+/// to fp32, then to the narrow format, saturating or overflowing) is monotone, so base_value's
+/// double, inside that interval, stores them too. Elsewhere (about 1 fp32 element in 6,000, no
+/// element of 2^18 in each narrower format: ValuesApprox, which runs this same function on the
+/// host) the caller evaluates base_value.
+ASSAY_HD inline bool normal_bits(const value_core::Recipe& r, uint64_t stream, uint64_t i, DevElem elem,
+                                 uint32_t& bits) {
+  const value_core::Approx a = value_core::normal_approx(r, stream, i);
+  const double lo = a.x - a.err, hi = a.x + a.err;
+  if (!std::isfinite(lo) || !std::isfinite(hi)) return false;
+  // Mostly one fp32 value: then one encoding serves both ends. The casts round to nearest on
+  // both sides (cvt.rn.f32.f64 on the device).
+  const float flo = static_cast<float>(lo), fhi = static_cast<float>(hi);
+  bits = stored_bits(elem, flo);
+  return encode::float_bits(flo) == encode::float_bits(fhi) || bits == stored_bits(elem, fhi);
+}
 
 /// A strided view: logical row-major index -> offset + sum(idx[d] * strides[d]).
 struct DevView {

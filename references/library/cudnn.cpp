@@ -435,6 +435,8 @@ struct FwdDir {
   static cudnnStatus_t workspace(cudnnHandle_t h, const ConvDescs& d, Algo a, size_t* bytes) {
     return cudnnGetConvolutionForwardWorkspaceSize(h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(), a, bytes);
   }
+  // Four deterministic dot-product algorithms: which one is cuDNN's to say.
+  static constexpr std::optional<Algo> kOnlyDeterministicDotProduct = std::nullopt;
   static bool dot_product(Algo a) {
     return a == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM || a == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM ||
            a == CUDNN_CONVOLUTION_FWD_ALGO_GEMM || a == CUDNN_CONVOLUTION_FWD_ALGO_DIRECT;
@@ -463,6 +465,8 @@ struct BwdDataDir {
   static cudnnStatus_t workspace(cudnnHandle_t h, const ConvDescs& d, Algo a, size_t* bytes) {
     return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(), a, bytes);
   }
+  // ALGO_0 sums with atomics (cuDNN's documentation: non-deterministic).
+  static constexpr std::optional<Algo> kOnlyDeterministicDotProduct = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
   static bool dot_product(Algo a) {
     return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
   }
@@ -488,6 +492,8 @@ struct BwdFilterDir {
   static cudnnStatus_t workspace(cudnnHandle_t h, const ConvDescs& d, Algo a, size_t* bytes) {
     return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(), a, bytes);
   }
+  // ALGO_0 and ALGO_3 sum with atomics (cuDNN's documentation: non-deterministic).
+  static constexpr std::optional<Algo> kOnlyDeterministicDotProduct = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
   static bool dot_product(Algo a) {
     return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 || a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1 ||
            a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
@@ -516,16 +522,58 @@ StatusOr<std::vector<typename Dir::Perf>> heuristics(CudnnHandle& h, const Cudnn
 /// Walks cuDNN's list of algorithms for direction Dir in its order and runs the first one that
 /// qualifies (cudnn.h, before cudnn_conv_forward); run(algo, workspace, bytes) makes the call.
 ///
-/// cuDNN's top choice is asked for alone first: cuDNN 9 prepares every entry it lists, and for
-/// some fp16/bf16 NCHW filter gradients on an H200 the top choice took 2.0 to 2.8 s and the rest
-/// of the list 1.3 to 1.4 s more, a lane stalled for each new shape. The whole list is asked for
+/// cuDNN's top choice is asked for alone first: for some fp16/bf16 NCHW filter gradients on an
+/// H200 the query for the top choice took 2.0 to 2.8 s and for the rest of the list 1.3 to 1.4 s
+/// more, a lane stalled for each new shape. The whole list is asked for
 /// only when the top choice does not qualify; the choice is the same either way, the first
 /// qualifying entry of cuDNN's order (CudnnConvChoiceGpu checks that the top choice alone is the
 /// whole list's head).
+///
+/// Where FMA math and the dot-product policy leave one algorithm that can qualify (backward data
+/// and backward filter: ALGO_1, the one deterministic dot-product algorithm of each), the list can
+/// only name it or nothing, so it runs without asking. The query is not cached by cuDNN: the same
+/// fp16 1x1 filter-gradient problem asked twice took 1.9 s and 1.2 s, against 0.4 s at most for
+/// ALGO_1's workspace query and run together on a new problem (CudnnConvChoiceGpu checks that the
+/// choice is the list's first qualifying entry).
 template <typename Dir, typename Run>
 StatusOr<ConvAlgoUsed> select_and_run(CudnnHandle& h, const CudnnConv& p, const ConvDescs& d, Run&& run) {
   const bool fma = p.math == ConvMath::kFma;
   std::vector<std::string> passed;
+  // Sets the math type, sizes the workspace and runs: nullopt where the entry is passed over
+  // (its reason in `passed`).
+  auto try_entry = [&](typename Dir::Algo algo, cudnnMathType_t math) -> std::optional<StatusOr<ConvAlgoUsed>> {
+    const std::string name = Dir::name(algo);
+    // cuDNN runs an algorithm with the descriptor's math type: set the one the list reports.
+    if (auto s = cudnn_status(cudnnSetConvolutionMathType(d.conv.get(), math), "cudnnSetConvolutionMathType", __FILE__,
+                              __LINE__);
+        !s.ok())
+      return StatusOr<ConvAlgoUsed>(s);
+    size_t bytes = 0;
+    const cudnnStatus_t we = Dir::workspace(h.get(), d, algo, &bytes);
+    if (we != CUDNN_STATUS_SUCCESS) {
+      passed.push_back(name + ": workspace query " + cudnnGetErrorString(we));
+      return std::nullopt;
+    }
+    if (bytes > h.workspace_limit) {
+      passed.push_back(fmt::format("{}: workspace {} B over the limit {} B", name, bytes, h.workspace_limit));
+      return std::nullopt;
+    }
+    StatusOr<void*> ws = h.workspace(bytes);
+    if (!ws.ok()) return StatusOr<ConvAlgoUsed>(ws.status());
+    const cudnnStatus_t e = run(algo, *ws, bytes);
+    if (CUDNN_STATUS_CATEGORY(e) == CUDNN_STATUS_NOT_SUPPORTED) {
+      passed.push_back(name + ": " + cudnn_status(e, Dir::kCall, __FILE__, __LINE__).message());
+      return std::nullopt;
+    }
+    if (auto s = cudnn_status(e, Dir::kCall, __FILE__, __LINE__); !s.ok()) return StatusOr<ConvAlgoUsed>(s);
+    ConvAlgoUsed used;
+    used.algo = static_cast<int>(algo);
+    used.name = name;
+    used.workspace = bytes;
+    used.math_type = static_cast<int>(math);
+    used.passed_over = static_cast<int>(passed.size());
+    return StatusOr<ConvAlgoUsed>(used);
+  };
   // The entries tried so far (the top choice), so the whole list does not try them again.
   std::vector<std::pair<typename Dir::Algo, cudnnMathType_t>> tried;
   // Tries the entries of `perf` in order: the first that qualifies and runs is the answer.
@@ -555,39 +603,21 @@ StatusOr<ConvAlgoUsed> select_and_run(CudnnHandle& h, const CudnnConv& p, const 
         passed.push_back(fmt::format("{}: math type {}", name, static_cast<int>(pr.mathType)));
         continue;
       }
-      // cuDNN runs an algorithm with the descriptor's math type: set the one the list reports.
-      if (auto s = cudnn_status(cudnnSetConvolutionMathType(d.conv.get(), pr.mathType), "cudnnSetConvolutionMathType",
-                                __FILE__, __LINE__);
-          !s.ok())
-        return StatusOr<ConvAlgoUsed>(s);
-      size_t bytes = 0;
-      const cudnnStatus_t we = Dir::workspace(h.get(), d, pr.algo, &bytes);
-      if (we != CUDNN_STATUS_SUCCESS) {
-        passed.push_back(name + ": workspace query " + cudnnGetErrorString(we));
-        continue;
-      }
-      if (bytes > h.workspace_limit) {
-        passed.push_back(fmt::format("{}: workspace {} B over the limit {} B", name, bytes, h.workspace_limit));
-        continue;
-      }
-      StatusOr<void*> ws = h.workspace(bytes);
-      if (!ws.ok()) return StatusOr<ConvAlgoUsed>(ws.status());
-      const cudnnStatus_t e = run(pr.algo, *ws, bytes);
-      if (CUDNN_STATUS_CATEGORY(e) == CUDNN_STATUS_NOT_SUPPORTED) {
-        passed.push_back(name + ": " + cudnn_status(e, Dir::kCall, __FILE__, __LINE__).message());
-        continue;
-      }
-      if (auto s = cudnn_status(e, Dir::kCall, __FILE__, __LINE__); !s.ok()) return StatusOr<ConvAlgoUsed>(s);
-      ConvAlgoUsed used;
-      used.algo = static_cast<int>(pr.algo);
-      used.name = name;
-      used.workspace = bytes;
-      used.math_type = static_cast<int>(pr.mathType);
-      used.passed_over = static_cast<int>(passed.size());
-      return StatusOr<ConvAlgoUsed>(used);
+      if (auto found = try_entry(pr.algo, pr.mathType)) return found;
     }
     return std::nullopt;
   };
+  const auto none = [&]() -> StatusOr<ConvAlgoUsed> {
+    std::string why;
+    for (const std::string& s : passed) why += (why.empty() ? "" : "; ") + s;
+    return unavailable(fmt::format("cuDNN convolution {}: no deterministic {} algorithm for {} ({})", Dir::kWhat,
+                                   fma ? "FMA-math" : "default-math", conv_problem(p),
+                                   why.empty() ? "cuDNN listed none" : why));
+  };
+  if (fma && p.algos == ConvAlgoPolicy::kDotProduct && Dir::kOnlyDeterministicDotProduct) {
+    if (auto found = try_entry(*Dir::kOnlyDeterministicDotProduct, CUDNN_FMA_MATH)) return *std::move(found);
+    return none();
+  }
   int max_count = 0;
   CUDNN_CHECK(Dir::max_count(h.get(), &max_count));
   for (const int want : {1, std::max(max_count, 1)}) {
@@ -595,11 +625,7 @@ StatusOr<ConvAlgoUsed> select_and_run(CudnnHandle& h, const CudnnConv& p, const 
     if (auto found = walk(perf)) return *std::move(found);
     if (want >= max_count) break;
   }
-  std::string why;
-  for (const std::string& s : passed) why += (why.empty() ? "" : "; ") + s;
-  return unavailable(fmt::format("cuDNN convolution {}: no deterministic {} algorithm for {} ({})", Dir::kWhat,
-                                 fma ? "FMA-math" : "default-math", conv_problem(p),
-                                 why.empty() ? "cuDNN listed none" : why));
+  return none();
 }
 
 }  // namespace

@@ -191,7 +191,9 @@ struct ConvAlgoUsed {
 /// first one with status success, CUDNN_DETERMINISTIC, the requested math type (kFma: exactly
 /// CUDNN_FMA_MATH), allowed by the policy and whose workspace is within h.workspace_limit runs;
 /// one that then reports CUDNN_STATUS_NOT_SUPPORTED* is passed over too. None left: `unavailable`
-/// naming what was passed over and why.
+/// naming what was passed over and why. Under kFma and kDotProduct the backward directions have
+/// one candidate, ALGO_1 (the other dot-product algorithms sum with atomics), which runs without
+/// the query: the list's first qualifying entry could only be it.
 
 /// y = alpha conv(x, w) + beta y.
 StatusOr<ConvAlgoUsed> cudnn_conv_forward(CudnnHandle& h, const CudnnConv& p, float alpha, const void* x, const void* w,

@@ -1,15 +1,16 @@
 // value_core::normal_approx, the device draw's cheap evaluation of the normal class: its
 // difference from base_value stays far inside its err (the margin the store's interval test
 // rests on), and the store's decision (the same bits at x - err and x + err, or base_value)
-// gives base_value's bits in every format the device draws. The device kernel's own bytes are
-// MaterializeDeviceGpu's.
+// gives base_value's bits in every format the device draws: the device's own normal_bits and
+// stored_bits (materialize_device_kernels.h), run here on the host. The device kernel's bytes
+// are MaterializeDeviceGpu's.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 
-#include "harness/dtype_encode.h"
+#include "harness/gpu/materialize_device_kernels.h"
 #include "harness/value_core.h"
 
 namespace assay {
@@ -64,57 +65,37 @@ TEST(ValuesApprox, SeriesAtTheirEnds) {
   }
 }
 
-// The bits the device's store_as writes for x (materialize_device.cu stored_bits) for the
-// formats it draws; x is finite here.
-enum class Fmt { kF32, kF16, kBF16, kE4M3, kE5M2, kI8 };
-uint32_t stored(Fmt f, double x) {
-  const float v = static_cast<float>(x);
-  switch (f) {
-    case Fmt::kF32:
-      return encode::float_bits(v);
-    case Fmt::kF16:
-      return encode::f32_to_f16(v);
-    case Fmt::kBF16:
-      return encode::f32_to_bf16(v);
-    case Fmt::kE4M3:
-      return encode::f32_to_e4m3(v, Overflow::kIeee);
-    case Fmt::kE5M2:
-      return encode::f32_to_e5m2(v, Overflow::kIeee);
-    case Fmt::kI8:
-      return static_cast<uint8_t>(encode::f32_to_i8(v));
-  }
-  return 0;
-}
+using gpu::detail::DevElem;
 
 TEST(ValuesApprox, IntervalDecisionGivesBaseValuesBits) {
   // Scales that put the values in each format's normal range, past its largest finite value and
   // among its subnormals. Where the decision takes x, the bits must be base_value's; it must
   // take x almost always, or the draw pays for both evaluations.
   struct Run {
-    Fmt f;
+    DevElem f;
     const char* name;
     double scale, most_fallbacks;
   };
-  const Run runs[] = {{Fmt::kF32, "fp32", 1.0, 1e-3},
-                      {Fmt::kF32, "fp32 overflow", 1.5e38, 1e-3},
-                      {Fmt::kF32, "fp32 subnormal", 1e-41, 1e-3},
-                      {Fmt::kF16, "fp16", 3e4, 1e-4},
-                      {Fmt::kBF16, "bf16", 3.0, 1e-4},
-                      {Fmt::kE4M3, "e4m3", 300.0, 1e-4},
-                      {Fmt::kE5M2, "e5m2", 3e4, 1e-4},
-                      {Fmt::kI8, "int8", 100.0, 1e-4}};
+  const Run runs[] = {{DevElem::kF32, "fp32", 1.0, 1e-3},
+                      {DevElem::kF32, "fp32 overflow", 1.5e38, 1e-3},
+                      {DevElem::kF32, "fp32 subnormal", 1e-41, 1e-3},
+                      {DevElem::kF16, "fp16", 3e4, 1e-4},
+                      {DevElem::kBF16, "bf16", 3.0, 1e-4},
+                      {DevElem::kE4M3, "e4m3", 300.0, 1e-4},
+                      {DevElem::kE5M2, "e5m2", 3e4, 1e-4},
+                      {DevElem::kI8, "int8", 100.0, 1e-4}};
   constexpr uint64_t kDraws = uint64_t{1} << 18;
   for (const Run& run : runs) {
     const Recipe r = normal(97, run.scale);
     uint64_t fallbacks = 0;
     for (uint64_t i = 0; i < kDraws; ++i) {
-      const value_core::Approx a = value_core::normal_approx(r, 3, i);
-      const uint32_t lo = stored(run.f, a.x - a.err), want = stored(run.f, exact(r, 3, i));
-      if (lo != stored(run.f, a.x + a.err)) {
+      uint32_t bits = 0;
+      if (!gpu::detail::normal_bits(r, 3, i, run.f, bits)) {
         ++fallbacks;
         continue;
       }
-      ASSERT_EQ(lo, want) << run.name << " element " << i;
+      ASSERT_EQ(bits, gpu::detail::stored_bits(run.f, static_cast<float>(exact(r, 3, i))))
+          << run.name << " element " << i;
     }
     const double rate = static_cast<double>(fallbacks) / kDraws;
     std::printf("[ measured ] normal_approx %s: base_value needed for %llu of %llu draws\n", run.name,

@@ -980,6 +980,68 @@ TEST_F(CudnnConvChoiceGpu, TopChoiceAloneIsTheHeadOfTheWholeList) {
   std::cout << "[ measured ] " << compared << " problems: the top choice alone is the whole list's head\n";
 }
 
+// Under FMA math and the dot-product policy the backward directions run ALGO_1 without asking
+// cuDNN's heuristics (cudnn.cpp, select_and_run). The premise: the whole list's first qualifying
+// entry is ALGO_1 under FMA math, or there is none and the call is unavailable. Checked on the
+// problems above, both layouts, three types, and on the two problems whose query stalled lanes.
+TEST_F(CudnnConvChoiceGpu, OneCandidateRunsWithoutTheQueryAndIsTheListsChoice) {
+  ASSAY_OPEN_CUDNN();
+  using Clock = std::chrono::steady_clock;
+  const auto secs = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+  Conv2dGeometry slow1 = geom(4, 3, 15, 16, 63, 1, 1, 3), slow2 = geom(1, 16, 38, 15, 15, 1, 1, 1);
+  slow1.pad_w = slow2.pad_w = 0;
+  std::vector<std::pair<Conv2dGeometry, DType>> problems = {{slow1, DType::kBF16}, {slow2, DType::kF16}};
+  for (const ConvLayout layout : {ConvLayout::kNCHW, ConvLayout::kNHWC})
+    for (const Conv2dGeometry& g : conv_shapes(layout))
+      for (const DType t : {DType::kF32, DType::kF16, DType::kBF16}) problems.emplace_back(g, t);
+  int compared = 0, none = 0;
+  for (const auto& [g, t] : problems)
+    for (const ConvDir dir : {ConvDir::kBackwardData, ConvDir::kBackwardFilter}) {
+      vendor::CudnnConv p;
+      p.geom = g, p.dtype = t, p.math = vendor::ConvMath::kFma, p.algos = vendor::ConvAlgoPolicy::kDotProduct;
+      const auto t0 = Clock::now();
+      const auto all = vendor::cudnn_conv_algorithms(*handle_, p, dir, 0);
+      const double list_s = secs(t0);
+      if (!all.ok() && all.status().code() == StatusCode::kUnavailable) continue;  // a type this cuDNN lacks
+      ASSERT_TRUE(all.ok()) << all.status().to_string();
+      const vendor::ConvAlgoListed* want = nullptr;
+      for (const vendor::ConvAlgoListed& e : *all)
+        if (e.ok && e.deterministic && e.math_type == CUDNN_FMA_MATH &&
+            (e.name == "ALGO_0" || e.name == "ALGO_1" || e.name == "ALGO_3")) {
+          want = &e;
+          break;
+        }
+      const size_t in_elems = static_cast<size_t>(dir == ConvDir::kBackwardData ? g.w_elems() : g.x_elems());
+      const Encoded a = encode(t, normals(in_elems, 1)), dy = encode(t, normals(static_cast<size_t>(g.y_elems()), 2));
+      const Encoded out0 = poison(t, static_cast<size_t>(dir == ConvDir::kBackwardData ? g.x_elems() : g.w_elems()));
+      DeviceBuffer ba(a.bytes), bdy(dy.bytes), bout(out0.bytes);
+      ASSERT_TRUE(ba.ok() && bdy.ok() && bout.ok());
+      const auto t1 = Clock::now();
+      const auto used =
+          dir == ConvDir::kBackwardData
+              ? vendor::cudnn_conv_backward_data(*handle_, p, 1.0f, ba.get(), bdy.get(), 0.0f, bout.get())
+              : vendor::cudnn_conv_backward_filter(*handle_, p, 1.0f, ba.get(), bdy.get(), 0.0f, bout.get());
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const double run_s = secs(t1);
+      const std::string what = fmt::format("{} {} {}", dir_name(dir), dtype_name(t), describe(g));
+      if (want == nullptr) {
+        EXPECT_EQ(used.status().code(), StatusCode::kUnavailable) << what << ": the list has no candidate";
+        ++none;
+        continue;
+      }
+      ASSERT_TRUE(used.ok()) << what << ": " << used.status().to_string();
+      EXPECT_EQ(used->name, want->name) << what;
+      EXPECT_EQ(used->math_type, want->math_type) << what;
+      ++compared;
+      if (compared <= 4)
+        std::cout << "[ measured ] " << what << ": the whole list in " << list_s << " s; " << used->name
+                  << " run without it in " << run_s << " s\n";
+    }
+  EXPECT_GT(compared, 50);
+  std::cout << "[ measured ] " << compared << " problems ran the list's first qualifying entry without the query; "
+            << none << " had none and were unavailable\n";
+}
+
 class CudnnConvArgsGpu : public CudnnGpuTest, public ::testing::Test {};
 
 TEST_F(CudnnConvArgsGpu, BadProblemsAreStatusesNotCrashes) {
