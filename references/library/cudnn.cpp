@@ -530,11 +530,11 @@ StatusOr<std::vector<typename Dir::Perf>> heuristics(CudnnHandle& h, const Cudnn
 /// whole list's head).
 ///
 /// Where FMA math and the dot-product policy leave one algorithm that can qualify (backward data
-/// and backward filter: ALGO_1, the one deterministic dot-product algorithm of each), the list can
-/// only name it or nothing, so it runs without asking. The query is not cached by cuDNN: the same
-/// fp16 1x1 filter-gradient problem asked twice took 1.9 s and 1.2 s, against 0.4 s at most for
-/// ALGO_1's workspace query and run together on a new problem (CudnnConvChoiceGpu checks that the
-/// choice is the list's first qualifying entry).
+/// and backward filter: ALGO_1, the one deterministic dot-product algorithm of each), the list's
+/// first qualifying entry can only be it, so it runs without asking. cuDNN does not cache the
+/// query: the same fp16 1x1 filter-gradient problem asked twice took 1.9 s and 1.2 s, against
+/// 0.4 s at most for ALGO_1's workspace query and run together on a new problem
+/// (CudnnConvChoiceGpu checks that the choice is the list's first qualifying entry).
 template <typename Dir, typename Run>
 StatusOr<ConvAlgoUsed> select_and_run(CudnnHandle& h, const CudnnConv& p, const ConvDescs& d, Run&& run) {
   const bool fma = p.math == ConvMath::kFma;
