@@ -927,23 +927,31 @@ INSTANTIATE_TEST_SUITE_P(DirectionsAndDtypes, CudnnConvNarrowGpu,
 /// seconds (1x1 filter gradients in fp16/bf16 NCHW, found in campaigns).
 class CudnnConvChoiceGpu : public CudnnGpuTest, public ::testing::Test {};
 
-TEST_F(CudnnConvChoiceGpu, TopChoiceAloneIsTheHeadOfTheWholeList) {
-  ASSAY_OPEN_CUDNN();
-  using Clock = std::chrono::steady_clock;
-  const auto secs = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+/// The two filter-gradient problems whose query took seconds in campaigns (1x1, NCHW).
+std::vector<std::pair<Conv2dGeometry, DType>> stall_problems() {
   Conv2dGeometry slow1 = geom(4, 3, 15, 16, 63, 1, 1, 3), slow2 = geom(1, 16, 38, 15, 15, 1, 1, 1);
   slow1.pad_w = slow2.pad_w = 0;
+  return {{slow1, DType::kBF16}, {slow2, DType::kF16}};
+}
+
+TEST_F(CudnnConvChoiceGpu, TopChoiceAloneIsTheHeadOfTheWholeList) {
+  ASSAY_OPEN_CUDNN();
   // The two slow shapes first, each timed alone: top choice, then the whole list.
-  for (const auto& [g, t] : {std::pair{slow1, DType::kBF16}, std::pair{slow2, DType::kF16}}) {
+  for (const auto& [g, t] : stall_problems()) {
     vendor::CudnnConv p;
     p.geom = g, p.dtype = t, p.math = vendor::ConvMath::kFma;
     const auto t0 = Clock::now();
     const auto top = vendor::cudnn_conv_algorithms(*handle_, p, ConvDir::kBackwardFilter, 1);
-    const double top_s = secs(t0);
+    const double top_s = seconds_since(t0);
     ASSAY_CUDNN_RUN(top.status(), 0);
     const auto t1 = Clock::now();
     const auto all = vendor::cudnn_conv_algorithms(*handle_, p, ConvDir::kBackwardFilter, 0);
-    const double all_s = secs(t1);
+    const double all_s = seconds_since(t1);
     ASSERT_TRUE(all.ok()) << all.status().to_string();
     ASSERT_FALSE(top->empty());
     ASSERT_FALSE(all->empty());
@@ -986,11 +994,7 @@ TEST_F(CudnnConvChoiceGpu, TopChoiceAloneIsTheHeadOfTheWholeList) {
 // problems above, both layouts, three types, and on the two problems whose query stalled lanes.
 TEST_F(CudnnConvChoiceGpu, OneCandidateRunsWithoutTheQueryAndIsTheListsChoice) {
   ASSAY_OPEN_CUDNN();
-  using Clock = std::chrono::steady_clock;
-  const auto secs = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
-  Conv2dGeometry slow1 = geom(4, 3, 15, 16, 63, 1, 1, 3), slow2 = geom(1, 16, 38, 15, 15, 1, 1, 1);
-  slow1.pad_w = slow2.pad_w = 0;
-  std::vector<std::pair<Conv2dGeometry, DType>> problems = {{slow1, DType::kBF16}, {slow2, DType::kF16}};
+  std::vector<std::pair<Conv2dGeometry, DType>> problems = stall_problems();
   for (const ConvLayout layout : {ConvLayout::kNCHW, ConvLayout::kNHWC})
     for (const Conv2dGeometry& g : conv_shapes(layout))
       for (const DType t : {DType::kF32, DType::kF16, DType::kBF16}) problems.emplace_back(g, t);
@@ -1001,7 +1005,7 @@ TEST_F(CudnnConvChoiceGpu, OneCandidateRunsWithoutTheQueryAndIsTheListsChoice) {
       p.geom = g, p.dtype = t, p.math = vendor::ConvMath::kFma, p.algos = vendor::ConvAlgoPolicy::kDotProduct;
       const auto t0 = Clock::now();
       const auto all = vendor::cudnn_conv_algorithms(*handle_, p, dir, 0);
-      const double list_s = secs(t0);
+      const double list_s = seconds_since(t0);
       if (!all.ok() && all.status().code() == StatusCode::kUnavailable) continue;  // a type this cuDNN lacks
       ASSERT_TRUE(all.ok()) << all.status().to_string();
       const vendor::ConvAlgoListed* want = nullptr;
@@ -1022,7 +1026,7 @@ TEST_F(CudnnConvChoiceGpu, OneCandidateRunsWithoutTheQueryAndIsTheListsChoice) {
               ? vendor::cudnn_conv_backward_data(*handle_, p, 1.0f, ba.get(), bdy.get(), 0.0f, bout.get())
               : vendor::cudnn_conv_backward_filter(*handle_, p, 1.0f, ba.get(), bdy.get(), 0.0f, bout.get());
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      const double run_s = secs(t1);
+      const double run_s = seconds_since(t1);
       const std::string what = fmt::format("{} {} {}", dir_name(dir), dtype_name(t), describe(g));
       if (want == nullptr) {
         EXPECT_EQ(used.status().code(), StatusCode::kUnavailable) << what << ": the list has no candidate";
