@@ -329,7 +329,8 @@ ASSAY_HD inline double base_value(const Recipe& r, const Shape& s, uint64_t stre
 //   so |x - base_value| < |scale sqrt(-2 log u)| (2^-44 + 2^-46 + 2^-52), and err is 2^-40 of
 //     that factor: 12 times the sum, and the roundings of x +- err (2^-53 of |x|) stay inside
 //     it. A subnormal fp64 product adds at most 2^-1074. ValuesApprox.NormalWithinItsBound
-//     measures the ratio over 2^22 draws and stress points.
+//     measures the ratio over 2^21 draws, and ValuesApprox.SeriesAtTheirEnds the two series
+//     at the ends of their ranges.
 constexpr double inv_factorial(int n) {
   double f = 1;
   for (int i = 2; i <= n; ++i) f *= i;

@@ -5,8 +5,7 @@
 // those to the bound, and leaves the bound of an element with the first launch's bits to the
 // first launch's check; a dense output's region finds unwritten elements against the output
 // poison and changed gap elements at every element width; a large arena's span restore gives back
-// the snapshot. A CPU-only machine skips the suite
-// visibly.
+// the snapshot. A CPU-only machine skips the suite visibly.
 #include <gtest/gtest.h>
 
 #include <cfloat>
